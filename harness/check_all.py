@@ -1,0 +1,104 @@
+"""`make check` and the single-stage targets: run each stage, then print one summary table.
+
+A stage is built when its entry module exists; a stage that is not built yet is reported as
+such (and `make <stage>` alone exits 2), never run as an empty pass. Each stage writes
+build/reports/<stage>.json with a one-line "summary" of its key figures, shown in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "build" / "reports"
+
+
+@dataclass
+class Stage:
+    name: str
+    entry: str            # module file whose presence means the stage is built
+    args: list[str]       # python arguments, {report} replaced by the report path
+    issue: str            # where the stage's work is tracked while it is not built
+
+    @property
+    def built(self) -> bool:
+        return (ROOT / self.entry).is_file()
+
+
+STAGES = {
+    "check-spec": Stage("check-spec", "harness/check_models.py",
+                        ["-m", "harness.check_models", "--size", "{size}", "--report", "{report}"], "spec"),
+    "conformance": Stage("conformance", "conformance/__main__.py",
+                         ["-m", "conformance", "--profile", "{profile}", "--report", "{report}"], "conformance"),
+    "spark-check": Stage("spark-check", "pyspark_jobs/spark_check.py",
+                         ["-m", "pyspark_jobs.spark_check", "--scale", "{scale}", "--report", "{report}"], "pyspark"),
+    "bench": Stage("bench", "harness/bench.py", ["-m", "harness.bench", "--report", "{report}"], "reference"),
+}
+CHECK_STAGES = ["check-spec", "conformance", "spark-check"]
+
+
+def run_stage(stage: Stage, thorough: bool) -> dict:
+    if not stage.built:
+        return {"stage": stage.name, "result": "not built", "summary": f"{stage.entry} does not exist yet ({stage.issue} issue)",
+                "seconds": 0.0}
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    report = REPORTS / f"{stage.name}.json"
+    report.unlink(missing_ok=True)
+    subst = {"{report}": str(report), "{size}": "all" if thorough else "small",
+             "{profile}": "thorough" if thorough else "ci", "{scale}": "large" if thorough else "small"}
+    cmd = [sys.executable, *[subst.get(a, a) for a in stage.args]]
+    print(f"==> {stage.name}: {' '.join(cmd[1:])}", flush=True)
+    start = time.monotonic()
+    rc = subprocess.call(cmd, cwd=ROOT)
+    secs = time.monotonic() - start
+    summary = "no report written"
+    if report.is_file():
+        summary = json.loads(report.read_text()).get("summary", summary)
+    return {"stage": stage.name, "result": "passed" if rc == 0 else f"FAILED (exit {rc})", "summary": summary,
+            "seconds": round(secs, 1)}
+
+
+def print_table(rows: list[dict]) -> None:
+    head = ("stage", "result", "key figures", "time")
+    cells = [head] + [(r["stage"], r["result"], r["summary"], f"{r['seconds']:.0f}s") for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    line = "-+-".join("-" * w for w in widths)
+    print("\n" + line)
+    for i, c in enumerate(cells):
+        print(" | ".join(x.ljust(w) for x, w in zip(c, widths)))
+        if i == 0:
+            print(line)
+    print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.check_all", description=__doc__.splitlines()[0])
+    ap.add_argument("--stage", choices=sorted(STAGES), help="run one stage alone (exit 2 if it is not built)")
+    ap.add_argument("--thorough", action="store_true", help="large models, thorough profile, large Spark run")
+    a = ap.parse_args(argv)
+    if a.stage:
+        row = run_stage(STAGES[a.stage], a.thorough)
+        if row["result"] == "not built":
+            print(f"{a.stage}: not built yet: {row['summary']}", file=sys.stderr)
+            return 2
+        print_table([row])
+        return 0 if row["result"] == "passed" else 1
+    rows = [run_stage(STAGES[name], a.thorough) for name in CHECK_STAGES]
+    print_table(rows)
+    missing = [r["stage"] for r in rows if r["result"] == "not built"]
+    failed = [r["stage"] for r in rows if r["result"].startswith("FAILED")]
+    if missing:
+        print(f"not built yet: {', '.join(missing)} (reported, not run)")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

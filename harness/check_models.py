@@ -1,0 +1,180 @@
+"""Run the TLC models listed in spec/models.json and compare each with its expected outcome.
+
+A model fails the check when its outcome differs from the manifest (holds vs. violates the named
+invariant), when it overruns its time budget, or when a holding model's distinct-state count
+differs from the recorded one (the spec changed: re-record on purpose with ``--record``).
+Violating models keep their counterexample length and time as figures, not as checks: with
+2 workers TLC's trace for a violation may differ between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tlc.runner import HOLDS, INVARIANT_VIOLATED, TLCResult, TLCSetupError, print_progress, run_tlc
+
+SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
+MANIFEST = SPEC_DIR / "models.json"
+REQUIRED = ("name", "spec", "config", "size", "expect", "budget_s")
+
+
+class ManifestError(ValueError):
+    """spec/models.json is malformed."""
+
+
+def load_manifest(path: Path = MANIFEST) -> list[dict]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ManifestError(f"cannot read {path}: {e}") from e
+    models = data.get("models")
+    if not isinstance(models, list):
+        raise ManifestError(f"{path}: top-level 'models' list missing")
+    names = set()
+    for i, m in enumerate(models):
+        missing = [k for k in REQUIRED if k not in m]
+        if missing:
+            raise ManifestError(f"{path}: model #{i} ({m.get('name', '?')}) lacks {', '.join(missing)}")
+        if m["expect"] not in ("holds", "violates"):
+            raise ManifestError(f"{path}: model {m['name']}: expect must be 'holds' or 'violates', not {m['expect']!r}")
+        if m["expect"] == "violates" and not m.get("invariant"):
+            raise ManifestError(f"{path}: model {m['name']} expects a violation but names no invariant")
+        if m["size"] not in ("small", "large"):
+            raise ManifestError(f"{path}: model {m['name']}: size must be 'small' or 'large'")
+        if m["name"] in names:
+            raise ManifestError(f"{path}: model name {m['name']} appears twice")
+        names.add(m["name"])
+        for key in ("spec", "config"):
+            if not (path.parent / m[key]).is_file():
+                raise ManifestError(f"{path}: model {m['name']}: {m[key]} does not exist")
+    return models
+
+
+@dataclass
+class Verdict:
+    model: dict
+    result: TLCResult
+    problems: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def judge(model: dict, res: TLCResult) -> list[str]:
+    """What is wrong with this run, measured against the manifest entry (empty: as expected)."""
+    problems = []
+    if model["expect"] == "holds":
+        if res.outcome != HOLDS:
+            what = f"{res.outcome} {res.violated or ''}".strip()
+            problems.append(f"expected to hold, got {what}" + (f": {res.errors[0][:300]}" if res.errors else ""))
+        elif model.get("distinct_states") is not None and res.distinct_states != model["distinct_states"]:
+            problems.append(f"distinct states drifted: recorded {model['distinct_states']}, now {res.distinct_states}"
+                            " (re-record with --record if the spec changed on purpose)")
+    else:
+        if res.outcome != INVARIANT_VIOLATED or res.violated != model["invariant"]:
+            got = f"{res.outcome} {res.violated or ''}".strip()
+            problems.append(f"expected to violate {model['invariant']}, got {got}")
+    if res.duration_s > model["budget_s"]:
+        problems.append(f"took {res.duration_s:.1f}s, over its {model['budget_s']}s budget")
+    return problems
+
+
+def check(models: list[dict], verbose: bool = True) -> list[Verdict]:
+    verdicts = []
+    for i, m in enumerate(models, 1):
+        if verbose:
+            print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {m.get('invariant', '')}".rstrip(), flush=True)
+        res = run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], check_deadlock=m.get("check_deadlock", True),
+                      timeout_s=m["budget_s"] * 3, progress=print_progress if verbose else None)
+        v = Verdict(m, res, judge(m, res))
+        verdicts.append(v)
+        if verbose:
+            print(f"    {'ok  ' if v.passed else 'FAIL'} {res.summary()}", flush=True)
+            for p in v.problems:
+                print(f"    - {p}", flush=True)
+    return verdicts
+
+
+def record(verdicts: list[Verdict], path: Path = MANIFEST) -> None:
+    """Write measured figures back into the manifest (only for runs that met their expectation)."""
+    data = json.loads(path.read_text())
+    by_name = {m["name"]: m for m in data["models"]}
+    for v in verdicts:
+        if v.problems and not all("drifted" in p for p in v.problems):
+            continue
+        m, r = by_name[v.model["name"]], v.result
+        if m["expect"] == "holds":
+            m["distinct_states"], m["depth"] = r.distinct_states, r.depth
+        else:
+            m["trace_length"] = len(r.trace)
+        m["recorded_seconds"] = round(r.duration_s, 1)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def table(verdicts: list[Verdict]) -> str:
+    rows = [("model", "expect", "outcome", "distinct", "depth", "trace", "time", "verdict")]
+    for v in verdicts:
+        r = v.result
+        rows.append((v.model["name"], v.model["expect"] + (" " + v.model["invariant"] if v.model.get("invariant") else ""),
+                     r.outcome + (" " + r.violated if r.violated else ""), str(r.distinct_states or "-"),
+                     str(r.depth or "-"), str(len(r.trace) or "-"), f"{r.duration_s:.1f}s",
+                     "ok" if v.passed else "FAIL"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only (default) or all")
+    ap.add_argument("--only", action="append", help="run just this model (repeatable)")
+    ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
+    ap.add_argument("--report", help="write a JSON report here")
+    a = ap.parse_args(argv)
+    try:
+        models = load_manifest()
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.only:
+        unknown = set(a.only) - {m["name"] for m in models}
+        if unknown:
+            print(f"error: no model named {', '.join(sorted(unknown))} in {MANIFEST}", file=sys.stderr)
+            return 2
+        models = [m for m in models if m["name"] in a.only]
+    elif a.size == "small":
+        models = [m for m in models if m["size"] == "small"]
+    start = time.monotonic()
+    try:
+        verdicts = check(models)
+    except TLCSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print()
+    print(table(verdicts))
+    failed = [v for v in verdicts if not v.passed]
+    print(f"\n{len(verdicts) - len(failed)}/{len(verdicts)} models as expected in {time.monotonic() - start:.0f}s")
+    if a.record:
+        record(verdicts)
+        print(f"recorded figures in {MANIFEST}")
+    if a.report:
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.report).write_text(json.dumps({
+            "summary": f"{len(verdicts) - len(failed)}/{len(verdicts)} models as expected, "
+                       f"{sum(v.result.distinct_states or 0 for v in verdicts if v.model['expect'] == 'holds'):,}"
+                       " distinct states in holding models",
+            "models": len(verdicts), "failed": [v.model["name"] for v in failed],
+            "distinct_states_total": sum(v.result.distinct_states or 0 for v in verdicts),
+            "seconds": round(time.monotonic() - start, 1),
+            "runs": [{"name": v.model["name"], "problems": v.problems, **v.result.to_json()} for v in verdicts],
+        }, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Start real ZooKeeper servers on loopback for tests: one standalone server or a 3-node ensemble.
+
+Where the server comes from, in order: ``ZOOKEEPER_HOME`` (a release tarball: its ``lib/`` jars),
+else Debian's ``zookeeper`` package in /usr/share/java (installed by ``make setup``). ``ZK_HOSTS``
+names an external ensemble instead, and then nothing is started here (see ``external_hosts``).
+
+Every server is a child JVM in its own process group with a private temporary data directory;
+``stop()`` kills it and removes the directory, and an ``atexit`` hook does the same for anything a
+crashed or interrupted test left running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+DEBIAN_JARS = Path("/usr/share/java")
+_LIVE: set["_Member"] = set()
+
+
+class ZooKeeperUnavailable(RuntimeError):
+    """No ZooKeeper server can be started on this machine."""
+
+
+def external_hosts() -> str | None:
+    """The external ensemble from ``ZK_HOSTS`` (``host:port,...``), if the user gave one."""
+    return os.environ.get("ZK_HOSTS") or None
+
+
+def server_classpath() -> str:
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        jars = sorted(Path(home).glob("lib/*.jar")) + sorted(Path(home).glob("zookeeper-*.jar"))
+        if not any("zookeeper" in j.name for j in jars):
+            raise ZooKeeperUnavailable(f"ZOOKEEPER_HOME={home} holds no zookeeper jar under lib/")
+        return ":".join(map(str, jars))
+    if (DEBIAN_JARS / "zookeeper.jar").is_file():
+        # zookeeper.jar's manifest pulls in jute, netty and metrics; only the logging
+        # binding has to be named.
+        names = ["zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-log4j12.jar",
+                 "log4j-1.2.jar", "netty-handler.jar", "netty-transport.jar", "netty-common.jar",
+                 "netty-buffer.jar", "netty-resolver.jar", "netty-codec.jar",
+                 "netty-transport-native-epoll.jar", "netty-transport-native-unix-common.jar",
+                 "metrics-core.jar", "commons-cli.jar", "snappy-java.jar"]
+        return ":".join(str(DEBIAN_JARS / n) for n in names if (DEBIAN_JARS / n).is_file())
+    raise ZooKeeperUnavailable(
+        "no ZooKeeper server found: run `make setup` (installs Debian's `zookeeper` package), "
+        "or set ZOOKEEPER_HOME to a ZooKeeper release, or ZK_HOSTS to an external ensemble")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
+    """Send a four-letter command (``srvr``, ``ruok``...) and return the reply, '' if none."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(cmd.encode())
+            chunks = []
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                chunks.append(b)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on the port (TIME_WAIT leftovers do not count, as for a JVM)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+_LOG4J = """log4j.rootLogger=WARN, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File={log}
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d %-5p [%t] %c{{1}} - %m%n
+"""
+
+
+class _Member:
+    """One ZooKeeper JVM with its own config and data directory."""
+
+    def __init__(self, root: Path, myid: int, client_port: int, servers: list[str] | None, tick_ms: int):
+        self.myid, self.client_port, self.dir = myid, client_port, root / f"zk{myid}"
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        (self.dir / "data" / "myid").write_text(f"{myid}\n")
+        cfg = [f"tickTime={tick_ms}", "initLimit=10", "syncLimit=5", f"dataDir={self.dir / 'data'}",
+               f"clientPort={client_port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+               "4lw.commands.whitelist=*", "maxClientCnxns=0", "autopurge.purgeInterval=0"]
+        cfg += servers or []
+        (self.dir / "zoo.cfg").write_text("\n".join(cfg) + "\n")
+        (self.dir / "log4j.properties").write_text(_LOG4J.format(log=self.dir / "zookeeper.log"))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            return
+        java = shutil.which("java")
+        if not java:
+            raise ZooKeeperUnavailable("java not found on PATH: ZooKeeper needs Java (>= 17 here)")
+        cmd = [java, "-Xmx256m", "-Dzookeeper.jmx.log4j.disable=true",
+               f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
+               "-cp", f"{self.dir}:{server_classpath()}",
+               "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.dir / "zoo.cfg")]
+        out = open(self.dir / "stdout.log", "ab")
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        out.close()
+        _LIVE.add(self)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        _LIVE.discard(self)
+
+    def mode(self) -> str | None:
+        """'standalone', 'leader' or 'follower' once the member serves requests, else None."""
+        reply = four_letter(self.client_port, "srvr")
+        for line in reply.splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def log_tail(self, n: int = 20) -> str:
+        lines = []
+        for name in ("stdout.log", "zookeeper.log"):
+            p = self.dir / name
+            if p.is_file():
+                lines += p.read_text(errors="replace").splitlines()[-n:]
+        return "\n".join(lines)
+
+
+def _wait(pred, timeout: float, what: str, members: list[_Member]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        for m in members:
+            if m.proc and m.proc.poll() is not None:
+                raise ZooKeeperUnavailable(f"ZooKeeper server {m.myid} exited with {m.proc.returncode}:\n{m.log_tail()}")
+        time.sleep(0.1)
+    raise ZooKeeperUnavailable(f"{what} not ready after {timeout:.0f}s:\n" + "\n".join(m.log_tail() for m in members))
+
+
+class ZooKeeperServer:
+    """A standalone server on a free 127.0.0.1 port. Use as a context manager."""
+
+    def __init__(self, tick_ms: int = 500, start_timeout: float = 30.0):
+        self._root = Path(tempfile.mkdtemp(prefix="zk-standalone-"))
+        self._member = _Member(self._root, 1, free_port(), None, tick_ms)
+        self._timeout = start_timeout
+
+    @property
+    def port(self) -> int:
+        return self._member.client_port
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._member.proc.pid if self._member.proc else None
+
+    def start(self) -> "ZooKeeperServer":
+        self._member.start()
+        # `ruok` can answer before the server serves; `srvr` printing a Mode means it does.
+        _wait(lambda: self._member.mode() is not None, self._timeout, "ZooKeeper", [self._member])
+        return self
+
+    def stop(self) -> None:
+        self._member.stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> "ZooKeeperServer":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class ZooKeeperEnsemble:
+    """A quorum of ``size`` servers on loopback ports; members can be stopped and started."""
+
+    def __init__(self, size: int = 3, tick_ms: int = 500, start_timeout: float = 60.0):
+        self._root = Path(tempfile.mkdtemp(prefix="zk-ensemble-"))
+        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        servers = [f"server.{i + 1}=127.0.0.1:{p[1]}:{p[2]}" for i, p in enumerate(ports)]
+        self.members = [_Member(self._root, i + 1, p[0], servers, tick_ms) for i, p in enumerate(ports)]
+        self._timeout = start_timeout
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"127.0.0.1:{m.client_port}" for m in self.members)
+
+    def _member(self, myid: int) -> _Member:
+        for m in self.members:
+            if m.myid == myid:
+                return m
+        raise ValueError(f"no ensemble member {myid}; members are {[m.myid for m in self.members]}")
+
+    def modes(self) -> dict[int, str | None]:
+        return {m.myid: m.mode() for m in self.members}
+
+    def leader(self) -> int | None:
+        return next((i for i, mode in self.modes().items() if mode == "leader"), None)
+
+    def start(self) -> "ZooKeeperEnsemble":
+        for m in self.members:
+            m.start()
+        _wait(lambda: all(self.modes().values()), self._timeout, "ZooKeeper ensemble", self.members)
+        return self
+
+    def stop_member(self, myid: int) -> None:
+        self._member(myid).stop()
+
+    def start_member(self, myid: int) -> None:
+        m = self._member(myid)
+        m.start()
+        _wait(lambda: m.mode() is not None, self._timeout, f"ZooKeeper member {myid}", [m])
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> "ZooKeeperEnsemble":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for m in list(_LIVE):
+        m.stop()

@@ -1,0 +1,33 @@
+from harness import bootstrap
+
+
+def test_java_17_or_newer_is_found():
+    ok, msg = bootstrap.check_java()
+    assert ok, msg
+    assert bootstrap.java_major() >= 17
+
+
+def test_missing_java_is_explained(monkeypatch):
+    monkeypatch.setattr(bootstrap.shutil, "which", lambda name: None)
+    ok, msg = bootstrap.check_java()
+    assert not ok and "openjdk-17" in msg
+
+
+def test_tlc_jar_is_placed_at_the_known_path(monkeypatch):
+    monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
+    ok, msg = bootstrap.ensure_tlc()
+    assert ok, msg
+    assert bootstrap.JAR.is_file() and bootstrap.JAR.stat().st_size > 1_000_000
+
+
+def test_bad_tlc_override_is_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv("TLA2TOOLS_JAR", str(tmp_path / "nope.jar"))
+    ok, msg = bootstrap.ensure_tlc()
+    assert not ok and "nope.jar" in msg
+
+
+def test_zookeeper_home_without_jars_is_reported(monkeypatch, tmp_path):
+    monkeypatch.delenv("ZK_HOSTS", raising=False)
+    monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
+    ok, msg = bootstrap.ensure_zookeeper()
+    assert not ok and str(tmp_path) in msg

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from harness import check_models
+from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, TLCResult
+
+
+def _manifest(tmp_path, models):
+    (tmp_path / "M.tla").write_text("")
+    (tmp_path / "M.cfg").write_text("")
+    p = tmp_path / "models.json"
+    p.write_text(json.dumps({"models": models}))
+    return p
+
+
+BASE = {"name": "M", "spec": "M.tla", "config": "M.cfg", "size": "small", "expect": "holds", "budget_s": 30}
+
+
+def test_the_real_manifest_loads():
+    models = check_models.load_manifest()
+    assert any(m["expect"] == "holds" for m in models)
+    assert any(m["expect"] == "violates" for m in models)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"budget_s": None}, "lacks budget_s"),
+    ({"expect": "maybe"}, "expect must be"),
+    ({"expect": "violates"}, "names no invariant"),
+    ({"config": "Missing.cfg"}, "Missing.cfg does not exist"),
+    ({"size": "huge"}, "size must be"),
+])
+def test_malformed_manifest_entries_are_named(tmp_path, change, message):
+    entry = {**BASE, **change}
+    entry = {k: v for k, v in entry.items() if v is not None}
+    with pytest.raises(check_models.ManifestError, match=message):
+        check_models.load_manifest(_manifest(tmp_path, [entry]))
+
+
+def test_duplicate_names_are_refused(tmp_path):
+    with pytest.raises(check_models.ManifestError, match="twice"):
+        check_models.load_manifest(_manifest(tmp_path, [BASE, BASE]))
+
+
+def _res(outcome, violated=None, distinct=10, secs=1.0):
+    return TLCResult(outcome=outcome, exit_code=0, duration_s=secs, violated=violated, distinct_states=distinct)
+
+
+def test_judge_accepts_what_was_expected():
+    assert check_models.judge({**BASE, "distinct_states": 10}, _res(HOLDS)) == []
+    m = {**BASE, "expect": "violates", "invariant": "RoutedToOwnersInv"}
+    assert check_models.judge(m, _res(INVARIANT_VIOLATED, "RoutedToOwnersInv")) == []
+
+
+def test_judge_catches_drift_wrong_invariant_and_overrun():
+    assert "drifted" in check_models.judge({**BASE, "distinct_states": 11}, _res(HOLDS))[0]
+    m = {**BASE, "expect": "violates", "invariant": "RoutedToOwnersInv"}
+    assert "expected to violate" in check_models.judge(m, _res(INVARIANT_VIOLATED, "TypeOKInv"))[0]
+    assert "expected to violate" in check_models.judge(m, _res(HOLDS))[0]
+    assert "budget" in check_models.judge(BASE, _res(HOLDS, secs=31))[0]
+    assert "expected to hold" in check_models.judge(BASE, _res("deadlock"))[0]

@@ -1,0 +1,5 @@
+---- MODULE SyntaxError ----
+VARIABLE x
+Init == x =
+Next == x' = x
+====

@@ -1,0 +1,5 @@
+---- MODULE UnknownOperator ----
+VARIABLE x
+Init == x = undefinedThing
+Next == x' = x
+====
