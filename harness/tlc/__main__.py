@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--log", help="write TLC's raw output here")
+    ap.add_argument("--diff", action="store_true", help="in a trace, print only the variables each step changed")
     ap.epilog = "Arguments after a lone -- go to TLC unchanged (e.g. -- -dump dot,actionlabels g.dot)."
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -40,12 +41,18 @@ def main(argv: list[str] | None = None) -> int:
         print(res.summary())
         for err in res.errors:
             print("  " + err.replace("\n", "\n  "))
+        prev: dict = {}
         for step in res.trace:
             print(f"{step.index}: {step.action}")
             for var, val in step.state.items():
-                print(f"    {var} = {format_value(val)}")
+                if not a.diff or prev.get(var) != val:
+                    print(f"    {var} = {format_value(val)}")
+            prev = step.state
     return 0 if res.ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # output piped into head: not an error
+        sys.exit(1)

@@ -14,3 +14,18 @@ def test_small_model_behaves_as_recorded(model):
     res = run_tlc(check_models.SPEC_DIR / model["spec"], check_models.SPEC_DIR / model["config"],
                   check_deadlock=model.get("check_deadlock", True), timeout_s=model["budget_s"] * 3)
     assert check_models.judge(model, res) == [], res.summary()
+
+
+def test_generated_cfgs_match_their_table():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(check_models.SPEC_DIR / "gen_cfgs.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_every_cfg_is_in_the_manifest():
+    listed = {m["config"] for m in check_models.load_manifest()}
+    on_disk = {p.name for p in check_models.SPEC_DIR.glob("MC*.cfg")}
+    assert on_disk - listed == set(), "cfg files no model in spec/models.json runs"

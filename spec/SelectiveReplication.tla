@@ -1,0 +1,508 @@
+------------------------- MODULE SelectiveReplication -------------------------
+(***************************************************************************)
+(* Selective replication for ReplicatedMergeTree (RFC seed 000) on the     *)
+(* base protocol of seeds 002/003: shared log/, per-replica log_pointer    *)
+(* and queue, parts, blocks/ dedup; plus the RFC's assignment znodes,      *)
+(* filtered pullLogsToQueue, per-replica assignment caches, INSERT and     *)
+(* SELECT routing, and CLONE -> SWITCH -> CLEANUP migration.               *)
+(*                                                                         *)
+(* Data is tracked at block granularity: a part is [p |-> partition,      *)
+(* b |-> set of <<insert id, block number>>]. A retried INSERT that dedup   *)
+(* misses writes the same insert id under a new block number, as          *)
+(* ClickHouse would; merges union blocks. So rows read twice (R3) or       *)
+(* missing (R2) are visible directly.                                      *)
+(*                                                                         *)
+(* Every RFC-as-written behaviour that the model shows unsafe sits behind  *)
+(* a switch in Bugs, named as in the reference implementation; with        *)
+(* Bugs = {} the model is the fixed protocol (spec/FINDINGS.md).           *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets
+
+CONSTANTS
+    Replicas, Partitions, RF,
+    InsertPartition,   \* insert id -> partition of its block
+    InitOwners,        \* partition -> owners at start ({} = not yet assigned)
+    Queries,           \* query ids
+    MaxTries,          \* attempts per insert (first try + retries)
+    MaxMerges, MaxAlters, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
+    Bugs
+
+Bug(name) == name \in Bugs
+Inserts == DOMAIN InsertPartition
+None == "none"
+Absent == -1
+NoAsg == [owners |-> {}, target |-> None, leaving |-> None, version |-> Absent]
+
+VARIABLES
+    active,   \* replicas whose is_active ephemeral node exists
+    asg,      \* p -> selective/assignments/{p}: [owners, target, leaving, version]; target is the
+              \* CLONE target, leaving the replica between SWITCH (or CANCEL) and its CLEANUP
+    cache,    \* r -> p -> r's in-memory copy of asg[p], refreshed asynchronously
+    log,      \* the shared log/: sequence of [type, p, part, v (assignment version it was written under)]
+    ptr,      \* r -> log_pointer (entries pulled)
+    queue,    \* r -> set of entries in replicas/{r}/queue
+    parts,    \* r -> set of parts on r's disk
+    meta,     \* r -> ALTER_METADATA entries applied
+    dedup,    \* blocks/: block ids already committed
+    ins,      \* insert id -> [st, at, tries] as the client and the routing replica see it
+    mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched]
+    qry,      \* query id -> [st, at, routes, pending, expected, seen, dup, lost]
+    inv_acked,         \* blocks whose INSERT the client saw acknowledged
+    inv_read_cleaned,  \* TRUE once CLEANUP removed data an in-flight query was routed to
+    aux_counts         \* [merges, alters, migrations, crashes] for bounds
+
+vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry,
+          inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* Helpers *)
+
+Assigned(p) == asg[p].version # Absent
+Load(r) == Cardinality({p \in Partitions : Assigned(p) /\ r \in asg[p].owners})
+LeastLoaded(k) ==
+    {S \in SUBSET active : Cardinality(S) = k /\ \A x \in S, y \in active \ S : Load(x) <= Load(y)}
+
+\* Replicas a (possibly cached) assignment tells to keep replicating the partition.
+Keepers(a) == a.owners \cup ({a.target, a.leaving} \ {None})
+
+Covers(x, y) == x.p = y.p /\ y.b \subseteq x.b
+HasCovering(r, x) == \E y \in parts[r] : Covers(y, x)
+\* Adding a part removes the parts it covers, as a fetched or merged part does in MergeTree.
+AddPart(S, x) == {y \in S : ~Covers(x, y)} \cup {x}
+PartsOf(r, p) == {x \in parts[r] : x.p = p}
+BlocksOf(r, p) == UNION {x.b : x \in PartsOf(r, p)}
+Ids(B) == {blk[1] : blk \in B}   \* insert ids of a set of blocks
+HasBlock(r, i) == \E x \in parts[r] : i \in Ids(x.b)
+\* Two different blocks of the same insert: its rows would be read twice.
+Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
+
+Entry(type, p, part, v, k) == [type |-> type, p |-> p, part |-> part, v |-> v, k |-> k]
+NoPart == [p |-> None, b |-> {}]
+
+\* Log index of the first GET_PART of insert i (0 if none yet).
+IsGetOf(k, i) == log[k].type = "GET" /\ i \in Ids(log[k].part.b)
+FirstIdx(i) == IF \E k \in 1..Len(log) : IsGetOf(k, i)
+               THEN CHOOSE k \in 1..Len(log) : IsGetOf(k, i) /\ \A j \in 1..(k-1) : ~IsGetOf(j, i)
+               ELSE 0
+
+\* r will still learn of insert i by replication: it has not pulled i's entry yet, or a queue
+\* entry that brings i is pending. Missing such rows is replication lag, not loss.
+InFlightTo(r, i) ==
+    \/ ptr[r] < FirstIdx(i)
+    \/ \E e \in queue[r] : e.type \in {"GET", "MERGE"} /\ i \in Ids(e.part.b)
+
+Running(q) == qry[q].st = "running"
+MigrationsInFlight == {p \in Partitions : mig[p].st \in {"clone", "switched", "cancelling"}}
+
+Init ==
+    /\ active = Replicas
+    /\ asg = [p \in Partitions |->
+                IF InitOwners[p] = {} THEN NoAsg
+                ELSE [owners |-> InitOwners[p], target |-> None, leaving |-> None, version |-> 0]]
+    /\ cache = [r \in Replicas |-> asg]
+    /\ log = <<>>
+    /\ ptr = [r \in Replicas |-> 0]
+    /\ queue = [r \in Replicas |-> {}]
+    /\ parts = [r \in Replicas |-> {}]
+    /\ meta = [r \in Replicas |-> 0]
+    /\ dedup = {}
+    /\ ins = [i \in Inserts |-> [st |-> "idle", at |-> None, tries |-> 0]]
+    /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
+    /\ qry = [q \in Queries |-> [st |-> "idle", at |-> None, routes |-> <<>>, pending |-> {},
+                                 expected |-> {}, seen |-> {}, dup |-> FALSE, lost |-> {}]]
+    /\ inv_acked = {}
+    /\ inv_read_cleaned = FALSE
+    /\ aux_counts = [merges |-> 0, alters |-> 0, migrations |-> 0, crashes |-> 0]
+
+-----------------------------------------------------------------------------
+(* Assignment caches (RFC: "refreshed asynchronously from ZK").            *)
+
+ReplicaRefreshCache(r, p) ==
+    /\ r \in active
+    /\ cache[r][p] # asg[p]
+    /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
+    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* INSERT (RFC "INSERT routing", base protocol's blocks/ dedup).           *)
+
+\* The client sends insert i, or retries it after an error or an unknown outcome.
+ClientSendInsert(i, r) ==
+    /\ ins[i].st \in {"idle", "unknown", "failed"}
+    /\ ins[i].tries < MaxTries
+    /\ r \in active
+    /\ ins' = [ins EXCEPT ![i] = [st |-> "sent", at |-> r, tries |-> @.tries + 1]]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* First INSERT into a partition unknown to r: allocate by CAS-create (the race and the
+\* fewer-than-RF case are model-checked in Assignment.tla); a lost race adopts the winner.
+ReplicaAllocate(r, i) ==
+    LET p == InsertPartition[i] IN
+    /\ ins[i].st = "sent" /\ ins[i].at = r /\ r \in active
+    /\ cache[r][p].version = Absent
+    /\ IF Assigned(p)
+       THEN /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
+            /\ UNCHANGED <<asg, ins>>
+       ELSE IF Cardinality(active) >= RF
+            THEN \E S \in LeastLoaded(RF) :
+                    LET a == [owners |-> S, target |-> None, leaving |-> None, version |-> 0] IN
+                    /\ asg' = [asg EXCEPT ![p] = a]
+                    /\ cache' = [cache EXCEPT ![r][p] = a]
+                    /\ UNCHANGED ins
+            ELSE /\ ins' = [ins EXCEPT ![i].st = "failed"]
+                 /\ UNCHANGED <<asg, cache>>
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* r's map says another replica owns the partition: forward the sub-block to an owner.
+ReplicaForwardInsert(r, i) ==
+    LET p == InsertPartition[i] IN
+    /\ ins[i].st = "sent" /\ ins[i].at = r /\ r \in active
+    /\ cache[r][p].version # Absent
+    /\ r \notin cache[r][p].owners
+    /\ \E o \in cache[r][p].owners : ins' = [ins EXCEPT ![i].at = o]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* r's map says r owns the partition: write the part locally and commit it in one Keeper
+\* multi (blocks/ hash, GET_PART in log/). The fixed protocol also checks, in that multi,
+\* that the assignment znode still has the version r's map holds; the RFC checks the map only.
+ReplicaWriteInsert(r, i) ==
+    LET p == InsertPartition[i]
+        part == [p |-> p, b |-> {<<i, Len(log) + 1>>}] IN
+    /\ ins[i].st = "sent" /\ ins[i].at = r /\ r \in active
+    /\ cache[r][p].version # Absent
+    /\ r \in cache[r][p].owners
+    /\ IF ~Bug("insert_without_assignment_check") /\ asg[p].version # cache[r][p].version
+       THEN \* The check fails: the INSERT errors, r refreshes its map, the client retries.
+            /\ ins' = [ins EXCEPT ![i].st = "failed"]
+            /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
+            /\ UNCHANGED <<log, parts, dedup>>
+       ELSE /\ IF i \in dedup /\ ~Bug("no_dedup")
+               THEN UNCHANGED <<log, parts, dedup>>   \* duplicate block: acknowledged, not written
+               ELSE /\ parts' = [parts EXCEPT ![r] = AddPart(@, part)]
+                    /\ log' = Append(log, Entry("GET", p, part, cache[r][p].version, Len(log) + 1))
+                    /\ dedup' = dedup \cup {i}
+            /\ ins' = [ins EXCEPT ![i].st = "written"]
+            /\ UNCHANGED cache
+    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+ClientReceiveAck(i) ==
+    /\ ins[i].st = "written"
+    /\ ins' = [ins EXCEPT ![i].st = "acked"]
+    /\ inv_acked' = inv_acked \cup {i}
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_read_cleaned, aux_counts>>
+
+\* The connection breaks before the write (sent) or after it (written): the client cannot tell.
+\* Only a timeout that a retry can follow is modelled; without one it only hides an ack.
+ClientTimeout(i) ==
+    /\ ins[i].st \in {"sent", "written"}
+    /\ ins[i].tries < MaxTries
+    /\ ins' = [ins EXCEPT ![i].st = "unknown"]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* Replication log and filtered pullLogsToQueue (RFC table).               *)
+
+\* The merge-selecting replica puts MERGE_PARTS of two of its parts of a partition it owns.
+ReplicaSelectMerge(r, p) ==
+    /\ r \in active
+    /\ aux_counts.merges < MaxMerges
+    /\ r \in cache[r][p].owners
+    /\ \E x, y \in PartsOf(r, p) :
+        /\ x # y
+        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b], cache[r][p].version, Len(log) + 1))
+    /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+\* ALTER_METADATA: a global entry every replica must apply.
+ClientAlterMetadata ==
+    /\ aux_counts.alters < MaxAlters
+    /\ log' = Append(log, Entry("ALTER", None, NoPart, 0, Len(log) + 1))
+    /\ aux_counts' = [aux_counts EXCEPT !.alters = @ + 1]
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+\* Pull the next log entry: global entries are always queued; partition-scoped ones only
+\* when the map says r keeps the partition; skipped entries still advance log_pointer.
+\* Fixed protocol: an entry written under a newer assignment version than r's map holds
+\* makes r re-read the assignment from Keeper before deciding (background path, not SELECT).
+ReplicaPullLog(r) ==
+    LET e == log[ptr[r] + 1]
+        stale == e.type # "ALTER" /\ cache[r][e.p].version < e.v /\ ~Bug("filter_with_stale_cache")
+        view == IF stale THEN asg[e.p] ELSE cache[r][e.p]
+        take == IF e.type = "ALTER" THEN ~Bug("filter_skips_global") ELSE r \in Keepers(view) IN
+    /\ r \in active
+    /\ ptr[r] < Len(log)
+    /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
+    /\ queue' = [queue EXCEPT ![r] = IF take THEN @ \cup {e} ELSE @]
+    /\ cache' = IF stale THEN [cache EXCEPT ![r][e.p] = asg[e.p]] ELSE cache
+    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* Execute a queue entry: GET_PART fetches the part (or a covering one) from an active replica
+\* that has it; MERGE_PARTS merges locally when all sources are here, else fetches the result;
+\* ALTER_METADATA applies. An entry whose part is already covered is dropped.
+ReplicaExecuteEntry(r) ==
+    /\ r \in active
+    /\ \E e \in queue[r] :
+        \/ /\ e.type = "ALTER"
+           /\ meta' = [meta EXCEPT ![r] = @ + 1]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED parts
+        \/ /\ e.type \in {"GET", "MERGE"}
+           /\ HasCovering(r, e.part)
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED <<parts, meta>>
+        \/ /\ e.type = "MERGE"
+           /\ ~HasCovering(r, e.part)
+           /\ UNION {x.b : x \in {y \in PartsOf(r, e.p) : y.b \subseteq e.part.b}} = e.part.b
+           /\ parts' = [parts EXCEPT ![r] = AddPart(@, e.part)]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED meta
+        \/ /\ e.type \in {"GET", "MERGE"}
+           /\ ~HasCovering(r, e.part)
+           /\ \E s \in active \ {r} : \E y \in parts[s] :
+                /\ Covers(y, e.part)
+                /\ parts' = [parts EXCEPT ![r] = AddPart(@, y)]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED meta
+    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* SELECT routing: the query takes its replica's map, picks one replica per *)
+(* partition, and reads each partition in its own step.                     *)
+
+ClientStartQuery(q, r) ==
+    LET known == {p \in Partitions : cache[r][p].version # Absent}
+        \* RFC as written lists the CLONE target in the assignment like any owner.
+        readable(p) == IF Bug("route_to_clone_target") THEN Keepers(cache[r][p]) ELSE cache[r][p].owners IN
+    /\ qry[q].st = "idle"
+    /\ r \in active
+    /\ \A p \in known : readable(p) # {}
+    /\ \E routes \in [known -> Replicas] :
+        /\ \A p \in known : routes[p] \in readable(p)
+        /\ qry' = [qry EXCEPT ![q] = [st |-> IF known = {} THEN "done" ELSE "running", at |-> r, routes |-> routes, pending |-> known,
+                     expected |-> inv_acked, seen |-> {}, dup |-> FALSE,
+                     \* Acked blocks of partitions r does not know and whose entry r has pulled
+                     \* are missed for good, not by lag.
+                     lost |-> {i \in inv_acked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* Read one partition from the replica chosen for it (locally or ReadFromRemote).
+ReplicaReadPartition(q, p) ==
+    LET o == qry[q].routes[p]
+        got == BlocksOf(o, p) IN
+    /\ Running(q)
+    /\ p \in qry[q].pending
+    /\ o \in active
+    \* The last partition read completes the query.
+    /\ qry' = [qry EXCEPT ![q].pending = @ \ {p},
+                          ![q].st = IF qry[q].pending = {p} THEN "done" ELSE @,
+                          ![q].seen = @ \cup got,
+                          ![q].dup = @ \/ Twice(got \cup qry[q].seen) \/ (got \cap qry[q].seen # {}),
+                          ![q].lost = @ \cup {i \in qry[q].expected :
+                                                InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)}]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
+ClientQueryFails(q) ==
+    /\ Running(q)
+    /\ \E p \in qry[q].pending : qry[q].routes[p] \notin active
+    /\ qry' = [qry EXCEPT ![q].st = "failed"]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* Migration CLONE -> SWITCH -> CLEANUP (RFC "Rebalancing"). Every step is  *)
+(* one Keeper multi on selective/migrations/{p} and the assignment, so a    *)
+(* coordinator that crashes leaves a state another replica can continue.    *)
+
+\* ALTER TABLE REASSIGN PARTITION p TO REPLICA dst (SYSTEM REBALANCE issues several):
+\* CLONE adds dst to the assignment as the CLONE target (RF+1 keepers).
+AdminReassign(p, src, dst) ==
+    /\ Assigned(p)
+    /\ mig[p].st \in {"none", "done", "cancelled"}
+    /\ src \in asg[p].owners /\ dst \notin asg[p].owners
+    /\ src \in active   \* the replica that runs the ALTER coordinates; takeover covers its crash
+    /\ Cardinality(MigrationsInFlight) < MaxConcurrentMigrations
+    /\ aux_counts.migrations < MaxMigrations
+    /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
+    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE]]
+    /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned>>
+
+\* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
+\* re-reads the assignment (so its filter keeps the partition from now on), then queues a
+\* fetch of every part of the partition registered in Keeper by any replica.
+ReplicaCloneFetch(p) ==
+    LET dst == mig[p].dst
+        src == mig[p].src IN
+    /\ mig[p].st = "clone" /\ ~mig[p].fetched
+    /\ dst \in active
+    /\ IF Bug("clone_from_source_only")
+       THEN /\ src \in active
+            /\ parts' = [parts EXCEPT ![dst] = PartsOf(src, p) \cup {x \in @ : x.p # p}]
+            /\ UNCHANGED <<queue, cache>>
+       ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
+            /\ queue' = [queue EXCEPT ![dst] = @ \cup
+                            {Entry("GET", p, x, asg[p].version, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}]
+            /\ UNCHANGED parts
+    /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
+    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* dst is caught up on p: nothing for p in its queue or in the log beyond its log_pointer.
+CaughtUp(dst, p) ==
+    /\ \A e \in queue[dst] : e.p # p
+    /\ \A k \in (ptr[dst] + 1)..Len(log) : log[k].p # p
+
+\* SWITCH: CAS the assignment to replace the source with the target. Fixed: the source stays
+\* a leaving keeper, still replicating the partition, because maps that have not seen the
+\* SWITCH keep routing SELECTs to it. RFC as written (source_stops_at_switch): it is dropped.
+CoordinatorSwitch(p) ==
+    /\ mig[p].st = "clone" /\ mig[p].fetched
+    /\ mig[p].coord \in active
+    /\ Bug("switch_without_catchup") \/ CaughtUp(mig[p].dst, p)
+    /\ asg' = [asg EXCEPT ![p] = [owners |-> (@.owners \ {mig[p].src}) \cup {mig[p].dst}, target |-> None,
+                                  leaving |-> IF Bug("source_stops_at_switch") THEN None ELSE mig[p].src,
+                                  version |-> @.version + 1]]
+    /\ mig' = [mig EXCEPT ![p].st = "switched"]
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
+Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
+
+\* CLEANUP on the leaving replica after old_parts_lifetime. The delay is modelled by what it
+\* must outlast: every active replica's map has seen the new assignment, and no running query
+\* is routed to the leaver for p. With cleanup_no_delay the data goes right after SWITCH.
+ReplicaCleanup(p) ==
+    LET r == Leaver(p)
+        routedHere == \E q \in Queries : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = r IN
+    /\ mig[p].st \in {"switched", "cancelling"}
+    /\ r \in active
+    /\ \/ Bug("cleanup_no_delay")
+       \/ /\ \A a \in active : cache[a][p].version >= asg[p].version
+          /\ ~routedHere
+    \* CAS the leaver out; the leaver's own map sees it at once, so its filter stops here.
+    /\ asg' = [asg EXCEPT ![p].leaving = None, ![p].version = @ + 1]
+    /\ cache' = [cache EXCEPT ![r][p] = asg'[p]]
+    /\ parts' = [parts EXCEPT ![r] = {x \in @ : x.p # p}]
+    /\ queue' = [queue EXCEPT ![r] = {e \in @ : e.p # p}]
+    /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
+    /\ inv_read_cleaned' = (inv_read_cleaned \/ routedHere)
+    /\ UNCHANGED <<active, log, ptr, meta, dedup, ins, qry, inv_acked, aux_counts>>
+
+\* Cancel before SWITCH: CAS the target out of the assignment into "leaving"; it leaves through
+\* ReplicaCleanup like a switched source. With cancel_drops_target_at_once it is dropped and
+\* deletes its copy in the same step, while its stale map still makes it pull the partition.
+CoordinatorCancel(p) ==
+    LET dst == mig[p].dst IN
+    /\ mig[p].st = "clone"
+    /\ mig[p].coord \in active
+    /\ IF Bug("cancel_drops_target_at_once")
+       THEN /\ asg' = [asg EXCEPT ![p].target = None, ![p].version = @ + 1]
+            /\ mig' = [mig EXCEPT ![p].st = "cancelled"]
+            /\ parts' = [parts EXCEPT ![dst] = {x \in @ : x.p # p}]
+            /\ queue' = [queue EXCEPT ![dst] = {e \in @ : e.p # p}]
+       ELSE /\ asg' = [asg EXCEPT ![p].target = None, ![p].leaving = dst, ![p].version = @ + 1]
+            /\ mig' = [mig EXCEPT ![p].st = "cancelling"]
+            /\ UNCHANGED <<parts, queue>>
+    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* The coordinator's session is gone: another active replica takes the migration over.
+ReplicaTakeOverMigration(p, r) ==
+    /\ mig[p].st = "clone"
+    /\ mig[p].coord \notin active
+    /\ r \in active
+    /\ mig' = [mig EXCEPT ![p].coord = r]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* Crashes: the is_active node goes; disk (parts) and Keeper (queue,        *)
+(* log_pointer) survive; the in-memory map does not.                        *)
+
+ReplicaCrash(r) ==
+    /\ r \in active
+    /\ aux_counts.crashes < MaxCrashes
+    /\ active' = active \ {r}
+    /\ aux_counts' = [aux_counts EXCEPT !.crashes = @ + 1]
+    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+ReplicaRestart(r) ==
+    /\ r \notin active
+    /\ active' = active \cup {r}
+    /\ cache' = [cache EXCEPT ![r] = [p \in Partitions |-> NoAsg]]
+    /\ UNCHANGED <<asg, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+Next ==
+    \/ \E r \in Replicas :
+        \/ ReplicaPullLog(r) \/ ReplicaExecuteEntry(r) \/ ReplicaCrash(r) \/ ReplicaRestart(r)
+        \/ \E p \in Partitions : ReplicaRefreshCache(r, p) \/ ReplicaSelectMerge(r, p)
+        \/ \E i \in Inserts : ClientSendInsert(i, r) \/ ReplicaAllocate(r, i)
+                               \/ ReplicaForwardInsert(r, i) \/ ReplicaWriteInsert(r, i)
+        \/ \E q \in Queries : ClientStartQuery(q, r)
+    \/ \E i \in Inserts : ClientReceiveAck(i) \/ ClientTimeout(i)
+    \/ \E q \in Queries : ClientQueryFails(q) \/ \E p \in Partitions : ReplicaReadPartition(q, p)
+    \/ ClientAlterMetadata
+    \/ \E p \in Partitions :
+        \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
+        \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)
+        \/ \E src, dst \in Replicas : AdminReassign(p, src, dst)
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants. Each names one clause so that TLC names what broke.          *)
+
+\* Every variable holds a value of its intended type.
+TypeOKInv ==
+    /\ active \subseteq Replicas
+    /\ \A r \in Replicas : ptr[r] \in 0..Len(log) /\ meta[r] \in Nat
+    /\ inv_acked \subseteq Inserts
+    /\ \A p \in Partitions : mig[p].st \in {"none", "clone", "switched", "cancelling", "done", "cancelled"}
+
+\* Each assignment names RF owners, plus one CLONE target exactly while a CLONE is in flight.
+ReplicationFactorInv ==
+    \A p \in Partitions : Assigned(p) =>
+        /\ Cardinality(asg[p].owners) = RF
+        /\ (asg[p].target # None) <=> (mig[p].st = "clone")
+        /\ (asg[p].leaving # None) <=> \/ mig[p].st = "cancelling"
+                                       \/ mig[p].st = "switched" /\ ~Bug("source_stops_at_switch")
+
+\* Every acknowledged insert is still on some replica's disk.
+NoAckedBlockLostInv ==
+    \A i \in inv_acked : \E r \in Replicas : HasBlock(r, i)
+
+\* Every owner holds, or is still being brought by replication, every acknowledged block of
+\* its partitions: a partition is never left short of complete copies.
+OwnersCompleteInv ==
+    \A i \in inv_acked : \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i) \/ InFlightTo(o, i)
+
+\* R2: a completed query returned every block acknowledged before it started, except
+\* blocks its replicas were still receiving by ordinary replication lag.
+QueryNoMissingInv ==
+    \A q \in Queries : qry[q].st = "done" => qry[q].lost = {}
+
+\* R3: a completed query returned no block twice.
+QueryNoDuplicateInv ==
+    \A q \in Queries : qry[q].st = "done" => ~qry[q].dup
+
+\* No replica stores the rows of one insert twice (a retried INSERT that dedup missed).
+NoDuplicateRowsInv ==
+    \A r \in Replicas, p \in Partitions : ~Twice(BlocksOf(r, p))
+
+\* CLEANUP never removed data that a running query was routed to read.
+CleanupSafeInv == ~inv_read_cleaned
+
+\* Every replica applied or queued every global entry it has pulled.
+GlobalEntriesAppliedInv ==
+    \A r \in Replicas :
+        meta[r] + Cardinality({e \in queue[r] : e.type = "ALTER"})
+            = Cardinality({k \in 1..ptr[r] : log[k].type = "ALTER"})
+
+\* No replica keeps parts of a partition it does not own or CLONE into, except the replica
+\* leaving it (source after SWITCH, target after CANCEL) until its CLEANUP.
+NoForeignPartsInv ==
+    \A r \in Replicas : \A x \in parts[r] :
+        \/ r \in Keepers(asg[x.p])
+        \/ mig[x.p].st \in {"switched", "cancelling"} /\ r = Leaver(x.p)
+
+\* log_pointer never moves backwards (checked as an action property).
+LogPointerMonotonicProp == [][\A r \in Replicas : ptr'[r] >= ptr[r]]_vars
+=============================================================================
