@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tlc.runner import HOLDS, INVARIANT_VIOLATED, TLCResult, TLCSetupError, print_progress, run_tlc
+from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, TLCResult, TLCSetupError, print_progress,
+                         run_tlc)
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
 MANIFEST = SPEC_DIR / "models.json"
@@ -42,8 +43,8 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
             raise ManifestError(f"{path}: model #{i} ({m.get('name', '?')}) lacks {', '.join(missing)}")
         if m["expect"] not in ("holds", "violates"):
             raise ManifestError(f"{path}: model {m['name']}: expect must be 'holds' or 'violates', not {m['expect']!r}")
-        if m["expect"] == "violates" and not m.get("invariant"):
-            raise ManifestError(f"{path}: model {m['name']} expects a violation but names no invariant")
+        if m["expect"] == "violates" and bool(m.get("invariant")) == bool(m.get("property")):
+            raise ManifestError(f"{path}: model {m['name']} expects a violation: name one invariant or one property")
         if m["size"] not in ("small", "large"):
             raise ManifestError(f"{path}: model {m['name']}: size must be 'small' or 'large'")
         if m["name"] in names:
@@ -76,10 +77,13 @@ def judge(model: dict, res: TLCResult) -> list[str]:
         elif model.get("distinct_states") is not None and res.distinct_states != model["distinct_states"]:
             problems.append(f"distinct states drifted: recorded {model['distinct_states']}, now {res.distinct_states}"
                             " (re-record with --record if the spec changed on purpose)")
-    else:
-        if res.outcome != INVARIANT_VIOLATED or res.violated != model["invariant"]:
-            got = f"{res.outcome} {res.violated or ''}".strip()
-            problems.append(f"expected to violate {model['invariant']}, got {got}")
+    elif model.get("property"):
+        # TLC 2.15 does not name the temporal property that failed: such a cfg checks just one.
+        if res.outcome != PROPERTY_VIOLATED:
+            problems.append(f"expected to violate {model['property']}, got {res.outcome} {res.violated or ''}".strip())
+    elif res.outcome != INVARIANT_VIOLATED or res.violated != model["invariant"]:
+        got = f"{res.outcome} {res.violated or ''}".strip()
+        problems.append(f"expected to violate {model['invariant']}, got {got}")
     if res.duration_s > model["budget_s"]:
         problems.append(f"took {res.duration_s:.1f}s, over its {model['budget_s']}s budget")
     return problems
@@ -89,7 +93,8 @@ def check(models: list[dict], verbose: bool = True) -> list[Verdict]:
     verdicts = []
     for i, m in enumerate(models, 1):
         if verbose:
-            print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {m.get('invariant', '')}".rstrip(), flush=True)
+            target = m.get("invariant") or m.get("property") or ""
+            print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
         res = run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], check_deadlock=m.get("check_deadlock", True),
                       timeout_s=m["budget_s"] * 3, progress=print_progress if verbose else None)
         v = Verdict(m, res, judge(m, res))
@@ -121,7 +126,8 @@ def table(verdicts: list[Verdict]) -> str:
     rows = [("model", "expect", "outcome", "distinct", "depth", "trace", "time", "verdict")]
     for v in verdicts:
         r = v.result
-        rows.append((v.model["name"], v.model["expect"] + (" " + v.model["invariant"] if v.model.get("invariant") else ""),
+        target = v.model.get("invariant") or v.model.get("property")
+        rows.append((v.model["name"], v.model["expect"] + (" " + target if target else ""),
                      r.outcome + (" " + r.violated if r.violated else ""), str(r.distinct_states or "-"),
                      str(r.depth or "-"), str(len(r.trace) or "-"), f"{r.duration_s:.1f}s",
                      "ok" if v.passed else "FAIL"))

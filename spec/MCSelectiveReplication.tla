@@ -20,7 +20,7 @@ Unassigned1 == (p1 :> {})
 Unassigned2 == (p1 :> {} @@ p2 :> {})
 \* Migration: p1 already lives on r1 and r2; the CLONE target will be r3.
 P1OnR1R2 == (p1 :> {r1, r2})
-P1OnR1R2P2OnR2R3 == (p1 :> {r1, r2} @@ p2 :> {r2, r3})
+P1OnR1R2P2OnR1R2 == (p1 :> {r1, r2} @@ p2 :> {r1, r2})
 NoQueries == {}
 OneQuery == {"q1"}
 =============================================================================

@@ -7,7 +7,8 @@
 (* SELECT routing, and CLONE -> SWITCH -> CLEANUP migration.               *)
 (*                                                                         *)
 (* Data is tracked at block granularity: a part is [p |-> partition,      *)
-(* b |-> set of <<insert id, block number>>]. A retried INSERT that dedup   *)
+(* b |-> set of <<insert id, block number>>, mv |-> mutations applied].    *)
+(* A retried INSERT that dedup                                             *)
 (* misses writes the same insert id under a new block number, as          *)
 (* ClickHouse would; merges union blocks. So rows read twice (R3) or       *)
 (* missing (R2) are visible directly.                                      *)
@@ -22,9 +23,12 @@ CONSTANTS
     Replicas, Partitions, RF,
     InsertPartition,   \* insert id -> partition of its block
     InitOwners,        \* partition -> owners at start ({} = not yet assigned)
+    InitBlocks,        \* inserts already acknowledged and on every initial owner at start
     Queries,           \* query ids
     MaxTries,          \* attempts per insert (first try + retries)
-    MaxMerges, MaxAlters, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
+    MaxMerges, MaxAlters, MaxMutations, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
+    BlockDuringClone,  \* the RFC's open question: TRUE blocks merges and mutations of a partition
+                       \* in CLONE, FALSE applies them on source and target alike
     Bugs
 
 Bug(name) == name \in Bugs
@@ -77,7 +81,11 @@ HasBlock(r, i) == \E x \in parts[r] : i \in Ids(x.b)
 Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
 
 Entry(type, p, part, v, k) == [type |-> type, p |-> p, part |-> part, v |-> v, k |-> k]
-NoPart == [p |-> None, b |-> {}]
+NoPart == [p |-> None, b |-> {}, mv |-> 0]
+Max(S) == CHOOSE m \in S : \A n \in S : n <= m
+IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
+\* Mutations of p that r's log_pointer has passed.
+PassedMutations(r, p) == Cardinality({k \in 1..ptr[r] : IsMutationOf(k, p)})
 
 \* Log index of the first GET_PART of insert i (0 if none yet).
 IsGetOf(k, i) == log[k].type = "GET" /\ i \in Ids(log[k].part.b)
@@ -91,8 +99,16 @@ InFlightTo(r, i) ==
     \/ ptr[r] < FirstIdx(i)
     \/ \E e \in queue[r] : e.type \in {"GET", "MERGE"} /\ i \in Ids(e.part.b)
 
+\* r will still apply a mutation of p: one is pending in its queue.
+MutationPending(r, p) == \E e \in queue[r] : e.type = "MUTATE" /\ e.p = p
+
 Running(q) == qry[q].st = "running"
 MigrationsInFlight == {p \in Partitions : mig[p].st \in {"clone", "switched", "cancelling"}}
+
+\* The log and parts of a table whose InitBlocks were inserted and replicated before the model starts.
+InitLog == [k \in 1..Cardinality(InitBlocks) |->
+               LET i == CHOOSE j \in InitBlocks : Cardinality({x \in InitBlocks : x < j}) = k - 1 IN
+               Entry("GET", InsertPartition[i], [p |-> InsertPartition[i], b |-> {<<i, k>>}, mv |-> 0], 0, k)]
 
 Init ==
     /\ active = Replicas
@@ -100,19 +116,19 @@ Init ==
                 IF InitOwners[p] = {} THEN NoAsg
                 ELSE [owners |-> InitOwners[p], target |-> None, leaving |-> None, version |-> 0]]
     /\ cache = [r \in Replicas |-> asg]
-    /\ log = <<>>
-    /\ ptr = [r \in Replicas |-> 0]
+    /\ log = InitLog
+    /\ ptr = [r \in Replicas |-> Len(InitLog)]
     /\ queue = [r \in Replicas |-> {}]
-    /\ parts = [r \in Replicas |-> {}]
+    /\ parts = [r \in Replicas |-> {InitLog[k].part : k \in {k \in DOMAIN InitLog : r \in InitOwners[InitLog[k].p]}}]
     /\ meta = [r \in Replicas |-> 0]
-    /\ dedup = {}
-    /\ ins = [i \in Inserts |-> [st |-> "idle", at |-> None, tries |-> 0]]
+    /\ dedup = InitBlocks
+    /\ ins = [i \in Inserts |-> [st |-> IF i \in InitBlocks THEN "acked" ELSE "idle", at |-> None, tries |-> 0]]
     /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
     /\ qry = [q \in Queries |-> [st |-> "idle", at |-> None, routes |-> <<>>, pending |-> {},
                                  expected |-> {}, seen |-> {}, dup |-> FALSE, lost |-> {}]]
-    /\ inv_acked = {}
+    /\ inv_acked = InitBlocks
     /\ inv_read_cleaned = FALSE
-    /\ aux_counts = [merges |-> 0, alters |-> 0, migrations |-> 0, crashes |-> 0]
+    /\ aux_counts = [merges |-> 0, alters |-> 0, mutations |-> 0, migrations |-> 0, crashes |-> 0]
 
 -----------------------------------------------------------------------------
 (* Assignment caches (RFC: "refreshed asynchronously from ZK").            *)
@@ -167,7 +183,7 @@ ReplicaForwardInsert(r, i) ==
 \* that the assignment znode still has the version r's map holds; the RFC checks the map only.
 ReplicaWriteInsert(r, i) ==
     LET p == InsertPartition[i]
-        part == [p |-> p, b |-> {<<i, Len(log) + 1>>}] IN
+        part == [p |-> p, b |-> {<<i, Len(log) + 1>>}, mv |-> 0] IN
     /\ ins[i].st = "sent" /\ ins[i].at = r /\ r \in active
     /\ cache[r][p].version # Absent
     /\ r \in cache[r][p].owners
@@ -206,11 +222,22 @@ ClientTimeout(i) ==
 ReplicaSelectMerge(r, p) ==
     /\ r \in active
     /\ aux_counts.merges < MaxMerges
+    /\ ~(BlockDuringClone /\ mig[p].st = "clone")
     /\ r \in cache[r][p].owners
     /\ \E x, y \in PartsOf(r, p) :
-        /\ x # y
-        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b], cache[r][p].version, Len(log) + 1))
+        /\ x # y /\ x.mv = y.mv
+        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b, mv |-> x.mv], cache[r][p].version, Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+\* ALTER TABLE UPDATE/DELETE on a partition: MUTATE_PART, which every keeper applies to its parts.
+ClientMutatePartition(p) ==
+    /\ Assigned(p)
+    /\ aux_counts.mutations < MaxMutations
+    /\ ~(BlockDuringClone /\ mig[p].st = "clone")
+    /\ LET m == Cardinality({k \in 1..Len(log) : IsMutationOf(k, p)}) + 1 IN
+       log' = Append(log, Entry("MUTATE", p, [p |-> p, b |-> {}, mv |-> m], asg[p].version, Len(log) + 1))
+    /\ aux_counts' = [aux_counts EXCEPT !.mutations = @ + 1]
     /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER_METADATA: a global entry every replica must apply.
@@ -252,8 +279,16 @@ ReplicaExecuteEntry(r) ==
            /\ UNCHANGED <<parts, meta>>
         \/ /\ e.type = "MERGE"
            /\ ~HasCovering(r, e.part)
-           /\ UNION {x.b : x \in {y \in PartsOf(r, e.p) : y.b \subseteq e.part.b}} = e.part.b
-           /\ parts' = [parts EXCEPT ![r] = AddPart(@, e.part)]
+           /\ LET srcs == {y \in PartsOf(r, e.p) : y.b \subseteq e.part.b} IN
+              /\ UNION {x.b : x \in srcs} = e.part.b
+              /\ parts' = [parts EXCEPT ![r] = AddPart(@, [e.part EXCEPT !.mv = Max({y.mv : y \in srcs})])]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED meta
+        \/ \* Like the ordered queue: a mutation waits for earlier fetches and merges of its partition.
+           /\ e.type = "MUTATE"
+           /\ ~\E d \in queue[r] : d.type \in {"GET", "MERGE"} /\ d.p = e.p /\ d.k < e.k
+           /\ parts' = [parts EXCEPT ![r] = {IF x.p = e.p /\ x.mv < e.part.mv THEN [x EXCEPT !.mv = e.part.mv] ELSE x
+                                             : x \in @}]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
         \/ /\ e.type \in {"GET", "MERGE"}
@@ -313,9 +348,9 @@ ClientQueryFails(q) ==
 (* one Keeper multi on selective/migrations/{p} and the assignment, so a    *)
 (* coordinator that crashes leaves a state another replica can continue.    *)
 
-\* ALTER TABLE REASSIGN PARTITION p TO REPLICA dst (SYSTEM REBALANCE issues several):
-\* CLONE adds dst to the assignment as the CLONE target (RF+1 keepers).
-AdminReassign(p, src, dst) ==
+\* Start a migration of p from src to dst: CLONE adds dst to the assignment as the CLONE
+\* target (RF+1 keepers), and selective/migrations/{p} records the step, in one multi.
+StartMigration(p, src, dst) ==
     /\ Assigned(p)
     /\ mig[p].st \in {"none", "done", "cancelled"}
     /\ src \in asg[p].owners /\ dst \notin asg[p].owners
@@ -327,9 +362,24 @@ AdminReassign(p, src, dst) ==
     /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
     /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned>>
 
+\* ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst (refused for a replica that is not active).
+AdminReassign(p, src, dst) ==
+    /\ dst \in active
+    /\ StartMigration(p, src, dst)
+
+\* SYSTEM REBALANCE TABLE t: move a partition from a most loaded replica to a least loaded
+\* one, only when that narrows the gap (a plan of several moves is several such steps).
+AdminRebalance(p, src, dst) ==
+    /\ dst \in active
+    /\ \A r \in active : Load(src) >= Load(r) /\ Load(dst) <= Load(r)
+    /\ Load(src) > Load(dst) + 1
+    /\ StartMigration(p, src, dst)
+
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
 \* re-reads the assignment (so its filter keeps the partition from now on), then queues a
-\* fetch of every part of the partition registered in Keeper by any replica.
+\* fetch of every part of the partition registered in Keeper by any replica, and re-queues
+\* the partition's mutations it skipped before it was a keeper (the fetched parts may predate
+\* them). clone_skips_pending_mutations leaves that re-queue out.
 ReplicaCloneFetch(p) ==
     LET dst == mig[p].dst
         src == mig[p].src IN
@@ -341,7 +391,9 @@ ReplicaCloneFetch(p) ==
             /\ UNCHANGED <<queue, cache>>
        ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
             /\ queue' = [queue EXCEPT ![dst] = @ \cup
-                            {Entry("GET", p, x, asg[p].version, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}]
+                            {Entry("GET", p, x, asg[p].version, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}
+                            \cup (IF Bug("clone_skips_pending_mutations") THEN {}
+                                  ELSE {log[k] : k \in {k \in 1..ptr[dst] : IsMutationOf(k, p)}})]
             /\ UNCHANGED parts
     /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
     /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
@@ -440,10 +492,11 @@ Next ==
     \/ \E i \in Inserts : ClientReceiveAck(i) \/ ClientTimeout(i)
     \/ \E q \in Queries : ClientQueryFails(q) \/ \E p \in Partitions : ReplicaReadPartition(q, p)
     \/ ClientAlterMetadata
+    \/ \E p \in Partitions : ClientMutatePartition(p)
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
         \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)
-        \/ \E src, dst \in Replicas : AdminReassign(p, src, dst)
+        \/ \E src, dst \in Replicas : AdminReassign(p, src, dst) \/ AdminRebalance(p, src, dst)
 
 Spec == Init /\ [][Next]_vars
 
@@ -483,6 +536,12 @@ QueryNoMissingInv ==
 QueryNoDuplicateInv ==
     \A q \in Queries : qry[q].st = "done" => ~qry[q].dup
 
+\* A keeper never holds a part older than a mutation it has passed in the log, unless a
+\* mutation of that partition is still pending in its queue: replicas converge on mutations.
+MutationsAppliedInv ==
+    \A r \in Replicas : \A x \in parts[r] :
+        r \in Keepers(asg[x.p]) => x.mv >= PassedMutations(r, x.p) \/ MutationPending(r, x.p)
+
 \* No replica stores the rows of one insert twice (a retried INSERT that dedup missed).
 NoDuplicateRowsInv ==
     \A r \in Replicas, p \in Partitions : ~Twice(BlocksOf(r, p))
@@ -503,6 +562,42 @@ NoForeignPartsInv ==
         \/ r \in Keepers(asg[x.p])
         \/ mig[x.p].st \in {"switched", "cancelling"} /\ r = Leaver(x.p)
 
+\* No more migrations are in flight than the concurrency limit allows.
+MigrationLimitInv == Cardinality(MigrationsInFlight) <= MaxConcurrentMigrations
+
 \* log_pointer never moves backwards (checked as an action property).
 LogPointerMonotonicProp == [][\A r \in Replicas : ptr'[r] >= ptr[r]]_vars
+
+-----------------------------------------------------------------------------
+(* Liveness, under weak fairness of the background work a replica does by   *)
+(* itself (pulling, executing its queue, refreshing its map, restarting)    *)
+(* and of each migration step. Clients and admins owe nothing.              *)
+
+ReplicaFairness ==
+    \A r \in Replicas :
+        /\ WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
+        /\ \A p \in Partitions : WF_vars(ReplicaRefreshCache(r, p))
+
+MigrationFairness ==
+    \A p \in Partitions :
+        /\ WF_vars(ReplicaCloneFetch(p)) /\ WF_vars(CoordinatorSwitch(p)) /\ WF_vars(ReplicaCleanup(p))
+        /\ \A r \in Replicas : WF_vars(ReplicaTakeOverMigration(p, r))
+
+QueryFairness ==
+    \A q \in Queries : WF_vars(ClientQueryFails(q)) /\ \A p \in Partitions : WF_vars(ReplicaReadPartition(q, p))
+
+LiveSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness
+
+\* The same, without the map refresh timer: nothing forces a stale map to catch up.
+NoRefreshFairness ==
+    \A r \in Replicas : WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
+LiveSpecWithoutRefresh == Spec /\ NoRefreshFairness /\ MigrationFairness /\ QueryFairness
+
+\* Every started migration ends, DONE or CANCELLED.
+MigrationsEndProp ==
+    \A p \in Partitions : (mig[p].st = "clone") ~> (mig[p].st \in {"done", "cancelled"})
+
+\* Every owner eventually holds every acknowledged block of its partitions.
+OwnersEventuallyCompleteProp ==
+    \A i \in Inserts : (i \in inv_acked) ~> (\A o \in asg[InsertPartition[i]].owners : HasBlock(o, i))
 =============================================================================

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", InitOwners="Unassigned1",
-            Queries="NoQueries", MaxTries="1", MaxMerges="0", MaxAlters="0", MaxMigrations="0",
-            MaxConcurrentMigrations="1", MaxCrashes="0", Bugs="")
+BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", InitOwners="Unassigned1", InitBlocks="{}",
+            Queries="NoQueries", MaxTries="1", MaxMerges="0", MaxAlters="0", MaxMutations="0", MaxMigrations="0",
+            MaxConcurrentMigrations="1", MaxCrashes="0", BlockDuringClone="FALSE", Bugs="")
 SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries"}  # defined in MCSelectiveReplication
 SAFETY = ["TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "NoDuplicateRowsInv",
           "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
-          "CleanupSafeInv"]
+          "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv"]
 
 # name -> (what the model is for, constants that differ from BASE, symmetry: True for all
 # replicas, False for the migration models, whose initial owners r1, r2 are symmetric only
@@ -25,6 +25,14 @@ RETRY = dict(MaxTries="2")
 GLOBAL = dict(MaxAlters="1")
 MIGRATION = dict(InitOwners="P1OnR1R2", MaxMigrations="1", Queries="OneQuery")
 MIGRATION_WRITES = dict(InitOwners="P1OnR1R2", MaxMigrations="1")  # no query: data-placement races only
+CRASH = dict(MIGRATION_WRITES, MaxCrashes="1")
+# Two parts of p1 already on r1 and r2, a merge and a migration; no new inserts.
+MERGE_DURING_CLONE = dict(MIGRATION_WRITES, InsertPartition="TwoInsertsP1", InitBlocks="{1, 2}", MaxMerges="1")
+# p1 and p2 with one block each on r1 and r2, both moving to r3 at once.
+# One part of p1 on r1 and r2, a mutation and a migration to r3.
+MUTATION_DURING_CLONE = dict(MIGRATION_WRITES, InsertPartition="OneInsertP1", InitBlocks="{1}", MaxMutations="1")
+PARALLEL = dict(Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2", MaxMigrations="2",
+                MaxConcurrentMigrations="2", InsertPartition="InsertsP1P2", InitBlocks="{1, 2}")
 
 MODELS: dict[str, tuple[str, dict, bool]] = {
     "MCFilteredLog": ("Filtered log, fixed: allocation on first INSERT, stale maps, two inserts, a merge.",
@@ -62,28 +70,69 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
     "MCMigrationWrites_insert_without_assignment_check": (
         "RFC as written: a replica writes locally when its map says it owns the partition, even after SWITCH.",
         dict(MIGRATION_WRITES, Bugs='"insert_without_assignment_check"'), False),
+    "MCMigrationCrash": ("A replica crash anywhere in a migration, the coordinator's included, and takeover, fixed.",
+                         CRASH, False),
+    "MCMergeDuringClone": ("Merges of the partition in CLONE applied on source and target alike (RFC open question).",
+                           MERGE_DURING_CLONE, False),
+    "MCMergeBlockedDuringClone": ("Merges of the partition blocked while it is in CLONE (RFC open question).",
+                                  dict(MERGE_DURING_CLONE, BlockDuringClone="TRUE"), False),
+    "MCMutationDuringClone": ("A mutation of the partition in CLONE applied on source and target alike, fixed.",
+                              MUTATION_DURING_CLONE, False),
+    "MCMutationBlockedDuringClone": ("Mutations of the partition blocked while it is in CLONE, fixed.",
+                                     dict(MUTATION_DURING_CLONE, BlockDuringClone="TRUE"), False),
+    "MCMutationDuringClone_clone_skips_pending_mutations": (
+        "RFC as written: the target never revisits the mutations it skipped before it became a keeper.",
+        dict(MUTATION_DURING_CLONE, Bugs='"clone_skips_pending_mutations"'), False),
+    "MCMutationBlockedDuringClone_clone_skips_pending_mutations": (
+        "RFC as written, with mutations blocked during CLONE: blocking does not help.",
+        dict(MUTATION_DURING_CLONE, BlockDuringClone="TRUE", Bugs='"clone_skips_pending_mutations"'), False),
+    "MCParallelMigration": ("Two partitions migrating at once from the same sources to the same target, limit 2.",
+                            PARALLEL, False),
+}
+
+
+# Liveness models: no SYMMETRY (unsound with liveness), the fair spec, and temporal properties.
+LIVENESS = dict(MIGRATION_WRITES)
+LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
+    "MCLiveness": ("Every migration ends and every owner gets every acked block, under fairness.",
+                   LIVENESS, "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
+    "MCLivenessCrash": ("As MCLiveness, with a replica crash anywhere (the coordinator's included) and its restart.",
+                        dict(LIVENESS, MaxCrashes="1"), "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
+    "MCLiveness_no_map_refresh": (
+        "Without a map refresh timer CLEANUP may wait for a stale map forever: a migration need not end.",
+        LIVENESS, "LiveSpecWithoutRefresh", ["MigrationsEndProp"]),
 }
 
 
 def render(name: str) -> str:
+    if name in LIVE_MODELS:
+        purpose, diff, spec, props = LIVE_MODELS[name]
+        return "\n".join([f"\\* {purpose}", "\\* Generated by spec/gen_cfgs.py from its LIVE_MODELS table; edit there.",
+                          *_constants({**BASE, **diff}), f"SPECIFICATION {spec}",
+                          "PROPERTIES", *[f"    {p}" for p in props], ""])
     purpose, diff, symmetry = MODELS[name]
     consts = {**BASE, **diff}
-    lines = [f"\\* {purpose}", "\\* Generated by spec/gen_cfgs.py from its MODELS table; edit there.", "CONSTANTS",
-             "    r1 = r1  r2 = r2  r3 = r3  p1 = p1  p2 = p2", "    Replicas <- MCReplicas"]
-    for k, v in consts.items():
-        if k == "Bugs":
-            lines.append(f"    Bugs = {{{v}}}")
-        else:
-            lines.append(f"    {k} {'<-' if k in SUBSTITUTED else '='} {v}")
+    lines = [f"\\* {purpose}", "\\* Generated by spec/gen_cfgs.py from its MODELS table; edit there.",
+             *_constants(consts)]
     lines.append(f"SYMMETRY {'ReplicaSymmetry' if symmetry else 'OwnerSymmetry'}")
     lines += ["INIT Init", "NEXT Next", "INVARIANTS", *[f"    {inv}" for inv in SAFETY],
               "PROPERTY LogPointerMonotonicProp", ""]
     return "\n".join(lines)
 
 
+def _constants(consts: dict) -> list[str]:
+    lines = ["CONSTANTS", "    r1 = r1  r2 = r2  r3 = r3  p1 = p1  p2 = p2", "    Replicas <- MCReplicas"]
+    for k, v in consts.items():
+        if k == "Bugs":
+            lines.append(f"    Bugs = {{{v}}}")
+        else:
+            lines.append(f"    {k} {'<-' if k in SUBSTITUTED else '='} {v}")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     stale = []
-    for name in MODELS:
+    for name in [*MODELS, *LIVE_MODELS]:
         path = HERE / f"{name}.cfg"
         text = render(name)
         if "--check" in argv:

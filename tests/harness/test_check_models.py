@@ -26,7 +26,7 @@ def test_the_real_manifest_loads():
 @pytest.mark.parametrize("change, message", [
     ({"budget_s": None}, "lacks budget_s"),
     ({"expect": "maybe"}, "expect must be"),
-    ({"expect": "violates"}, "names no invariant"),
+    ({"expect": "violates"}, "name one invariant or one property"),
     ({"config": "Missing.cfg"}, "Missing.cfg does not exist"),
     ({"size": "huge"}, "size must be"),
 ])
@@ -59,3 +59,9 @@ def test_judge_catches_drift_wrong_invariant_and_overrun():
     assert "expected to violate" in check_models.judge(m, _res(HOLDS))[0]
     assert "budget" in check_models.judge(BASE, _res(HOLDS, secs=31))[0]
     assert "expected to hold" in check_models.judge(BASE, _res("deadlock"))[0]
+
+
+def test_judge_reads_an_expected_temporal_violation():
+    m = {**BASE, "expect": "violates", "property": "MigrationsEndProp"}
+    assert check_models.judge(m, _res("property_violated", "temporal property")) == []
+    assert "expected to violate MigrationsEndProp" in check_models.judge(m, _res(HOLDS))[0]
