@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, TLCResult, TLCSetupError, print_progress,
-                         run_tlc)
+from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
+                         print_progress, run_tlc)
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
 MANIFEST = SPEC_DIR / "models.json"
@@ -70,7 +70,11 @@ class Verdict:
 def judge(model: dict, res: TLCResult) -> list[str]:
     """What is wrong with this run, measured against the manifest entry (empty: as expected)."""
     problems = []
-    if model["expect"] == "holds":
+    if model["expect"] == "holds" and model.get("simulate"):
+        # A bounded random simulation can only fail to find a violation; it never proves one absent.
+        if res.outcome != STOPPED:
+            problems.append(f"expected no violation within the simulation bound, got {res.outcome} {res.violated or ''}".strip())
+    elif model["expect"] == "holds":
         if res.outcome != HOLDS:
             what = f"{res.outcome} {res.violated or ''}".strip()
             problems.append(f"expected to hold, got {what}" + (f": {res.errors[0][:300]}" if res.errors else ""))
@@ -89,14 +93,24 @@ def judge(model: dict, res: TLCResult) -> list[str]:
     return problems
 
 
+def run_model(m: dict, progress=None) -> TLCResult:
+    """Run one manifest entry: exhaustively, or as a bounded -simulate run when it says so."""
+    extra, jvm = [], []
+    sim = m.get("simulate")
+    if sim:
+        extra = ["-simulate", "-depth", str(sim["depth"])]
+        jvm = [f"-Dtlc2.TLC.stopAfter={sim['seconds']}"]  # -simulate never stops on its own
+    return run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], check_deadlock=m.get("check_deadlock", True),
+                   timeout_s=m["budget_s"] * 3, extra_args=extra, jvm_args=jvm, progress=progress)
+
+
 def check(models: list[dict], verbose: bool = True) -> list[Verdict]:
     verdicts = []
     for i, m in enumerate(models, 1):
         if verbose:
             target = m.get("invariant") or m.get("property") or ""
             print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
-        res = run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], check_deadlock=m.get("check_deadlock", True),
-                      timeout_s=m["budget_s"] * 3, progress=print_progress if verbose else None)
+        res = run_model(m, progress=print_progress if verbose else None)
         v = Verdict(m, res, judge(m, res))
         verdicts.append(v)
         if verbose:
@@ -114,7 +128,9 @@ def record(verdicts: list[Verdict], path: Path = MANIFEST) -> None:
         if v.problems and not all("drifted" in p for p in v.problems):
             continue
         m, r = by_name[v.model["name"]], v.result
-        if m["expect"] == "holds":
+        if m.get("simulate"):
+            m["states_generated"] = r.states_generated
+        elif m["expect"] == "holds":
             m["distinct_states"], m["depth"] = r.distinct_states, r.depth
         else:
             m["trace_length"] = len(r.trace)
@@ -128,7 +144,8 @@ def table(verdicts: list[Verdict]) -> str:
         r = v.result
         target = v.model.get("invariant") or v.model.get("property")
         rows.append((v.model["name"], v.model["expect"] + (" " + target if target else ""),
-                     r.outcome + (" " + r.violated if r.violated else ""), str(r.distinct_states or "-"),
+                     r.outcome + (" " + r.violated if r.violated else ""),
+                     str(r.distinct_states or (f"{r.states_generated} gen" if r.states_generated else "-")),
                      str(r.depth or "-"), str(len(r.trace) or "-"), f"{r.duration_s:.1f}s",
                      "ok" if v.passed else "FAIL"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

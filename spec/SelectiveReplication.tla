@@ -468,6 +468,7 @@ ReplicaTakeOverMigration(p, r) ==
 (* Crashes: the is_active node goes; disk (parts) and Keeper (queue,        *)
 (* log_pointer) survive; the in-memory map does not.                        *)
 
+
 ReplicaCrash(r) ==
     /\ r \in active
     /\ aux_counts.crashes < MaxCrashes
@@ -475,10 +476,12 @@ ReplicaCrash(r) ==
     /\ aux_counts' = [aux_counts EXCEPT !.crashes = @ + 1]
     /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
+\* Restart. Fixed: the replica loads its map from Keeper before it serves (is_active again);
+\* with serve_before_map_loaded it serves with an empty map that fills in asynchronously.
 ReplicaRestart(r) ==
     /\ r \notin active
     /\ active' = active \cup {r}
-    /\ cache' = [cache EXCEPT ![r] = [p \in Partitions |-> NoAsg]]
+    /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
     /\ UNCHANGED <<asg, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------

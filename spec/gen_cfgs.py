@@ -91,6 +91,21 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
 }
 
 
+# p1 with one block on r1 and r2, a crash and restart, and a query.
+RESTART = dict(InitOwners="P1OnR1R2", InitBlocks="{1}", Queries="OneQuery", MaxCrashes="1")
+MODELS["MCRestartQuery"] = ("A replica crashes and restarts while a query may start on it, fixed.", RESTART, False)
+MODELS["MCRestartQuery_serve_before_map_loaded"] = (
+    "RFC as written: a restarted replica serves SELECTs before its asynchronous map has loaded.",
+    dict(RESTART, Bugs='"serve_before_map_loaded"'), False)
+
+# The full protocol at once: too big to exhaust on 2 cores, so `large` (see models.json).
+FULL = dict(Partitions="TwoPartitions", InsertPartition="FullInserts", InitOwners="FullOwners", InitBlocks="{1}",
+            Queries="OneQuery", MaxTries="2", MaxMerges="1", MaxMigrations="1", MaxCrashes="1")
+MODELS["MCFull"] = ("Full protocol: 3 replicas, 2 partitions, RF 2, an allocation, a retried insert, a merge, "
+                    "a migration, a concurrent query and a crash, fixed.", FULL, False)
+MODELS["MCFull_serve_before_map_loaded"] = (
+    "F9 in the full protocol: a bounded simulation must find it too.", dict(FULL, Bugs='"serve_before_map_loaded"'), False)
+
 # Liveness models: no SYMMETRY (unsound with liveness), the fair spec, and temporal properties.
 LIVENESS = dict(MIGRATION_WRITES)
 LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {

@@ -24,13 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--log", help="write TLC's raw output here")
     ap.add_argument("--diff", action="store_true", help="in a trace, print only the variables each step changed")
+    ap.add_argument("--simulate", type=int, metavar="DEPTH", help="random simulation of behaviours up to DEPTH steps")
+    ap.add_argument("--stop-after", type=int, default=60, metavar="SECONDS",
+                    help="with --simulate: stop after this long (TLC's simulation never stops by itself)")
     ap.epilog = "Arguments after a lone -- go to TLC unchanged (e.g. -- -dump dot,actionlabels g.dot)."
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    jvm = []
+    if a.simulate:
+        extra = ["-simulate", "-depth", str(a.simulate), *extra]
+        jvm = [f"-Dtlc2.TLC.stopAfter={a.stop_after}"]
     try:
         res = run_tlc(a.spec, a.config, workers=a.workers, check_deadlock=not a.no_deadlock,
-                      timeout_s=a.timeout, extra_args=extra, log_path=a.log,
+                      timeout_s=a.timeout, extra_args=extra, jvm_args=jvm, log_path=a.log,
                       progress=None if a.quiet else print_progress)
     except TLCSetupError as e:
         print(f"error: {e}", file=sys.stderr)

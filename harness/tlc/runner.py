@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ MSG_TRACE_BACK_TO = 2122
 MSG_STATS = 2199
 MSG_DEPTH = 2194
 MSG_PROGRESS = 2200
+MSG_SIMULATION_PROGRESS = 2209
 MSG_PARSE_FAILED = 3002
 
 HOLDS = "holds"
@@ -191,7 +193,11 @@ def interpret(messages: list[tuple[int, int, str]], untagged: list[str], exit_co
     res = TLCResult(outcome=RUNTIME_ERROR, exit_code=exit_code, duration_s=0.0)
     codes = {c for c, _, _ in messages}
     for code, sev, text in messages:
-        if code == MSG_STATS:
+        if code == MSG_SIMULATION_PROGRESS:
+            m = re.search(r"([\d,]+) states generated", text)
+            if m:
+                res.states_generated = _int(m.group(1))
+        elif code == MSG_STATS:
             m = _STATS.search(text)
             if m:
                 res.states_generated, res.distinct_states = _int(m.group(1)), _int(m.group(2))
@@ -285,19 +291,23 @@ def run_tlc(
     timed_out = False
     proc = subprocess.Popen(cmd, cwd=spec.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
-    try:
-        deadline = start + timeout_s if timeout_s else None
+
+    def pump() -> None:  # TLC is quiet for a minute between progress lines: read apart from the clock
         assert proc.stdout is not None
         for line in proc.stdout:
             if log:
                 log.write(line)
             parser.feed(line)
-            if deadline and time.monotonic() > deadline:
-                timed_out = True
-                break
-        if timed_out:
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
             _kill(proc)
-        proc.wait()
+        reader.join()
     except BaseException:
         _kill(proc)  # Ctrl-C or a failing caller must not leave a JVM behind
         raise

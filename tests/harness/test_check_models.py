@@ -65,3 +65,9 @@ def test_judge_reads_an_expected_temporal_violation():
     m = {**BASE, "expect": "violates", "property": "MigrationsEndProp"}
     assert check_models.judge(m, _res("property_violated", "temporal property")) == []
     assert "expected to violate MigrationsEndProp" in check_models.judge(m, _res(HOLDS))[0]
+
+
+def test_a_simulation_passes_only_when_it_stopped_without_a_violation():
+    m = {**BASE, "simulate": {"depth": 40, "seconds": 60}}
+    assert check_models.judge(m, _res("stopped")) == []
+    assert "simulation bound" in check_models.judge(m, _res(INVARIANT_VIOLATED, "QueryNoMissingInv"))[0]

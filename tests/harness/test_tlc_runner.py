@@ -83,3 +83,17 @@ def test_cli_exit_codes(capsys):
                  "--workers", "1"]) == 1
     out = capsys.readouterr().out
     assert "BothRaisedFalseInv" in out and "2: Raise" in out
+
+
+def test_bounded_simulation_stops_without_claiming_a_proof():
+    res = runner.run_tlc(TLA / "Counter.tla", TLA / "Counter.cfg", check_deadlock=False, workers=1,
+                         extra_args=["-simulate", "-depth", "10"], jvm_args=["-Dtlc2.TLC.stopAfter=2"], timeout_s=60)
+    assert res.outcome == runner.STOPPED
+    assert not res.ok
+    assert res.states_generated and res.states_generated > 0
+
+
+def test_simulation_finds_a_violation():
+    res = runner.run_tlc(TLA / "Counter.tla", TLA / "CounterViolation.cfg", check_deadlock=False, workers=1,
+                         extra_args=["-simulate", "-depth", "10"], jvm_args=["-Dtlc2.TLC.stopAfter=20"], timeout_s=60)
+    assert res.outcome == runner.INVARIANT_VIOLATED and res.violated == "BothRaisedFalseInv"
