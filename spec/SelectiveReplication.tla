@@ -26,7 +26,7 @@ CONSTANTS
     InitBlocks,        \* inserts already acknowledged and on every initial owner at start
     Queries,           \* query ids
     MaxTries,          \* attempts per insert (first try + retries)
-    MaxMerges, MaxAlters, MaxMutations, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
+    MaxMerges, MaxAlters, MaxMutations, MaxDrops, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
     BlockDuringClone,  \* the RFC's open question: TRUE blocks merges and mutations of a partition
                        \* in CLONE, FALSE applies them on source and target alike
     Bugs
@@ -46,7 +46,7 @@ VARIABLES
     ptr,      \* r -> log_pointer (entries pulled)
     queue,    \* r -> set of entries in replicas/{r}/queue
     parts,    \* r -> set of parts on r's disk
-    meta,     \* r -> ALTER_METADATA entries applied
+    meta,     \* r -> [alters |-> ALTER_METADATA entries applied, dropped |-> p -> highest DROP_RANGE executed]
     dedup,    \* blocks/: block ids already committed
     ins,      \* insert id -> [st, at, tries] as the client and the routing replica see it
     mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched]
@@ -76,6 +76,7 @@ AddPart(S, x) == {y \in S : ~Covers(x, y)} \cup {x}
 PartsOf(r, p) == {x \in parts[r] : x.p = p}
 BlocksOf(r, p) == UNION {x.b : x \in PartsOf(r, p)}
 Ids(B) == {blk[1] : blk \in B}   \* insert ids of a set of blocks
+NoEmpty(S) == {x \in S : x.b # {}}
 HasBlock(r, i) == \E x \in parts[r] : i \in Ids(x.b)
 \* Two different blocks of the same insert: its rows would be read twice.
 Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
@@ -86,6 +87,12 @@ Max(S) == CHOOSE m \in S : \A n \in S : n <= m
 IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
 \* Mutations of p that r's log_pointer has passed.
 PassedMutations(r, p) == Cardinality({k \in 1..ptr[r] : IsMutationOf(k, p)})
+
+\* DROP_RANGE of p at log index k removes p's blocks numbered below k (block number = log
+\* index of the commit). DropPoint is the highest such k among the given indices, 0 if none.
+IsDropOf(k, p) == log[k].type = "DROP" /\ log[k].p = p
+DropPoint(p, ks) == LET d == {k \in ks : IsDropOf(k, p)} IN IF d = {} THEN 0 ELSE Max(d)
+Trim(x, d) == [x EXCEPT !.b = {blk \in @ : blk[2] > d}]
 
 \* Log index of the first GET_PART of insert i (0 if none yet).
 IsGetOf(k, i) == log[k].type = "GET" /\ i \in Ids(log[k].part.b)
@@ -101,6 +108,11 @@ InFlightTo(r, i) ==
 
 \* r will still apply a mutation of p: one is pending in its queue.
 MutationPending(r, p) == \E e \in queue[r] : e.type = "MUTATE" /\ e.p = p
+DropPending(r, p) == \E e \in queue[r] : e.type = "DROP" /\ e.p = p
+
+\* Insert i's rows are still in the table: committed after its partition's last DROP_RANGE.
+Live(i) == FirstIdx(i) > DropPoint(InsertPartition[i], 1..Len(log))
+LiveAcked == {i \in inv_acked : Live(i)}
 
 Running(q) == qry[q].st = "running"
 MigrationsInFlight == {p \in Partitions : mig[p].st \in {"clone", "switched", "cancelling"}}
@@ -120,7 +132,7 @@ Init ==
     /\ ptr = [r \in Replicas |-> Len(InitLog)]
     /\ queue = [r \in Replicas |-> {}]
     /\ parts = [r \in Replicas |-> {InitLog[k].part : k \in {k \in DOMAIN InitLog : r \in InitOwners[InitLog[k].p]}}]
-    /\ meta = [r \in Replicas |-> 0]
+    /\ meta = [r \in Replicas |-> [alters |-> 0, dropped |-> [p \in Partitions |-> 0]]]
     /\ dedup = InitBlocks
     /\ ins = [i \in Inserts |-> [st |-> IF i \in InitBlocks THEN "acked" ELSE "idle", at |-> None, tries |-> 0]]
     /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
@@ -128,7 +140,7 @@ Init ==
                                  expected |-> {}, seen |-> {}, dup |-> FALSE, lost |-> {}]]
     /\ inv_acked = InitBlocks
     /\ inv_read_cleaned = FALSE
-    /\ aux_counts = [merges |-> 0, alters |-> 0, mutations |-> 0, migrations |-> 0, crashes |-> 0]
+    /\ aux_counts = [merges |-> 0, alters |-> 0, mutations |-> 0, drops |-> 0, migrations |-> 0, crashes |-> 0]
 
 -----------------------------------------------------------------------------
 (* Assignment caches (RFC: "refreshed asynchronously from ZK").            *)
@@ -240,6 +252,15 @@ ClientMutatePartition(p) ==
     /\ aux_counts' = [aux_counts EXCEPT !.mutations = @ + 1]
     /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
+\* ALTER TABLE DROP PARTITION: DROP_RANGE over the partition's blocks committed so far.
+ClientDropPartition(p) ==
+    /\ Assigned(p)
+    /\ aux_counts.drops < MaxDrops
+    /\ ~(BlockDuringClone /\ mig[p].st = "clone")
+    /\ log' = Append(log, Entry("DROP", p, [p |-> p, b |-> {}, mv |-> 0], asg[p].version, Len(log) + 1))
+    /\ aux_counts' = [aux_counts EXCEPT !.drops = @ + 1]
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
 \* ALTER_METADATA: a global entry every replica must apply.
 ClientAlterMetadata ==
     /\ aux_counts.alters < MaxAlters
@@ -270,13 +291,20 @@ ReplicaExecuteEntry(r) ==
     /\ r \in active
     /\ \E e \in queue[r] :
         \/ /\ e.type = "ALTER"
-           /\ meta' = [meta EXCEPT ![r] = @ + 1]
+           /\ meta' = [meta EXCEPT ![r].alters = @ + 1]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED parts
         \/ /\ e.type \in {"GET", "MERGE"}
-           /\ HasCovering(r, e.part)
+           \* already covered here, or made obsolete by a DROP_RANGE r has executed
+           /\ HasCovering(r, e.part) \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED <<parts, meta>>
+        \/ \* DROP_RANGE, after the earlier fetches, merges and mutations of its partition.
+           /\ e.type = "DROP"
+           /\ ~\E d \in queue[r] : d.type \in {"GET", "MERGE", "MUTATE"} /\ d.p = e.p /\ d.k < e.k
+           /\ parts' = [parts EXCEPT ![r] = NoEmpty({IF x.p = e.p THEN Trim(x, e.k) ELSE x : x \in @})]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ meta' = [meta EXCEPT ![r].dropped[e.p] = Max({@, e.k})]
         \/ /\ e.type = "MERGE"
            /\ ~HasCovering(r, e.part)
            /\ LET srcs == {y \in PartsOf(r, e.p) : y.b \subseteq e.part.b} IN
@@ -295,7 +323,8 @@ ReplicaExecuteEntry(r) ==
            /\ ~HasCovering(r, e.part)
            /\ \E s \in active \ {r} : \E y \in parts[s] :
                 /\ Covers(y, e.part)
-                /\ parts' = [parts EXCEPT ![r] = AddPart(@, y)]
+                \* a fetched part loses the blocks of drops r has already executed
+                /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
     /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
@@ -314,10 +343,10 @@ ClientStartQuery(q, r) ==
     /\ \E routes \in [known -> Replicas] :
         /\ \A p \in known : routes[p] \in readable(p)
         /\ qry' = [qry EXCEPT ![q] = [st |-> IF known = {} THEN "done" ELSE "running", at |-> r, routes |-> routes, pending |-> known,
-                     expected |-> inv_acked, seen |-> {}, dup |-> FALSE,
+                     expected |-> LiveAcked, seen |-> {}, dup |-> FALSE,
                      \* Acked blocks of partitions r does not know and whose entry r has pulled
                      \* are missed for good, not by lag.
-                     lost |-> {i \in inv_acked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
+                     lost |-> {i \in LiveAcked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
     /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* Read one partition from the replica chosen for it (locally or ReadFromRemote).
@@ -333,7 +362,8 @@ ReplicaReadPartition(q, p) ==
                           ![q].seen = @ \cup got,
                           ![q].dup = @ \/ Twice(got \cup qry[q].seen) \/ (got \cap qry[q].seen # {}),
                           ![q].lost = @ \cup {i \in qry[q].expected :
-                                                InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)}]
+                                                InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)
+                                                /\ Live(i)}]  \* rows dropped since the start are not owed
     /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
@@ -378,8 +408,8 @@ AdminRebalance(p, src, dst) ==
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
 \* re-reads the assignment (so its filter keeps the partition from now on), then queues a
 \* fetch of every part of the partition registered in Keeper by any replica, and re-queues
-\* the partition's mutations it skipped before it was a keeper (the fetched parts may predate
-\* them). clone_skips_pending_mutations leaves that re-queue out.
+\* the partition's MUTATE_PART and DROP_RANGE entries it skipped before it was a keeper (the
+\* fetched parts may predate them). clone_ignores_skipped_entries leaves that re-queue out.
 ReplicaCloneFetch(p) ==
     LET dst == mig[p].dst
         src == mig[p].src IN
@@ -392,8 +422,8 @@ ReplicaCloneFetch(p) ==
        ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
             /\ queue' = [queue EXCEPT ![dst] = @ \cup
                             {Entry("GET", p, x, asg[p].version, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}
-                            \cup (IF Bug("clone_skips_pending_mutations") THEN {}
-                                  ELSE {log[k] : k \in {k \in 1..ptr[dst] : IsMutationOf(k, p)}})]
+                            \cup (IF Bug("clone_ignores_skipped_entries") THEN {}
+                                  ELSE {log[k] : k \in {k \in 1..ptr[dst] : IsMutationOf(k, p) \/ IsDropOf(k, p)}})]
             /\ UNCHANGED parts
     /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
     /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
@@ -495,7 +525,7 @@ Next ==
     \/ \E i \in Inserts : ClientReceiveAck(i) \/ ClientTimeout(i)
     \/ \E q \in Queries : ClientQueryFails(q) \/ \E p \in Partitions : ReplicaReadPartition(q, p)
     \/ ClientAlterMetadata
-    \/ \E p \in Partitions : ClientMutatePartition(p)
+    \/ \E p \in Partitions : ClientMutatePartition(p) \/ ClientDropPartition(p)
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
         \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)
@@ -509,7 +539,7 @@ Spec == Init /\ [][Next]_vars
 \* Every variable holds a value of its intended type.
 TypeOKInv ==
     /\ active \subseteq Replicas
-    /\ \A r \in Replicas : ptr[r] \in 0..Len(log) /\ meta[r] \in Nat
+    /\ \A r \in Replicas : ptr[r] \in 0..Len(log) /\ meta[r].alters \in Nat
     /\ inv_acked \subseteq Inserts
     /\ \A p \in Partitions : mig[p].st \in {"none", "clone", "switched", "cancelling", "done", "cancelled"}
 
@@ -521,14 +551,14 @@ ReplicationFactorInv ==
         /\ (asg[p].leaving # None) <=> \/ mig[p].st = "cancelling"
                                        \/ mig[p].st = "switched" /\ ~Bug("source_stops_at_switch")
 
-\* Every acknowledged insert is still on some replica's disk.
+\* Every acknowledged insert that no DROP_RANGE removed is still on some replica's disk.
 NoAckedBlockLostInv ==
-    \A i \in inv_acked : \E r \in Replicas : HasBlock(r, i)
+    \A i \in LiveAcked : \E r \in Replicas : HasBlock(r, i)
 
 \* Every owner holds, or is still being brought by replication, every acknowledged block of
 \* its partitions: a partition is never left short of complete copies.
 OwnersCompleteInv ==
-    \A i \in inv_acked : \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i) \/ InFlightTo(o, i)
+    \A i \in LiveAcked : \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i) \/ InFlightTo(o, i)
 
 \* R2: a completed query returned every block acknowledged before it started, except
 \* blocks its replicas were still receiving by ordinary replication lag.
@@ -545,6 +575,14 @@ MutationsAppliedInv ==
     \A r \in Replicas : \A x \in parts[r] :
         r \in Keepers(asg[x.p]) => x.mv >= PassedMutations(r, x.p) \/ MutationPending(r, x.p)
 
+\* A keeper never holds blocks that a DROP_RANGE it has passed removed, unless a drop of that
+\* partition is still pending in its queue: dropped rows do not come back.
+DropsAppliedInv ==
+    \A r \in Replicas : \A x \in parts[r] :
+        r \in Keepers(asg[x.p]) =>
+            \/ \A blk \in x.b : blk[2] > DropPoint(x.p, 1..ptr[r])
+            \/ DropPending(r, x.p)
+
 \* No replica stores the rows of one insert twice (a retried INSERT that dedup missed).
 NoDuplicateRowsInv ==
     \A r \in Replicas, p \in Partitions : ~Twice(BlocksOf(r, p))
@@ -555,7 +593,7 @@ CleanupSafeInv == ~inv_read_cleaned
 \* Every replica applied or queued every global entry it has pulled.
 GlobalEntriesAppliedInv ==
     \A r \in Replicas :
-        meta[r] + Cardinality({e \in queue[r] : e.type = "ALTER"})
+        meta[r].alters + Cardinality({e \in queue[r] : e.type = "ALTER"})
             = Cardinality({k \in 1..ptr[r] : log[k].type = "ALTER"})
 
 \* No replica keeps parts of a partition it does not own or CLONE into, except the replica
@@ -602,5 +640,5 @@ MigrationsEndProp ==
 
 \* Every owner eventually holds every acknowledged block of its partitions.
 OwnersEventuallyCompleteProp ==
-    \A i \in Inserts : (i \in inv_acked) ~> (\A o \in asg[InsertPartition[i]].owners : HasBlock(o, i))
+    \A i \in Inserts : (i \in LiveAcked) ~> (~Live(i) \/ \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i))
 =============================================================================

@@ -10,12 +10,13 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", InitOwners="Unassigned1", InitBlocks="{}",
-            Queries="NoQueries", MaxTries="1", MaxMerges="0", MaxAlters="0", MaxMutations="0", MaxMigrations="0",
+            Queries="NoQueries", MaxTries="1", MaxMerges="0", MaxAlters="0", MaxMutations="0", MaxDrops="0", MaxMigrations="0",
             MaxConcurrentMigrations="1", MaxCrashes="0", BlockDuringClone="FALSE", Bugs="")
 SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries"}  # defined in MCSelectiveReplication
 SAFETY = ["TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "NoDuplicateRowsInv",
           "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
-          "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv"]
+          "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
+          "DropsAppliedInv"]
 
 # name -> (what the model is for, constants that differ from BASE, symmetry: True for all
 # replicas, False for the migration models, whose initial owners r1, r2 are symmetric only
@@ -31,6 +32,9 @@ MERGE_DURING_CLONE = dict(MIGRATION_WRITES, InsertPartition="TwoInsertsP1", Init
 # p1 and p2 with one block each on r1 and r2, both moving to r3 at once.
 # One part of p1 on r1 and r2, a mutation and a migration to r3.
 MUTATION_DURING_CLONE = dict(MIGRATION_WRITES, InsertPartition="OneInsertP1", InitBlocks="{1}", MaxMutations="1")
+DROP_DURING_CLONE = dict(MUTATION_DURING_CLONE, MaxMutations="0", MaxDrops="1")
+# Two inserts and a DROP PARTITION racing them, no migration.
+DROP = dict(InsertPartition="TwoInsertsP1", InitOwners="P1OnR1R2", MaxDrops="1")
 PARALLEL = dict(Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2", MaxMigrations="2",
                 MaxConcurrentMigrations="2", InsertPartition="InsertsP1P2", InitBlocks="{1, 2}")
 
@@ -80,12 +84,17 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
                               MUTATION_DURING_CLONE, False),
     "MCMutationBlockedDuringClone": ("Mutations of the partition blocked while it is in CLONE, fixed.",
                                      dict(MUTATION_DURING_CLONE, BlockDuringClone="TRUE"), False),
-    "MCMutationDuringClone_clone_skips_pending_mutations": (
+    "MCMutationDuringClone_clone_ignores_skipped_entries": (
         "RFC as written: the target never revisits the mutations it skipped before it became a keeper.",
-        dict(MUTATION_DURING_CLONE, Bugs='"clone_skips_pending_mutations"'), False),
-    "MCMutationBlockedDuringClone_clone_skips_pending_mutations": (
+        dict(MUTATION_DURING_CLONE, Bugs='"clone_ignores_skipped_entries"'), False),
+    "MCMutationBlockedDuringClone_clone_ignores_skipped_entries": (
         "RFC as written, with mutations blocked during CLONE: blocking does not help.",
-        dict(MUTATION_DURING_CLONE, BlockDuringClone="TRUE", Bugs='"clone_skips_pending_mutations"'), False),
+        dict(MUTATION_DURING_CLONE, BlockDuringClone="TRUE", Bugs='"clone_ignores_skipped_entries"'), False),
+    "MCDrop": ("DROP PARTITION racing two inserts: dropped rows stay dropped, later rows stay, fixed.", DROP, False),
+    "MCDropDuringClone": ("A DROP_RANGE of the partition in CLONE, fixed.", DROP_DURING_CLONE, False),
+    "MCDropDuringClone_clone_ignores_skipped_entries": (
+        "RFC as written: a DROP_RANGE the target skipped before CLONE never reaches it; dropped rows come back.",
+        dict(DROP_DURING_CLONE, Bugs='"clone_ignores_skipped_entries"'), False),
     "MCParallelMigration": ("Two partitions migrating at once from the same sources to the same target, limit 2.",
                             PARALLEL, False),
 }

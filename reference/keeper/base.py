@@ -1,0 +1,142 @@
+"""The Keeper interface the reference implementation is written against.
+
+Two backends implement it with the same semantics: `MemoryKeeper` (fast, deterministic, for
+model-sized runs) and `ZooKeeperKeeper` (real ZooKeeper through kazoo). Errors are this
+module's own, so protocol code never imports kazoo: a CAS is `set(path, value, version=v)`
+that raises `BadVersionError`, a CAS-create is `create` that raises `NodeExistsError`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass
+
+
+class KeeperError(Exception):
+    """Base of every error a Keeper operation can raise."""
+
+
+class NodeExistsError(KeeperError):
+    """create() of a path that exists (ZNODEEXISTS)."""
+
+
+class NoNodeError(KeeperError):
+    """The path, or the parent of a path being created, does not exist (ZNONODE)."""
+
+
+class BadVersionError(KeeperError):
+    """A versioned set/delete/check found another version (ZBADVERSION): the CAS lost."""
+
+
+class NotEmptyError(KeeperError):
+    """delete() of a node that has children (ZNOTEMPTY)."""
+
+
+class SessionExpiredError(KeeperError):
+    """The session is gone: its ephemeral nodes were deleted and it can do nothing more."""
+
+
+class MultiError(KeeperError):
+    """An atomic multi failed at op `index`, with `cause`; nothing in it was applied."""
+
+    def __init__(self, index: int, cause: KeeperError):
+        super().__init__(f"multi op #{index} failed: {type(cause).__name__}: {cause}")
+        self.index, self.cause = index, cause
+
+
+@dataclass(frozen=True)
+class Stat:
+    version: int          # data version: 0 at create, +1 per set
+    ephemeral_owner: int  # session id of the owner, 0 for persistent nodes
+    num_children: int
+
+
+# Operations of an atomic multi (ZooKeeper's multi / kazoo's transaction).
+@dataclass(frozen=True)
+class Create:
+    path: str
+    value: bytes = b""
+    ephemeral: bool = False
+    sequential: bool = False
+
+
+@dataclass(frozen=True)
+class SetData:
+    path: str
+    value: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True)
+class Check:
+    path: str
+    version: int
+
+
+Op = Create | SetData | Delete | Check
+
+
+def parent_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def check_path(path: str) -> None:
+    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
+        raise ValueError(f"malformed znode path {path!r}: absolute, no trailing or double slash")
+
+
+class Keeper(ABC):
+    """One client session on a Keeper ensemble. `ops` counts requests by kind (for benchmarks)."""
+
+    def __init__(self) -> None:
+        self.ops: Counter[str] = Counter()
+
+    @abstractmethod
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
+               makepath: bool = False) -> str:
+        """Create a node; returns its path (with the sequence suffix for sequential nodes)."""
+
+    @abstractmethod
+    def get(self, path: str) -> tuple[bytes, Stat]: ...
+
+    @abstractmethod
+    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        """Write data; with version >= 0 only if the node has that version (CAS)."""
+
+    @abstractmethod
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
+
+    @abstractmethod
+    def exists(self, path: str) -> Stat | None: ...
+
+    @abstractmethod
+    def get_children(self, path: str) -> list[str]:
+        """Child names, sorted (ZooKeeper returns them unordered; sorting makes runs replayable)."""
+
+    @abstractmethod
+    def multi(self, ops: list[Op]) -> list[str | Stat | None]:
+        """Apply all ops atomically or none; raises MultiError naming the op that failed."""
+
+    @property
+    @abstractmethod
+    def session_id(self) -> int: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the session normally (its ephemeral nodes go)."""
+
+    def ensure_path(self, path: str) -> None:
+        """Create path and its missing ancestors as empty persistent nodes."""
+        check_path(path)
+        if self.exists(path) is None:
+            try:
+                self.create(path, makepath=True)
+            except NodeExistsError:
+                pass  # created concurrently: same outcome

@@ -1,0 +1,59 @@
+"""The znode layout of a table: the base protocol's (seed 002) plus the RFC's selective/ subtree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .table import check_partition_id
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str  # the table's ZooKeeper path, e.g. /clickhouse/tables/01/events
+
+    @property
+    def log(self) -> str:
+        return f"{self.root}/log"
+
+    @property
+    def replicas(self) -> str:
+        return f"{self.root}/replicas"
+
+    def replica(self, r: str) -> str:
+        if not r or "/" in r:
+            raise ValueError(f"malformed replica name {r!r}")
+        return f"{self.replicas}/{r}"
+
+    def is_active(self, r: str) -> str:
+        return f"{self.replica(r)}/is_active"
+
+    def log_pointer(self, r: str) -> str:
+        return f"{self.replica(r)}/log_pointer"
+
+    def queue(self, r: str) -> str:
+        return f"{self.replica(r)}/queue"
+
+    def parts(self, r: str) -> str:
+        return f"{self.replica(r)}/parts"
+
+    @property
+    def blocks(self) -> str:
+        return f"{self.root}/blocks"
+
+    @property
+    def config(self) -> str:
+        return f"{self.root}/selective/config"
+
+    @property
+    def assignments(self) -> str:
+        return f"{self.root}/selective/assignments"
+
+    def assignment(self, partition_id: str) -> str:
+        return f"{self.assignments}/{check_partition_id(partition_id)}"
+
+    @property
+    def migrations(self) -> str:
+        return f"{self.root}/selective/migrations"
+
+    def migration(self, partition_id: str) -> str:
+        return f"{self.migrations}/{check_partition_id(partition_id)}"
