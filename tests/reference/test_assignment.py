@@ -8,43 +8,22 @@ import pytest
 from reference.assignment import (Assignment, CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, allocate,
                                   cas_update, read_assignment, replica_adopt_assignment, replica_choose_owners,
                                   replica_create_assignment, selective_assignments_rows)
-from reference.keeper import MemoryEnsemble
 from reference.layout import Layout
 from reference.registration import RegistrationError, create_table_znodes, register_replica
 
 LAYOUT = Layout("/clickhouse/tables/01/events")
 
 
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
-def cluster(request):
-    """connect() -> a new session; replicas r1..r4 registered, each on its own session."""
-    sessions = []
-    if request.param == "memory":
-        ensemble = MemoryEnsemble()
-
-        def connect():
-            sessions.append(ensemble.connect())
-            return sessions[-1]
-    else:
-        from reference.keeper.zookeeper import ZooKeeperKeeper
-
-        hosts = request.getfixturevalue("zk_chroot")
-
-        def connect():
-            sessions.append(ZooKeeperKeeper(hosts))
-            return sessions[-1]
+@pytest.fixture
+def cluster(connect):
+    """(connect, admin session, {replica: its session}) with r1..r4 registered and active."""
     admin = connect()
     create_table_znodes(admin, LAYOUT, 2)
     replicas = {}
     for r in ("r1", "r2", "r3", "r4"):
         replicas[r] = connect()
         register_replica(replicas[r], LAYOUT, r)
-    yield connect, admin, replicas
-    for s in sessions:
-        try:
-            s.close()
-        except Exception:
-            pass
+    return connect, admin, replicas
 
 
 def test_first_insert_allocates_rf_least_loaded(cluster):

@@ -5,41 +5,8 @@ import threading
 
 import pytest
 
-from reference.keeper import (BadVersionError, Check, Create, Delete, MemoryEnsemble, MultiError, NodeExistsError,
-                              NoNodeError, NotEmptyError, SessionExpiredError, SetData)
-
-
-@pytest.fixture(params=["memory", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
-def connect(request):
-    """A factory of sessions on one fresh namespace; every session is closed after the test."""
-    sessions = []
-    if request.param == "memory":
-        ensemble = MemoryEnsemble()
-
-        def make():
-            sessions.append(ensemble.connect())
-            return sessions[-1]
-
-        def expire(k):
-            ensemble.expire(k.session_id)
-    else:
-        from reference.keeper.zookeeper import ZooKeeperKeeper
-
-        hosts = request.getfixturevalue("zk_chroot")
-
-        def make():
-            sessions.append(ZooKeeperKeeper(hosts))
-            return sessions[-1]
-
-        def expire(k):
-            k.expire_session()
-    make.expire = expire
-    yield make
-    for s in sessions:
-        try:
-            s.close()
-        except Exception:
-            pass
+from reference.keeper import (BadVersionError, Check, Create, Delete, MultiError, NodeExistsError, NoNodeError,
+                              NotEmptyError, SessionExpiredError, SetData)
 
 
 def test_create_get_and_versions(connect):

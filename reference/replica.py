@@ -1,0 +1,151 @@
+"""One replica's protocol steps for writes and the filtered log, action for action with
+spec/SelectiveReplication.tla (ReplicaRefreshCache, ReplicaWriteInsert, ReplicaPullLog,
+ReplicaExecuteEntry for GET_PART and ALTER_METADATA).
+
+The core starts no threads: a driver calls one step at a time, so runs are deterministic. A
+step whose guard is false raises GuardFailed and changes nothing. `peers` maps replica names to
+their PartStores: it stands in for the interserver HTTP port that fetches go through.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .assignment import Assignment, GuardFailed, read_assignment
+from .keeper import Check, Create, Delete, Keeper, MultiError, SetData
+from .layout import Layout
+from .parts import PartName, PartStore
+from .table import check_partition_id
+
+GLOBAL_TYPES = {"ALTER_METADATA", "CLEAR_COLUMN", "CLEAR_INDEX"}  # the RFC's "always process"
+
+
+class InsertRejected(Exception):
+    """The INSERT failed before it was committed (the client may retry it)."""
+
+
+@dataclass
+class Replica:
+    name: str
+    keeper: Keeper
+    layout: Layout
+    store: PartStore
+    peers: dict[str, PartStore]
+    bugs: frozenset[str] = frozenset()
+    cache: dict[str, Assignment] = field(default_factory=dict)  # the in-memory assignment map
+    metadata_version: int = 0
+
+    # --- ReplicaRefreshCache -------------------------------------------------------------
+    def replica_refresh_cache(self, partition: str) -> Assignment | None:
+        a = read_assignment(self.keeper, self.layout, partition)
+        if a is None:
+            self.cache.pop(partition, None)
+        else:
+            self.cache[partition] = a
+        return a
+
+    def load_map(self) -> None:
+        """Load the whole map at start-up, before serving (spec F9)."""
+        self.cache = {}
+        for p in self.keeper.get_children(self.layout.assignments):
+            self.replica_refresh_cache(p)
+
+    # --- ReplicaWriteInsert --------------------------------------------------------------
+    def replica_write_insert(self, partition: str, rows: list[dict], block_hash: str) -> str:
+        """Write a sub-block of an owned partition and commit it in one multi; returns the part
+        name, or "deduplicated" when blocks/ already has the hash. Fixed protocol: the multi
+        also checks the assignment's version against the map (spec F4)."""
+        check_partition_id(partition)
+        a = self.cache.get(partition)
+        if a is None or self.name not in a.owners:
+            raise GuardFailed("ReplicaWriteInsert", f"{self.name}'s map does not make it an owner of {partition}")
+        # Block numbers come from a per-partition sequential node, as block_numbers/ does in ClickHouse.
+        numbers = f"{self.layout.root}/block_numbers/{partition}"
+        self.keeper.ensure_path(numbers)
+        block = int(self.keeper.create(f"{numbers}/block-", sequential=True).rsplit("-", 1)[1])
+        name = self.store.write(PartName(partition, block, block, 0), rows)
+        entry = {"type": "GET_PART", "partition": partition, "part": str(name), "source": self.name,
+                 "assignment_version": a.version}
+        ops = [Create(f"{self.layout.log}/log-", json.dumps(entry).encode(), sequential=True),
+               Create(f"{self.layout.parts(self.name)}/{name}", b"")]
+        if "no_dedup" not in self.bugs:
+            ops.insert(0, Create(f"{self.layout.blocks}/{partition}_{block_hash}", b""))
+        if "insert_without_assignment_check" not in self.bugs:
+            ops.insert(0, Check(self.layout.assignment(partition), a.version))
+        try:
+            self.keeper.multi(ops)
+        except MultiError as e:
+            self.store.remove(name)  # nothing was committed: the local part must go too
+            failed = ops[e.index]
+            if isinstance(failed, Create) and failed.path.startswith(self.layout.blocks + "/"):
+                return "deduplicated"  # the same block was committed before: acknowledge, write nothing
+            if isinstance(failed, Check):
+                self.replica_refresh_cache(partition)
+                raise InsertRejected(f"assignment of {partition} changed under {self.name}; retry") from e
+            raise InsertRejected(f"commit of {name} failed: {e}") from e
+        return str(name)
+
+    # --- ReplicaPullLog ------------------------------------------------------------------
+    def _log_pointer(self) -> tuple[int, int]:
+        data, stat = self.keeper.get(self.layout.log_pointer(self.name))
+        return int(data), stat.version
+
+    def replica_pull_log(self) -> dict | None:
+        """Pull the next log entry: queue it or skip it by the filter; log_pointer advances
+        either way. Returns the entry and whether it was queued, or raises when caught up."""
+        ptr, ptr_version = self._log_pointer()
+        entries = self.keeper.get_children(self.layout.log)
+        if ptr >= len(entries):
+            raise GuardFailed("ReplicaPullLog", f"{self.name} has pulled all {len(entries)} log entries")
+        name = entries[ptr]
+        entry = json.loads(self.keeper.get(f"{self.layout.log}/{name}")[0])
+        if entry["type"] in GLOBAL_TYPES:
+            take = "filter_skips_global" not in self.bugs
+        else:
+            p = entry["partition"]
+            view = self.cache.get(p)
+            cached_version = view.version if view else -1
+            if cached_version < entry["assignment_version"] and "filter_with_stale_cache" not in self.bugs:
+                view = self.replica_refresh_cache(p)  # entry is newer than the map: ask Keeper (F2)
+            take = view is not None and self.name in view.keepers()
+        ops = [SetData(self.layout.log_pointer(self.name), str(ptr + 1).encode(), ptr_version)]
+        if take:
+            ops.append(Create(f"{self.layout.queue(self.name)}/queue-", json.dumps(entry).encode(), sequential=True))
+        self.keeper.multi(ops)
+        return {**entry, "queued": take}
+
+    # --- ReplicaExecuteEntry (GET_PART, ALTER_METADATA) ----------------------------------
+    def queue(self) -> list[tuple[str, dict]]:
+        q = self.layout.queue(self.name)
+        return [(n, json.loads(self.keeper.get(f"{q}/{n}")[0])) for n in self.keeper.get_children(q)]
+
+    def replica_execute_entry(self, queue_node: str) -> str:
+        """Execute one queue entry; returns what was done. A GET_PART fetches the part, or a
+        part covering it, from a peer that has it; the queue entry goes only once done."""
+        path = f"{self.layout.queue(self.name)}/{queue_node}"
+        entry = json.loads(self.keeper.get(path)[0])
+        if entry["type"] in GLOBAL_TYPES:
+            self.metadata_version += 1
+            self.keeper.delete(path)
+            return "applied"
+        if entry["type"] != "GET_PART":
+            raise GuardFailed("ReplicaExecuteEntry", f"entry type {entry['type']} is not implemented yet")
+        want = PartName.parse(entry["part"])
+        if any(have.covers(want) for have in self.store.names(want.partition)):
+            self.keeper.delete(path)
+            return "covered"
+        for peer, store in sorted(self.peers.items()):
+            if peer == self.name:
+                continue
+            for have in store.names(want.partition):
+                if have.covers(want):
+                    got = self.store.fetch_from(store, have)
+                    self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""),
+                                       Delete(path)])
+                    return f"fetched {got} from {peer}"
+        raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
+
+    def has_rows_of(self, partition: str) -> list[dict]:
+        return [r for n in self.store.names(partition) for r in self.store.read(n)]
+

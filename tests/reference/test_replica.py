@@ -1,0 +1,133 @@
+"""Writes and the filtered log on both backends: the fixed protocol keeps every owner complete,
+and the RFC-as-written switches break the same invariants the spec names (spec/FINDINGS.md)."""
+
+import pytest
+
+from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.keeper import Create
+from reference.layout import Layout
+from reference.parts import PartStore
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import InsertRejected, Replica
+
+LAYOUT = Layout("/clickhouse/tables/01/events")
+P = "202401-5"
+ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
+
+
+@pytest.fixture
+def make_cluster(connect, tmp_path):
+    """make_cluster(bugs) -> (admin session, {name: Replica}); P is assigned to r1 and r2."""
+
+    def make(bugs=frozenset()):
+        admin = connect()
+        create_table_znodes(admin, LAYOUT, 2)
+        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
+        reps = {}
+        for r in peers:
+            k = connect()
+            register_replica(k, LAYOUT, r)
+            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
+        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
+        return admin, reps
+
+    return make
+
+
+def drain(rep: Replica) -> None:
+    """Pull the whole log and execute every queue entry that can run."""
+    while True:
+        try:
+            rep.replica_pull_log()
+        except GuardFailed:
+            break
+    for node, _ in rep.queue():
+        rep.replica_execute_entry(node)
+
+
+def test_owner_write_reaches_the_other_owner_and_skips_the_non_owner(make_cluster):
+    _, reps = make_cluster()
+    reps["r1"].load_map()  # r1 has a fresh map; r2 and r3 have never loaded theirs
+    assert reps["r1"].replica_write_insert(P, ROWS, "h1") == f"{P}_0_0_0"
+    for r in ("r2", "r3"):
+        drain(reps[r])
+    assert reps["r2"].has_rows_of(P) == ROWS  # the newer entry made r2 read the assignment (F2 fix)
+    assert reps["r3"].has_rows_of(P) == []
+    assert reps["r3"].queue() == []
+
+
+def test_filter_with_stale_cache_loses_the_block_for_good(make_cluster):
+    """F2, as in MCFilteredLog_filter_with_stale_cache: OwnersCompleteInv broken."""
+    _, reps = make_cluster({"filter_with_stale_cache"})
+    reps["r1"].load_map()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    reps["r2"].load_map()  # the map catches up later ...
+    drain(reps["r2"])
+    assert reps["r2"].has_rows_of(P) == []  # ... but the skipped entry is never revisited
+    assert reps["r2"].queue() == []
+
+
+def test_retried_block_is_deduplicated(make_cluster):
+    admin, reps = make_cluster()
+    reps["r1"].load_map()
+    reps["r2"].load_map()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    assert reps["r2"].replica_write_insert(P, ROWS, "h1") == "deduplicated"  # retry to the other owner
+    assert len(admin.get_children(LAYOUT.log)) == 1
+    for r in ("r1", "r2"):
+        drain(reps[r])
+        assert reps[r].has_rows_of(P) == ROWS
+
+
+def test_no_dedup_duplicates_rows(make_cluster):
+    """Broken variant no_dedup, as in MCRetry_no_dedup: NoDuplicateRowsInv broken."""
+    _, reps = make_cluster({"no_dedup"})
+    reps["r1"].load_map()
+    reps["r2"].load_map()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    reps["r2"].replica_write_insert(P, ROWS, "h1")
+    for r in ("r1", "r2"):
+        drain(reps[r])
+    assert reps["r1"].has_rows_of(P) == ROWS + ROWS
+
+
+def test_write_with_a_stale_map_is_rejected_and_leaves_nothing(make_cluster):
+    """F4 fix: the commit checks the assignment version; the client retries elsewhere."""
+    admin, reps = make_cluster()
+    reps["r1"].load_map()
+    cas_update(admin, LAYOUT, P, lambda a: Assignment(("r2", "r3"), leaving="r1"))  # a SWITCH r1 -> r3
+    with pytest.raises(InsertRejected, match="changed under r1"):
+        reps["r1"].replica_write_insert(P, ROWS, "h1")
+    assert admin.get_children(LAYOUT.log) == [] and reps["r1"].store.names() == []
+    assert reps["r1"].cache[P].owners == ("r2", "r3")  # the map was refreshed by the failure
+
+
+def test_insert_without_assignment_check_commits_on_a_non_owner(make_cluster):
+    """F4 as written: the stale owner commits a part of a partition it no longer owns."""
+    admin, reps = make_cluster({"insert_without_assignment_check"})
+    reps["r1"].load_map()
+    cas_update(admin, LAYOUT, P, lambda a: Assignment(("r2", "r3"), leaving="r1"))
+    assert reps["r1"].replica_write_insert(P, ROWS, "h1") == f"{P}_0_0_0"
+    assert "r1" not in reps["r2"].replica_refresh_cache(P).owners
+
+
+@pytest.mark.parametrize("bugs, applied", [(frozenset(), True), (frozenset({"filter_skips_global"}), False)])
+def test_global_entries_reach_every_replica(make_cluster, bugs, applied):
+    admin, reps = make_cluster(bugs)
+    admin.create(f"{LAYOUT.log}/log-", b'{"type": "ALTER_METADATA", "assignment_version": 0}', sequential=True)
+    drain(reps["r3"])  # r3 owns no partition at all
+    assert (reps["r3"].metadata_version == 1) == applied
+
+
+def test_steps_refuse_when_their_guard_is_false(make_cluster):
+    admin, reps = make_cluster()
+    with pytest.raises(GuardFailed, match="does not make it an owner"):
+        reps["r3"].replica_write_insert(P, ROWS, "h1")  # r3's map: not an owner
+    with pytest.raises(GuardFailed, match="pulled all"):
+        reps["r3"].replica_pull_log()
+    admin.create(f"{LAYOUT.queue('r3')}/queue-", b'{"type": "GET_PART", "part": "202401-5_7_7_0"}', sequential=True)
+    node, _ = reps["r3"].queue()[0]
+    with pytest.raises(GuardFailed, match="no replica has a part covering"):
+        reps["r3"].replica_execute_entry(node)
+    assert len(reps["r3"].queue()) == 1  # still queued, nothing half-done
