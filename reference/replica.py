@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from .assignment import Assignment, GuardFailed, read_assignment
-from .keeper import Check, Create, Delete, Keeper, MultiError, SetData
+from .keeper import Check, Create, Delete, Keeper, MultiError, NoNodeError, SetData
 from .layout import Layout
 from .parts import PartName, PartStore
 from .table import check_partition_id
@@ -41,8 +41,16 @@ class Replica:
         a = read_assignment(self.keeper, self.layout, partition)
         if a is None:
             self.cache.pop(partition, None)
-        else:
-            self.cache[partition] = a
+            return None
+        old = self.cache.get(partition)
+        self.cache[partition] = a
+        if old is None or old.version != a.version:
+            # CLEANUP must know every map has seen a SWITCH (spec ReplicaCleanup): publish it.
+            path = self.layout.map_version(self.name, partition)
+            try:
+                self.keeper.set(path, str(a.version).encode())
+            except NoNodeError:
+                self.keeper.create(path, str(a.version).encode(), makepath=True)
         return a
 
     def load_map(self) -> None:
@@ -145,6 +153,15 @@ class Replica:
                                        Delete(path)])
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
+
+    def drop_partition_locally(self, partition: str) -> None:
+        """CLEANUP on this replica: its parts, their znodes and its queue entries of the partition."""
+        for n in self.store.names(partition):
+            self.keeper.delete(f"{self.layout.parts(self.name)}/{n}")
+            self.store.remove(n)
+        for node, entry in self.queue():
+            if entry.get("partition") == partition:
+                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
 
     def has_rows_of(self, partition: str) -> list[dict]:
         return [r for n in self.store.names(partition) for r in self.store.read(n)]

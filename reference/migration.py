@@ -1,0 +1,185 @@
+"""Migration CLONE -> SWITCH -> CLEANUP (RFC phase 2a-2c), step for step with
+spec/SelectiveReplication.tla: AdminReassign, ReplicaCloneFetch, CoordinatorSwitch,
+ReplicaCleanup, CoordinatorCancel.
+
+`selective/migrations/{partition}` holds the migration's state as JSON. Every step changes the
+assignment and that state in one multi, with the versions it read, so a coordinator that
+crashes between steps leaves a state any replica can continue from (ReplicaTakeOverMigration
+is just the next step, called by another replica).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .assignment import Assignment, GuardFailed, active_replicas, read_assignment
+from .keeper import Create, Keeper, MultiError, NoNodeError, SetData
+from .layout import Layout
+from .parts import PartName
+from .replica import Replica
+
+IN_FLIGHT = ("clone", "switched", "cancelling")
+
+
+class MigrationError(ValueError):
+    """A REASSIGN / REBALANCE request that cannot be started; nothing was changed."""
+
+
+def read_migration(keeper: Keeper, layout: Layout, partition: str) -> tuple[dict | None, int]:
+    try:
+        data, stat = keeper.get(layout.migration(partition))
+    except NoNodeError:
+        return None, -1
+    return json.loads(data), stat.version
+
+
+def migrations_in_flight(keeper: Keeper, layout: Layout) -> list[str]:
+    return [p for p in keeper.get_children(layout.migrations)
+            if (read_migration(keeper, layout, p)[0] or {}).get("state") in IN_FLIGHT]
+
+
+def _write(keeper: Keeper, layout: Layout, partition: str, a: Assignment, new: Assignment,
+           mig: dict, mig_version: int) -> None:
+    path = layout.migration(partition)
+    ops = [SetData(layout.assignment(partition), new.encode(), a.version)]
+    ops.append(Create(path, json.dumps(mig).encode()) if mig_version < 0
+               else SetData(path, json.dumps(mig).encode(), mig_version))
+    try:
+        keeper.multi(ops)
+    except MultiError as e:
+        raise GuardFailed("migration step", f"{partition} changed concurrently ({e}); re-read and retry") from e
+
+
+def admin_reassign(keeper: Keeper, layout: Layout, partition: str, dst: str, src: str | None = None,
+                   max_concurrent: int = 4) -> dict:
+    """ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst: CLONE adds dst as the target."""
+    a = read_assignment(keeper, layout, partition)
+    if a is None:
+        raise MigrationError(f"partition {partition} is not assigned (no INSERT has created it)")
+    known = keeper.get_children(layout.replicas)
+    if dst not in known:
+        raise MigrationError(f"unknown replica {dst!r}; replicas are {known}")
+    if dst not in active_replicas(keeper, layout):
+        raise MigrationError(f"replica {dst!r} is not active")
+    if dst in a.owners:
+        raise MigrationError(f"replica {dst!r} already owns {partition}")
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if mig and mig["state"] in IN_FLIGHT:
+        raise MigrationError(f"partition {partition} is already migrating ({mig['state']} {mig['src']} -> {mig['dst']})")
+    src = src or a.owners[0]
+    if src not in a.owners:
+        raise MigrationError(f"source {src!r} does not own {partition}; owners are {list(a.owners)}")
+    if len(migrations_in_flight(keeper, layout)) >= max_concurrent:
+        raise MigrationError(f"{max_concurrent} migrations already in flight (the concurrency limit)")
+    new_mig = {"state": "clone", "src": src, "dst": dst, "coord": src, "fetched": False}
+    _write(keeper, layout, partition, a, Assignment(a.owners, target=dst), new_mig, mig_version)
+    return new_mig
+
+
+def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replica]) -> int:
+    """CLONE's bulk copy, by the target. Fixed (F3): re-read the assignment, then queue a fetch
+    of every part of the partition registered in Keeper by any replica. RFC as written
+    (clone_from_source_only): copy the source's local parts. Returns the parts queued/copied."""
+    keeper, layout = dst.keeper, dst.layout
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] != "clone" or mig["fetched"] or mig["dst"] != dst.name:
+        raise GuardFailed("ReplicaCloneFetch", f"no unfetched CLONE of {partition} into {dst.name}: {mig}")
+    if "clone_from_source_only" in dst.bugs:
+        src = replicas[mig["src"]]
+        names = src.store.names(partition)
+        for n in names:
+            dst.store.fetch_from(src.store, n)
+            keeper.create(f"{layout.parts(dst.name)}/{n}")
+    else:
+        a = dst.replica_refresh_cache(partition)
+        registered = {n for r in keeper.get_children(layout.replicas)
+                      for n in _children(keeper, layout.parts(r)) if PartName.parse(n).partition == partition}
+        names = sorted(registered)
+        for n in names:
+            entry = {"type": "GET_PART", "partition": partition, "part": n, "source": "clone",
+                     "assignment_version": a.version}
+            keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps(entry).encode(), sequential=True)
+    keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
+    return len(names)
+
+
+def _children(keeper: Keeper, path: str) -> list[str]:
+    try:
+        return keeper.get_children(path)
+    except NoNodeError:
+        return []
+
+
+def caught_up(dst: Replica, partition: str) -> bool:
+    """Nothing of the partition in dst's queue, nor in the log beyond dst's log_pointer."""
+    if any(e.get("partition") == partition for _, e in dst.queue()):
+        return False
+    ptr = int(dst.keeper.get(dst.layout.log_pointer(dst.name))[0])
+    log = dst.keeper.get_children(dst.layout.log)
+    return all(json.loads(dst.keeper.get(f"{dst.layout.log}/{n}")[0]).get("partition") != partition
+               for n in log[ptr:])
+
+
+def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Replica,
+                       bugs: frozenset[str] = frozenset()) -> Assignment:
+    """SWITCH: the source becomes `leaving` (fixed, F6) or is dropped (source_stops_at_switch)."""
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] != "clone" or not mig["fetched"]:
+        raise GuardFailed("CoordinatorSwitch", f"{partition} is not a fetched CLONE: {mig}")
+    if "switch_without_catchup" not in bugs and not caught_up(dst, partition):
+        raise GuardFailed("CoordinatorSwitch", f"target {dst.name} has not caught up on {partition}")
+    a = read_assignment(keeper, layout, partition)
+    owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
+    leaving = None if "source_stops_at_switch" in bugs else mig["src"]
+    new = Assignment(owners, target=None, leaving=leaving)
+    _write(keeper, layout, partition, a, new, {**mig, "state": "switched"}, mig_version)
+    return new
+
+
+def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str) -> Assignment:
+    """Cancel before SWITCH: the target becomes `leaving` and goes through CLEANUP (F7)."""
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("CoordinatorCancel", f"{partition} is not in CLONE: {mig}")
+    a = read_assignment(keeper, layout, partition)
+    new = Assignment(a.owners, target=None, leaving=mig["dst"])
+    _write(keeper, layout, partition, a, new, {**mig, "state": "cancelling"}, mig_version)
+    return new
+
+
+def replica_cleanup(leaver: Replica, partition: str, bugs: frozenset[str] = frozenset()) -> None:
+    """CLEANUP on the leaving replica, once every active replica's published map has seen the
+    current assignment (what old_parts_lifetime must outlast); cleanup_no_delay skips the wait."""
+    keeper, layout = leaver.keeper, leaver.layout
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] not in ("switched", "cancelling"):
+        raise GuardFailed("ReplicaCleanup", f"{partition} has no SWITCH or CANCEL to clean up after: {mig}")
+    who = mig["src"] if mig["state"] == "switched" else mig["dst"]
+    if who != leaver.name:
+        raise GuardFailed("ReplicaCleanup", f"{leaver.name} is not the replica leaving {partition} ({who} is)")
+    a = read_assignment(keeper, layout, partition)
+    if "cleanup_no_delay" not in bugs:
+        stale = []
+        for r in active_replicas(keeper, layout):
+            try:
+                seen = int(keeper.get(layout.map_version(r, partition))[0])
+            except NoNodeError:
+                seen = -1
+            if seen < a.version:
+                stale.append(r)
+        if stale:
+            raise GuardFailed("ReplicaCleanup", f"maps of {stale} have not seen version {a.version} of {partition}")
+    done = {**mig, "state": "done" if mig["state"] == "switched" else "cancelled"}
+    _write(keeper, layout, partition, a, Assignment(a.owners, a.target, leaving=None), done, mig_version)
+    leaver.replica_refresh_cache(partition)  # its own filter stops keeping the partition at once
+    leaver.drop_partition_locally(partition)
+
+
+def migrations_rows(keeper: Keeper, layout: Layout) -> list[dict]:
+    """Rows of a system.selective_migrations table."""
+    return [{"partition_id": p, **(read_migration(keeper, layout, p)[0] or {})}
+            for p in keeper.get_children(layout.migrations)]
+
+
+__all__ = ["MigrationError", "admin_reassign", "replica_clone_fetch", "coordinator_switch", "coordinator_cancel",
+           "replica_cleanup", "migrations_rows", "caught_up"]

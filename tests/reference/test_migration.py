@@ -1,0 +1,158 @@
+"""CLONE -> SWITCH -> CLEANUP on both backends: the fixed steps keep owners complete; the
+switches break what the spec's models of the same name break (spec/FINDINGS.md F3, variants)."""
+
+import pytest
+
+from reference.assignment import Assignment, GuardFailed, read_assignment
+from reference.layout import Layout
+from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                 migrations_rows, replica_cleanup, replica_clone_fetch)
+from reference.parts import PartStore
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import Replica
+
+LAYOUT = Layout("/clickhouse/tables/01/events")
+P = "202401-5"
+ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
+
+
+@pytest.fixture
+def make_cluster(connect, tmp_path):
+    def make(bugs=frozenset()):
+        admin = connect()
+        create_table_znodes(admin, LAYOUT, 2)
+        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
+        reps = {}
+        for r in peers:
+            k = connect()
+            register_replica(k, LAYOUT, r)
+            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
+        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
+        for rep in reps.values():
+            rep.load_map()
+        return admin, reps
+
+    return make
+
+
+def drain(rep):
+    while True:
+        try:
+            rep.replica_pull_log()
+        except GuardFailed:
+            break
+    for node, _ in rep.queue():
+        try:
+            rep.replica_execute_entry(node)
+        except GuardFailed:
+            pass  # nobody has the part yet: stays queued
+
+
+def refresh_all(reps):
+    for rep in reps.values():
+        rep.replica_refresh_cache(P)
+
+
+def test_full_migration_moves_the_data_and_cleans_the_source(make_cluster):
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    assert replica_clone_fetch(reps["r3"], P, reps) == 1
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    with pytest.raises(GuardFailed, match="have not seen"):
+        replica_cleanup(reps["r1"], P)  # r2's map still shows r1 as an owner: a SELECT may go there
+    refresh_all(reps)
+    replica_cleanup(reps["r1"], P)
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
+    assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS
+    assert reps["r1"].has_rows_of(P) == [] and admin.get_children(LAYOUT.parts("r1")) == []
+    assert migrations_rows(admin, LAYOUT)[0]["state"] == "done"
+
+
+@pytest.mark.parametrize("bugs, complete", [(frozenset(), True), (frozenset({"clone_from_source_only"}), False)])
+def test_clone_must_fetch_what_the_source_has_not_fetched_yet(make_cluster, bugs, complete):
+    """F3, as MCMigrationWrites_clone_from_source_only: written on r1, r2 has not fetched it,
+    r3 skipped the entry; moving p from r2 to r3."""
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r3"])  # r3 skips the GET_PART: it is no keeper yet
+    admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, reps["r3"])  # r3 has nothing left to do for p
+    assert read_assignment(admin, LAYOUT, P).owners == ("r1", "r3")
+    assert (reps["r3"].has_rows_of(P) == ROWS) == complete
+    if not complete:
+        assert reps["r3"].queue() == []  # and nothing will ever bring the block: OwnersCompleteInv broken
+
+
+def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)  # queued, not yet fetched
+    with pytest.raises(GuardFailed, match="not caught up"):
+        coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, reps["r3"], frozenset({"switch_without_catchup"}))
+    refresh_all(reps)
+    replica_cleanup(reps["r1"], P)  # the only copy goes: r2 never fetched, r3 had not yet
+    survivors = [r for r in ("r2", "r3") if reps[r].has_rows_of(P)]
+    drain(reps["r3"])
+    assert survivors == [] and reps["r3"].has_rows_of(P) == []  # NoAckedBlockLostInv broken
+
+
+def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
+    admin, reps = make_cluster({"cleanup_no_delay"})
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    replica_cleanup(reps["r1"], P, frozenset({"cleanup_no_delay"}))
+    # r2's map still routes SELECTs of p to r1, which no longer has it (CleanupSafeInv's concern).
+    assert "r1" in reps["r2"].cache[P].owners and reps["r1"].has_rows_of(P) == []
+
+
+def test_cancel_sends_the_target_through_cleanup(make_cluster):
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_cancel(admin, LAYOUT, P)
+    assert read_assignment(admin, LAYOUT, P).leaving == "r3"
+    refresh_all(reps)
+    replica_cleanup(reps["r3"], P)
+    assert reps["r3"].has_rows_of(P) == [] and read_assignment(admin, LAYOUT, P).keepers() == {"r1", "r2"}
+    assert migrations_rows(admin, LAYOUT)[0]["state"] == "cancelled"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("202401-6", "r3"), "not assigned"),
+    ((P, "r9"), "unknown replica 'r9'"),
+    ((P, "r1"), "already owns"),
+    ((P, "r3", "r3"), "does not own"),
+])
+def test_bad_reassign_requests_are_named_and_change_nothing(make_cluster, args, message):
+    admin, _ = make_cluster()
+    before = read_assignment(admin, LAYOUT, P)
+    with pytest.raises(MigrationError, match=message):
+        admin_reassign(admin, LAYOUT, *args)
+    assert read_assignment(admin, LAYOUT, P) == before and migrations_rows(admin, LAYOUT) == []
+
+
+def test_reassigning_a_partition_already_migrating_is_refused(make_cluster):
+    admin, _ = make_cluster()
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(MigrationError, match="already migrating"):
+        admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+
+
+def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
+    admin, reps = make_cluster()
+    connect.expire(reps["r3"].keeper)
+    with pytest.raises(MigrationError, match="not active"):
+        admin_reassign(admin, LAYOUT, P, "r3")
