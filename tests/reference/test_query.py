@@ -1,0 +1,111 @@
+"""SELECT routing on both backends: the R2 findings of spec/FINDINGS.md (F5, F6, F9) reproduced
+in the reference, and held when their fixes are on. A SELECT makes no Keeper request."""
+
+import pytest
+
+from reference.assignment import Assignment, GuardFailed
+from reference.layout import Layout
+from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
+from reference.parts import PartStore
+from reference.query import client_start_query, replica_read_partition, select_all
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import Replica
+
+LAYOUT = Layout("/clickhouse/tables/01/events")
+P = "202401-5"
+ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
+ROW2 = {"date": "2024-01-16", "user_id": 37, "event": "second"}
+
+
+@pytest.fixture
+def make_cluster(connect, tmp_path):
+    def make(bugs=frozenset()):
+        admin = connect()
+        create_table_znodes(admin, LAYOUT, 2)
+        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
+        reps = {}
+        for r in peers:
+            k = connect()
+            register_replica(k, LAYOUT, r)
+            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
+        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
+        for rep in reps.values():
+            rep.load_map()
+        return admin, reps
+
+    return make
+
+
+def drain(rep):
+    while True:
+        try:
+            rep.replica_pull_log()
+        except GuardFailed:
+            break
+    for node, _ in rep.queue():
+        try:
+            rep.replica_execute_entry(node)
+        except GuardFailed:
+            pass
+
+
+def test_select_reads_each_partition_once_without_touching_keeper(make_cluster):
+    _, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    drain(reps["r2"])
+    before = dict(reps["r3"].keeper.ops)
+    q = select_all(reps["r3"], reps)
+    assert q.done and q.rows == [ROW1]  # R2 and R3: every row, once
+    assert dict(reps["r3"].keeper.ops) == before, "SELECT must not call Keeper"
+
+
+@pytest.mark.parametrize("bugs, missing", [(frozenset(), False), (frozenset({"route_to_clone_target"}), True)])
+def test_clone_target_is_not_read_before_switch(make_cluster, bugs, missing):
+    """F5: during CLONE the target is listed; the RFC's format makes it readable."""
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    reps["r2"].replica_refresh_cache(P)
+    q = select_all(reps["r2"], reps, choose=lambda me, c: "r3" if "r3" in c else min(c))
+    assert (q.rows == []) == missing
+
+
+@pytest.mark.parametrize("bugs, missing", [(frozenset(), False), (frozenset({"source_stops_at_switch"}), True)])
+def test_stale_map_reads_a_source_that_still_replicates(make_cluster, bugs, missing):
+    """F6: after SWITCH r2 -> r3, r3's stale map sends the SELECT to r2."""
+    admin, reps = make_cluster(bugs)
+    admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+    replica_clone_fetch(reps["r3"], P, reps)
+    coordinator_switch(admin, LAYOUT, P, reps["r3"], bugs)
+    reps["r1"].replica_refresh_cache(P)
+    reps["r1"].replica_write_insert(P, [ROW2], "h2")  # after SWITCH, acknowledged
+    drain(reps["r2"])  # the source pulls it: keeps it as leaving, or skips it as written
+    stale = Assignment(("r1", "r2"), version=0)
+    reps["r3"].cache[P] = stale  # r3's map has not refreshed since before the CLONE
+    q = select_all(reps["r3"], reps, choose=lambda me, c: "r2" if "r2" in c else min(c))
+    assert q.routes[P] == "r2"
+    assert (q.rows == []) == missing
+
+
+@pytest.mark.parametrize("load_map, missing", [(True, False), (False, True)])
+def test_restarted_replica_serves_after_loading_its_map(make_cluster, load_map, missing):
+    """F9: a restarted replica with an empty map returns no rows unless it loads the map first."""
+    _, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    drain(reps["r2"])
+    restarted = Replica("r1", reps["r1"].keeper, LAYOUT, reps["r1"].store, reps["r1"].peers)
+    if load_map:
+        restarted.load_map()
+    q = select_all(restarted, reps)
+    assert (q.rows == []) == missing
+
+
+def test_partition_pruning_and_step_guards(make_cluster):
+    admin, reps = make_cluster()
+    admin.create(LAYOUT.assignment("202402-1"), Assignment(("r2", "r3")).encode())
+    reps["r1"].load_map()
+    q = client_start_query(reps["r1"], partitions={"202402-1"})
+    assert q.routes == {"202402-1": "r2"}
+    replica_read_partition(q, "202402-1", reps)
+    with pytest.raises(GuardFailed, match="not pending"):
+        replica_read_partition(q, "202402-1", reps)
