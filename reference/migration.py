@@ -99,6 +99,14 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
             entry = {"type": "GET_PART", "partition": partition, "part": n, "source": "clone",
                      "assignment_version": a.version}
             keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps(entry).encode(), sequential=True)
+        if "clone_ignores_skipped_entries" not in dst.bugs:
+            # F8: mutations and drops of the partition the target skipped before it became a keeper
+            # may not be applied yet on the parts it fetches: queue them after the fetches.
+            ptr = int(keeper.get(layout.log_pointer(dst.name))[0])
+            for n in keeper.get_children(layout.log)[:ptr]:
+                e = json.loads(keeper.get(f"{layout.log}/{n}")[0])
+                if e.get("partition") == partition and e["type"] in ("MUTATE_PART", "DROP_RANGE"):
+                    keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps(e).encode(), sequential=True)
     keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
     return len(names)
 

@@ -35,6 +35,7 @@ class Replica:
     bugs: frozenset[str] = frozenset()
     cache: dict[str, Assignment] = field(default_factory=dict)  # the in-memory assignment map
     metadata_version: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # partition -> highest DROP_RANGE executed
 
     # --- ReplicaRefreshCache -------------------------------------------------------------
     def replica_refresh_cache(self, partition: str) -> Assignment | None:
@@ -137,9 +138,14 @@ class Replica:
             self.metadata_version += 1
             self.keeper.delete(path)
             return "applied"
+        if entry["type"] in ("MUTATE_PART", "DROP_RANGE"):
+            return self._execute_range_entry(queue_node, path, entry)
         if entry["type"] != "GET_PART":
             raise GuardFailed("ReplicaExecuteEntry", f"entry type {entry['type']} is not implemented yet")
         want = PartName.parse(entry["part"])
+        if want.max_block <= self.dropped.get(want.partition, -1):
+            self.keeper.delete(path)  # made obsolete by a DROP_RANGE this replica executed
+            return "dropped"
         if any(have.covers(want) for have in self.store.names(want.partition)):
             self.keeper.delete(path)
             return "covered"
@@ -154,6 +160,26 @@ class Replica:
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
 
+    def _execute_range_entry(self, queue_node: str, path: str, entry: dict) -> str:
+        """MUTATE_PART / DROP_RANGE over the partition's parts, after every earlier fetch of the
+        partition in this queue (ClickHouse's queue orders them the same way)."""
+        p = entry["partition"]
+        earlier = [n for n, e in self.queue() if n < queue_node and e.get("partition") == p and e["type"] == "GET_PART"]
+        if earlier:
+            raise GuardFailed("ReplicaExecuteEntry", f"{entry['type']} waits for earlier fetches {earlier}")
+        for name in self.store.names(p):
+            if entry["type"] == "DROP_RANGE" and name.max_block <= entry["max_block"]:
+                self.keeper.delete(f"{self.layout.parts(self.name)}/{name}")
+                self.store.remove(name)
+            elif entry["type"] == "MUTATE_PART" and name.mutation < entry["mutation"]:
+                new = self.store.mutate(name, entry["mutation"], lambda r: {**r, **entry["set"]})
+                self.keeper.multi([Delete(f"{self.layout.parts(self.name)}/{name}"),
+                                   Create(f"{self.layout.parts(self.name)}/{new}", b"")])
+        if entry["type"] == "DROP_RANGE":
+            self.dropped[p] = max(self.dropped.get(p, -1), entry["max_block"])
+        self.keeper.delete(path)
+        return "applied"
+
     def drop_partition_locally(self, partition: str) -> None:
         """CLEANUP on this replica: its parts, their znodes and its queue entries of the partition."""
         for n in self.store.names(partition):
@@ -166,3 +192,26 @@ class Replica:
     def has_rows_of(self, partition: str) -> list[dict]:
         return [r for n in self.store.names(partition) for r in self.store.read(n)]
 
+
+
+def client_mutate_partition(keeper: Keeper, layout: Layout, partition: str, mutation: int, set_values: dict) -> None:
+    """ALTER TABLE ... UPDATE on one partition: a MUTATE_PART entry every keeper applies."""
+    a = read_assignment(keeper, layout, partition)
+    if a is None:
+        raise GuardFailed("ClientMutatePartition", f"partition {partition} is not assigned")
+    entry = {"type": "MUTATE_PART", "partition": partition, "mutation": mutation, "set": set_values,
+             "assignment_version": a.version}
+    keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)
+
+
+def client_drop_partition(keeper: Keeper, layout: Layout, partition: str) -> int:
+    """ALTER TABLE ... DROP PARTITION: DROP_RANGE over every block numbered so far."""
+    a = read_assignment(keeper, layout, partition)
+    if a is None:
+        raise GuardFailed("ClientDropPartition", f"partition {partition} is not assigned")
+    numbers = f"{layout.root}/block_numbers/{partition}"
+    keeper.ensure_path(numbers)
+    upto = int(keeper.create(f"{numbers}/block-", sequential=True).rsplit("-", 1)[1]) - 1
+    entry = {"type": "DROP_RANGE", "partition": partition, "max_block": upto, "assignment_version": a.version}
+    keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)
+    return upto

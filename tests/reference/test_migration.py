@@ -156,3 +156,30 @@ def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
     connect.expire(reps["r3"].keeper)
     with pytest.raises(MigrationError, match="not active"):
         admin_reassign(admin, LAYOUT, P, "r3")
+
+
+@pytest.mark.parametrize("kind", ["mutation", "drop"])
+@pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
+                                             (frozenset({"clone_ignores_skipped_entries"}), False)])
+def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind, bugs, converged):
+    """F8, as MC{Mutation,Drop}DuringClone_clone_ignores_skipped_entries: issued before CLONE,
+    applied by neither owner yet, skipped by the target; the target clones from r1."""
+    from reference.replica import client_drop_partition, client_mutate_partition
+
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    if kind == "mutation":
+        client_mutate_partition(admin, LAYOUT, P, 1, {"event": "updated"})
+        expected = [{**ROWS[0], "event": "updated"}]
+    else:
+        client_drop_partition(admin, LAYOUT, P)
+        expected = []
+    drain(reps["r3"])  # r3 pulls and skips it: not a keeper yet
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)  # r1 has not applied it: the fetched part predates it
+    drain(reps["r3"])
+    for r in ("r1", "r2"):
+        drain(reps[r])
+        assert reps[r].has_rows_of(P) == expected
+    assert (reps["r3"].has_rows_of(P) == expected) == converged
