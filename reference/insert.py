@@ -1,0 +1,82 @@
+"""INSERT routing (RFC phase 1e), step for step with the spec: ClientSendInsert,
+ReplicaAllocate, ReplicaForwardInsert, ReplicaWriteInsert.
+
+A block is split by partition; each sub-block has its own dedup hash (block id + partition), so
+a client retry of the whole block, to any replica, writes no sub-block twice. `faults` lets
+tests break a forward before or after the remote write: the client only sees an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Callable
+
+from .assignment import GuardFailed, allocate
+from .replica import InsertRejected, Replica
+from .table import Table
+
+
+class InsertOutcomeUnknown(Exception):
+    """The connection broke: the sub-block may or may not have been written."""
+
+
+def sub_block_hash(block_id: str, partition: str, rows: list[dict]) -> str:
+    body = repr((block_id, partition, rows)).encode()
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
+def replica_forward_insert(receiver: Replica, partition: str, replicas: dict[str, Replica],
+                           rng: random.Random) -> Replica:
+    """ReplicaForwardInsert: the map says another replica owns the partition; pick one of them."""
+    a = receiver.cache.get(partition)
+    if a is None or receiver.name in a.owners:
+        raise GuardFailed("ReplicaForwardInsert", f"{receiver.name} needs no forward for {partition}")
+    return replicas[rng.choice(sorted(a.owners))]
+
+
+def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: str, replicas: dict[str, Replica],
+                 rng: random.Random | None = None,
+                 faults: Callable[[str, str], None] | None = None) -> dict[str, str]:
+    """Route one INSERT block arriving at `receiver`; returns partition -> part name or
+    "deduplicated". Raises InsertRejected or InsertOutcomeUnknown for the client to retry."""
+    rng = rng or random.Random(0)
+    out = {}
+    for partition, sub in sorted(table.split_by_partition(rows).items()):
+        if partition not in receiver.cache:
+            receiver.cache[partition] = allocate(receiver.keeper, receiver.layout, receiver.name, partition,
+                                                 table.replication_factor, receiver.bugs, rng)
+        writer = receiver
+        if receiver.name not in receiver.cache[partition].owners:
+            writer = replica_forward_insert(receiver, partition, replicas, rng)
+            if writer.cache.get(partition) is None:
+                writer.replica_refresh_cache(partition)
+        if faults:
+            faults("before_write", partition)
+        try:
+            out[partition] = writer.replica_write_insert(partition, sub, sub_block_hash(block_id, partition, sub))
+        except GuardFailed as e:
+            writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
+            raise InsertRejected(str(e)) from e
+        if faults:
+            faults("after_write", partition)
+    return out
+
+
+def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[dict], block_id: str,
+                       tries: int = 3, rng: random.Random | None = None,
+                       faults: Callable[[str, str], None] | None = None) -> str:
+    """ClientSendInsert with retries to random replicas: "ok", or "failed" once tries run out.
+    An outcome the client could not know ends as "unknown" only if every try was ambiguous."""
+    rng = rng or random.Random(0)
+    last = "failed"
+    for _ in range(tries):
+        receiver = replicas[rng.choice(sorted(replicas))]
+        try:
+            route_insert(receiver, table, rows, block_id, replicas, rng, faults)
+            return "ok"
+        except InsertRejected:
+            last = "failed"
+        except InsertOutcomeUnknown:
+            last = "unknown"
+    return last

@@ -1,0 +1,94 @@
+"""INSERT routing on both backends: split by partition, allocate, write or forward, retry."""
+
+import random
+
+import pytest
+
+from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.insert import InsertOutcomeUnknown, client_send_insert, route_insert
+from reference.layout import Layout
+from reference.parts import PartStore
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import InsertRejected, Replica
+from reference.table import EVENTS
+
+LAYOUT = Layout("/clickhouse/tables/01/events")
+BLOCK = [{"date": "2024-01-15", "user_id": u, "event": f"e{u}"} for u in (1, 17, 2, 33, 3)]  # 3 partitions
+
+
+@pytest.fixture
+def reps(connect, tmp_path):
+    admin = connect()
+    create_table_znodes(admin, LAYOUT, 2)
+    stores = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3", "r4")}
+    out = {}
+    for r in stores:
+        k = connect()
+        register_replica(k, LAYOUT, r)
+        out[r] = Replica(r, k, LAYOUT, stores[r], stores)
+        out[r].load_map()
+    return out
+
+
+def drain_all(reps):
+    for rep in reps.values():
+        while True:
+            try:
+                rep.replica_pull_log()
+            except GuardFailed:
+                break
+        for node, _ in rep.queue():
+            rep.replica_execute_entry(node)
+
+
+def rows_everywhere(reps):
+    """partition -> {replica: sorted user ids} over every replica holding the partition."""
+    out = {}
+    for r, rep in reps.items():
+        for n in rep.store.names():
+            out.setdefault(n.partition, {}).setdefault(r, []).extend(x["user_id"] for x in rep.store.read(n))
+    return {p: {r: sorted(v) for r, v in m.items()} for p, m in out.items()}
+
+
+def test_block_is_split_allocated_and_replicated_exactly_once(reps):
+    result = route_insert(reps["r4"], EVENTS, BLOCK, "b1", reps, random.Random(3))
+    assert set(result) == {"202401-1", "202401-2", "202401-3"}
+    drain_all(reps)
+    placed = rows_everywhere(reps)
+    for p, by_replica in placed.items():
+        owners = reps["r1"].replica_refresh_cache(p).owners
+        assert set(by_replica) == set(owners)  # on its RF owners, nowhere else
+        assert len({tuple(v) for v in by_replica.values()}) == 1
+    assert sorted(u for m in placed.values() for u in next(iter(m.values()))) == [1, 2, 3, 17, 33]
+
+
+@pytest.mark.parametrize("when", ["before_write", "after_write"])
+def test_a_broken_forward_and_a_retry_write_every_row_once(reps, when):
+    broken = {"done": False}
+
+    def faults(point, partition):
+        if point == when and not broken["done"]:
+            broken["done"] = True
+            raise InsertOutcomeUnknown(f"connection lost {when} for {partition}")
+
+    outcome = client_send_insert(reps, EVENTS, BLOCK, "b1", tries=3, rng=random.Random(1), faults=faults)
+    assert outcome == "ok" and broken["done"]
+    drain_all(reps)
+    for p, by_replica in rows_everywhere(reps).items():
+        for ids in by_replica.values():
+            assert len(ids) == len(set(ids)), f"{p} has a row twice: {by_replica}"
+    assert sorted(set(u for m in rows_everywhere(reps).values() for v in m.values() for u in v)) == [1, 2, 3, 17, 33]
+
+
+def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], "b0", reps)  # allocates 202401-1
+    p = "202401-1"
+    owners = reps["r1"].cache[p].owners
+    others = tuple(sorted(set(reps) - set(owners)))
+    cas_update(reps["r1"].keeper, LAYOUT, p, lambda a: Assignment(others))  # moved while r-receiver's map is old
+    receiver = reps[others[0]]
+    receiver.cache[p] = Assignment(owners, version=0)  # stale map: forwards to an old owner
+    for o in owners:
+        reps[o].cache[p] = Assignment(owners, version=0)
+    with pytest.raises(InsertRejected):
+        route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], "b2", reps)
