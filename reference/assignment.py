@@ -159,7 +159,7 @@ def replica_adopt_assignment(keeper: Keeper, layout: Layout, alloc: Allocation,
     return a
 
 
-def allocate(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
+def replica_allocate(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
              bugs: frozenset[str] = frozenset(), rng: random.Random | None = None) -> Assignment:
     """The RFC's allocation on first INSERT: choose, CAS-create, or adopt the winner's."""
     while True:

@@ -12,7 +12,7 @@ import hashlib
 import random
 from typing import Callable
 
-from .assignment import GuardFailed, allocate
+from .assignment import GuardFailed, replica_allocate
 from .replica import InsertRejected, Replica
 from .table import Table
 
@@ -44,7 +44,7 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: st
     out = {}
     for partition, sub in sorted(table.split_by_partition(rows).items()):
         if partition not in receiver.cache:
-            receiver.cache[partition] = allocate(receiver.keeper, receiver.layout, receiver.name, partition,
+            receiver.cache[partition] = replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
                                                  table.replication_factor, receiver.bugs, rng)
         writer = receiver
         if receiver.name not in receiver.cache[partition].owners:

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from reference.assignment import (Assignment, CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, allocate,
+from reference.assignment import (Assignment, CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, replica_allocate,
                                   cas_update, read_assignment, replica_adopt_assignment, replica_choose_owners,
                                   replica_create_assignment, selective_assignments_rows)
 from reference.layout import Layout
@@ -28,11 +28,11 @@ def cluster(connect):
 
 def test_first_insert_allocates_rf_least_loaded(cluster):
     _, admin, reps = cluster
-    a1 = allocate(reps["r1"], LAYOUT, "r1", "202401-0", 2)
+    a1 = replica_allocate(reps["r1"], LAYOUT, "r1", "202401-0", 2)
     assert len(a1.owners) == 2 and a1.version == 0
-    a2 = allocate(reps["r2"], LAYOUT, "r2", "202401-1", 2)
+    a2 = replica_allocate(reps["r2"], LAYOUT, "r2", "202401-1", 2)
     assert set(a2.owners).isdisjoint(a1.owners), "the two unloaded replicas must be picked"
-    again = allocate(reps["r3"], LAYOUT, "r3", "202401-0", 2)
+    again = replica_allocate(reps["r3"], LAYOUT, "r3", "202401-0", 2)
     assert again.owners == a1.owners
     rows = selective_assignments_rows(admin, LAYOUT)
     assert {r["partition_id"] for r in rows} == {"202401-0", "202401-1"}
@@ -59,7 +59,7 @@ def test_concurrent_allocators_agree(cluster):
     def run(r):
         barrier.wait()
         try:
-            results[r] = allocate(reps[r], LAYOUT, r, "202402-3", 2, rng=random.Random(hash(r)))
+            results[r] = replica_allocate(reps[r], LAYOUT, r, "202402-3", 2, rng=random.Random(hash(r)))
         except Exception as e:  # a thread's exception would otherwise pass unseen
             errors.append(e)
 
@@ -89,9 +89,9 @@ def test_fewer_active_than_rf_is_refused_unless_the_rfc_bug_is_on(cluster):
     for r in ("r2", "r3", "r4"):
         reps[r].close()
     with pytest.raises(NotEnoughActiveReplicas, match="replication_factor 2 but only 1 active"):
-        allocate(reps["r1"], LAYOUT, "r1", "202403-1", 2)
+        replica_allocate(reps["r1"], LAYOUT, "r1", "202403-1", 2)
     assert read_assignment(reps["r1"], LAYOUT, "202403-1") is None  # nothing written
-    short = allocate(reps["r1"], LAYOUT, "r1", "202403-1", 2, frozenset({"allow_short_assignment"}))
+    short = replica_allocate(reps["r1"], LAYOUT, "r1", "202403-1", 2, frozenset({"allow_short_assignment"}))
     assert short.owners == ("r1",)  # ReplicationFactorInv broken, as in MCAssignment_allow_short_assignment
 
 
@@ -104,7 +104,7 @@ def test_inactive_replica_cannot_allocate(cluster):
 
 def test_cas_update_retries_on_bad_version(cluster):
     _, admin, reps = cluster
-    allocate(reps["r1"], LAYOUT, "r1", "202401-4", 2)
+    replica_allocate(reps["r1"], LAYOUT, "r1", "202401-4", 2)
     calls = []
 
     def add_target(a):
@@ -145,5 +145,5 @@ def test_malformed_partition_id_is_refused_before_keeper_is_touched(cluster):
     _, _, reps = cluster
     before = dict(reps["r1"].ops)
     with pytest.raises(ValueError, match="malformed partition id"):
-        allocate(reps["r1"], LAYOUT, "r1", "202401_5", 2)
+        replica_allocate(reps["r1"], LAYOUT, "r1", "202401_5", 2)
     assert dict(reps["r1"].ops) == before
