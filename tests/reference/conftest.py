@@ -34,3 +34,11 @@ def connect(request):
             s.close()
         except Exception:
             pass
+
+
+@pytest.fixture
+def make_cluster(connect, tmp_path):
+    """make_cluster(bugs) -> (admin, {name: Replica}): r1..r3, P on r1 and r2, maps loaded."""
+    from cluster_helpers import build_cluster
+
+    return lambda bugs=frozenset(): build_cluster(connect, tmp_path, bugs)

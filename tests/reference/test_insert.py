@@ -4,13 +4,14 @@ import random
 
 import pytest
 
-from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.assignment import Assignment, cas_update
 from reference.insert import InsertOutcomeUnknown, client_send_insert, route_insert
 from reference.layout import Layout
 from reference.parts import PartStore
 from reference.registration import create_table_znodes, register_replica
 from reference.replica import InsertRejected, Replica
 from reference.table import EVENTS
+from cluster_helpers import drain
 
 LAYOUT = Layout("/clickhouse/tables/01/events")
 BLOCK = [{"date": "2024-01-15", "user_id": u, "event": f"e{u}"} for u in (1, 17, 2, 33, 3)]  # 3 partitions
@@ -32,13 +33,7 @@ def reps(connect, tmp_path):
 
 def drain_all(reps):
     for rep in reps.values():
-        while True:
-            try:
-                rep.replica_pull_log()
-            except GuardFailed:
-                break
-        for node, _ in rep.queue():
-            rep.replica_execute_entry(node)
+        drain(rep)
 
 
 def rows_everywhere(reps):

@@ -2,50 +2,13 @@
 switches break what the spec's models of the same name break (spec/FINDINGS.md F3, variants)."""
 
 import pytest
+from cluster_helpers import LAYOUT, P, drain
 
-from reference.assignment import Assignment, GuardFailed, read_assignment
-from reference.layout import Layout
+from reference.assignment import GuardFailed, read_assignment
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                                  migrations_rows, replica_cleanup, replica_clone_fetch)
-from reference.parts import PartStore
-from reference.registration import create_table_znodes, register_replica
-from reference.replica import Replica
 
-LAYOUT = Layout("/clickhouse/tables/01/events")
-P = "202401-5"
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
-
-
-@pytest.fixture
-def make_cluster(connect, tmp_path):
-    def make(bugs=frozenset()):
-        admin = connect()
-        create_table_znodes(admin, LAYOUT, 2)
-        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
-        reps = {}
-        for r in peers:
-            k = connect()
-            register_replica(k, LAYOUT, r)
-            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
-        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
-        for rep in reps.values():
-            rep.load_map()
-        return admin, reps
-
-    return make
-
-
-def drain(rep):
-    while True:
-        try:
-            rep.replica_pull_log()
-        except GuardFailed:
-            break
-    for node, _ in rep.queue():
-        try:
-            rep.replica_execute_entry(node)
-        except GuardFailed:
-            pass  # nobody has the part yet: stays queued
 
 
 def refresh_all(reps):

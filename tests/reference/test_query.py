@@ -2,51 +2,15 @@
 in the reference, and held when their fixes are on. A SELECT makes no Keeper request."""
 
 import pytest
+from cluster_helpers import LAYOUT, P, drain
 
 from reference.assignment import Assignment, GuardFailed
-from reference.layout import Layout
 from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
-from reference.parts import PartStore
 from reference.query import client_start_query, replica_read_partition, select_all
-from reference.registration import create_table_znodes, register_replica
 from reference.replica import Replica
 
-LAYOUT = Layout("/clickhouse/tables/01/events")
-P = "202401-5"
 ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
 ROW2 = {"date": "2024-01-16", "user_id": 37, "event": "second"}
-
-
-@pytest.fixture
-def make_cluster(connect, tmp_path):
-    def make(bugs=frozenset()):
-        admin = connect()
-        create_table_znodes(admin, LAYOUT, 2)
-        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
-        reps = {}
-        for r in peers:
-            k = connect()
-            register_replica(k, LAYOUT, r)
-            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
-        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
-        for rep in reps.values():
-            rep.load_map()
-        return admin, reps
-
-    return make
-
-
-def drain(rep):
-    while True:
-        try:
-            rep.replica_pull_log()
-        except GuardFailed:
-            break
-    for node, _ in rep.queue():
-        try:
-            rep.replica_execute_entry(node)
-        except GuardFailed:
-            pass
 
 
 def test_select_reads_each_partition_once_without_touching_keeper(make_cluster):

@@ -2,47 +2,18 @@
 and the RFC-as-written switches break the same invariants the spec names (spec/FINDINGS.md)."""
 
 import pytest
+from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import Assignment, GuardFailed, cas_update
-from reference.keeper import Create
-from reference.layout import Layout
-from reference.parts import PartStore
-from reference.registration import create_table_znodes, register_replica
-from reference.replica import InsertRejected, Replica
+from reference.replica import InsertRejected
 
-LAYOUT = Layout("/clickhouse/tables/01/events")
-P = "202401-5"
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
 
 @pytest.fixture
 def make_cluster(connect, tmp_path):
-    """make_cluster(bugs) -> (admin session, {name: Replica}); P is assigned to r1 and r2."""
-
-    def make(bugs=frozenset()):
-        admin = connect()
-        create_table_znodes(admin, LAYOUT, 2)
-        peers = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
-        reps = {}
-        for r in peers:
-            k = connect()
-            register_replica(k, LAYOUT, r)
-            reps[r] = Replica(r, k, LAYOUT, peers[r], peers, frozenset(bugs))
-        admin.create(LAYOUT.assignment(P), Assignment(("r1", "r2")).encode())
-        return admin, reps
-
-    return make
-
-
-def drain(rep: Replica) -> None:
-    """Pull the whole log and execute every queue entry that can run."""
-    while True:
-        try:
-            rep.replica_pull_log()
-        except GuardFailed:
-            break
-    for node, _ in rep.queue():
-        rep.replica_execute_entry(node)
+    """Maps not loaded: which replica's map is fresh is what these tests are about."""
+    return lambda bugs=frozenset(): build_cluster(connect, tmp_path, bugs, load_maps=False)
 
 
 def test_owner_write_reaches_the_other_owner_and_skips_the_non_owner(make_cluster):

@@ -1,0 +1,44 @@
+"""A small cluster of reference replicas for tests, and driving them until they are idle."""
+
+from reference.assignment import Assignment, GuardFailed
+from reference.layout import Layout
+from reference.parts import PartStore
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import Replica
+
+LAYOUT = Layout("/clickhouse/tables/01/events")
+P = "202401-5"
+
+
+def build_cluster(connect, folder, bugs=frozenset(), replicas=("r1", "r2", "r3"), owners=("r1", "r2"),
+                  load_maps=True):
+    """(admin session, {name: Replica}) on fresh sessions, P assigned to `owners` (None: unassigned),
+    every replica's map loaded unless load_maps is False."""
+    admin = connect()
+    create_table_znodes(admin, LAYOUT, 2)
+    stores = {r: PartStore(folder / r) for r in replicas}
+    reps = {}
+    for r in replicas:
+        k = connect()
+        register_replica(k, LAYOUT, r)
+        reps[r] = Replica(r, k, LAYOUT, stores[r], stores, frozenset(bugs))
+    if owners:
+        admin.create(LAYOUT.assignment(P), Assignment(tuple(owners)).encode())
+    if load_maps:
+        for rep in reps.values():
+            rep.load_map()
+    return admin, reps
+
+
+def drain(rep):
+    """Pull the whole log, then run every queue entry that can run (others stay queued)."""
+    while True:
+        try:
+            rep.replica_pull_log()
+        except GuardFailed:
+            break
+    for node, _ in rep.queue():
+        try:
+            rep.replica_execute_entry(node)
+        except GuardFailed:
+            pass
