@@ -70,9 +70,7 @@ class Replica:
         if a is None or self.name not in a.owners:
             raise GuardFailed("ReplicaWriteInsert", f"{self.name}'s map does not make it an owner of {partition}")
         # Block numbers come from a per-partition sequential node, as block_numbers/ does in ClickHouse.
-        numbers = f"{self.layout.root}/block_numbers/{partition}"
-        self.keeper.ensure_path(numbers)
-        block = int(self.keeper.create(f"{numbers}/block-", sequential=True).rsplit("-", 1)[1])
+        block = next_block_number(self.keeper, self.layout, partition)
         name = self.store.write(PartName(partition, block, block, 0), rows)
         entry = {"type": "GET_PART", "partition": partition, "part": str(name), "source": self.name,
                  "assignment_version": a.version}
@@ -194,6 +192,18 @@ class Replica:
 
 
 
+def next_block_number(keeper: Keeper, layout: Layout, partition: str) -> int:
+    """A partition's next block number from block_numbers/{p}/ (sequential), as in ClickHouse.
+    One Keeper request per INSERT; the parent is created only the first time it is missing."""
+    numbers = f"{layout.root}/block_numbers/{partition}"
+    try:
+        path = keeper.create(f"{numbers}/block-", sequential=True)
+    except NoNodeError:
+        keeper.ensure_path(numbers)
+        path = keeper.create(f"{numbers}/block-", sequential=True)
+    return int(path.rsplit("-", 1)[1])
+
+
 def client_mutate_partition(keeper: Keeper, layout: Layout, partition: str, mutation: int, set_values: dict) -> None:
     """ALTER TABLE ... UPDATE on one partition: a MUTATE_PART entry every keeper applies."""
     a = read_assignment(keeper, layout, partition)
@@ -209,9 +219,7 @@ def client_drop_partition(keeper: Keeper, layout: Layout, partition: str) -> int
     a = read_assignment(keeper, layout, partition)
     if a is None:
         raise GuardFailed("ClientDropPartition", f"partition {partition} is not assigned")
-    numbers = f"{layout.root}/block_numbers/{partition}"
-    keeper.ensure_path(numbers)
-    upto = int(keeper.create(f"{numbers}/block-", sequential=True).rsplit("-", 1)[1]) - 1
+    upto = next_block_number(keeper, layout, partition) - 1
     entry = {"type": "DROP_RANGE", "partition": partition, "max_block": upto, "assignment_version": a.version}
     keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)
     return upto

@@ -102,3 +102,13 @@ def test_steps_refuse_when_their_guard_is_false(make_cluster):
     with pytest.raises(GuardFailed, match="no replica has a part covering"):
         reps["r3"].replica_execute_entry(node)
     assert len(reps["r3"].queue()) == 1  # still queued, nothing half-done
+
+
+def test_a_write_to_a_known_partition_costs_one_block_number_request_and_one_multi(make_cluster):
+    _, reps = make_cluster()
+    reps["r1"].load_map()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")  # the first write may create block_numbers/{p}
+    before = dict(reps["r1"].keeper.ops)
+    reps["r1"].replica_write_insert(P, ROWS, "h2")
+    spent = {k: v - before.get(k, 0) for k, v in reps["r1"].keeper.ops.items() if v != before.get(k, 0)}
+    assert spent == {"create": 1, "multi": 1}
