@@ -1,6 +1,7 @@
 """One replica's protocol steps for writes and the filtered log, action for action with
-spec/SelectiveReplication.tla (ReplicaRefreshCache, ReplicaWriteInsert, ReplicaPullLog,
-ReplicaExecuteEntry for GET_PART and ALTER_METADATA).
+spec/SelectiveReplication.tla (ReplicaRefreshCache, ReplicaWriteInsert, ReplicaSelectMerge,
+ReplicaPullLog, ReplicaExecuteEntry for GET_PART, MERGE_PARTS, MUTATE_PART, DROP_RANGE and
+ALTER_METADATA).
 
 The core starts no threads: a driver calls one step at a time, so runs are deterministic. A
 step whose guard is false raises GuardFailed and changes nothing. `peers` maps replica names to
@@ -93,6 +94,29 @@ class Replica:
             raise InsertRejected(f"commit of {name} failed: {e}") from e
         return str(name)
 
+    # --- ReplicaSelectMerge ---------------------------------------------------------------
+    def replica_select_merge(self, partition: str, block_during_clone: bool = False) -> dict:
+        """Put MERGE_PARTS of two adjacent parts of an owned partition into the log. Adjacent means
+        no block number between them: a gap may be an INSERT still in flight, and a part covering
+        the gap would make its later GET_PART look covered (its rows would be lost)."""
+        a = self.cache.get(partition)
+        if a is None or self.name not in a.owners:
+            raise GuardFailed("ReplicaSelectMerge", f"{self.name}'s map does not make it an owner of {partition}")
+        if block_during_clone:
+            mig = self.keeper.exists(self.layout.migration(partition)) and json.loads(
+                self.keeper.get(self.layout.migration(partition))[0])
+            if mig and mig.get("state") == "clone":
+                raise GuardFailed("ReplicaSelectMerge", f"{partition} is in CLONE and merges are blocked")
+        names = self.store.names(partition)
+        for x, y in zip(names, names[1:]):
+            if y.min_block == x.max_block + 1 and x.mutation == y.mutation:
+                result = PartName(partition, x.min_block, y.max_block, max(x.level, y.level) + 1, x.mutation)
+                entry = {"type": "MERGE_PARTS", "partition": partition, "sources": [str(x), str(y)],
+                         "part": str(result), "assignment_version": a.version}
+                self.keeper.create(f"{self.layout.log}/log-", json.dumps(entry).encode(), sequential=True)
+                return entry
+        raise GuardFailed("ReplicaSelectMerge", f"{self.name} has no two adjacent parts of {partition} to merge")
+
     # --- ReplicaPullLog ------------------------------------------------------------------
     def _log_pointer(self) -> tuple[int, int]:
         data, stat = self.keeper.get(self.layout.log_pointer(self.name))
@@ -138,9 +162,11 @@ class Replica:
             return "applied"
         if entry["type"] in ("MUTATE_PART", "DROP_RANGE"):
             return self._execute_range_entry(queue_node, path, entry)
-        if entry["type"] != "GET_PART":
-            raise GuardFailed("ReplicaExecuteEntry", f"entry type {entry['type']} is not implemented yet")
         want = PartName.parse(entry["part"])
+        if entry["type"] == "MERGE_PARTS":
+            merged = self._merge_locally(path, want, [PartName.parse(s) for s in entry["sources"]])
+            if merged:
+                return merged
         if want.max_block <= self.dropped.get(want.partition, -1):
             self.keeper.delete(path)  # made obsolete by a DROP_RANGE this replica executed
             return "dropped"
@@ -151,18 +177,33 @@ class Replica:
             if peer == self.name:
                 continue
             for have in store.names(want.partition):
-                if have.covers(want):
+                replaced = [n for n in self.store.names(want.partition) if have.covers(n)]
+                # A part at an older mutation than what it would replace here would undo a mutation.
+                if have.covers(want) and all(n.mutation <= have.mutation for n in replaced):
                     got = self.store.fetch_from(store, have)
-                    self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""),
-                                       Delete(path)])
+                    parts = self.layout.parts(self.name)
+                    self.keeper.multi([*(Delete(f"{parts}/{n}") for n in replaced),
+                                       Create(f"{parts}/{got}", b""), Delete(path)])
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
+
+    def _merge_locally(self, path: str, want: PartName, sources: list[PartName]) -> str | None:
+        """MERGE_PARTS with every source here: merge them (the parts znodes change in one multi).
+        Otherwise None, and the entry is done like a GET_PART of the result (ClickHouse fetches it)."""
+        have = set(self.store.names(want.partition))
+        if not all(s in have for s in sources):
+            return None
+        got = self.store.merge(sources)
+        parts = self.layout.parts(self.name)
+        self.keeper.multi([*(Delete(f"{parts}/{s}") for s in sources), Create(f"{parts}/{got}", b""), Delete(path)])
+        return f"merged {got}"
 
     def _execute_range_entry(self, queue_node: str, path: str, entry: dict) -> str:
         """MUTATE_PART / DROP_RANGE over the partition's parts, after every earlier fetch of the
         partition in this queue (ClickHouse's queue orders them the same way)."""
         p = entry["partition"]
-        earlier = [n for n, e in self.queue() if n < queue_node and e.get("partition") == p and e["type"] == "GET_PART"]
+        earlier = [n for n, e in self.queue()
+                   if n < queue_node and e.get("partition") == p and e["type"] in ("GET_PART", "MERGE_PARTS")]
         if earlier:
             raise GuardFailed("ReplicaExecuteEntry", f"{entry['type']} waits for earlier fetches {earlier}")
         for name in self.store.names(p):

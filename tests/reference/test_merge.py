@@ -1,0 +1,97 @@
+"""MERGE_PARTS on both backends: the owner that selects a merge merges locally, the other owner
+merges its own copies or fetches the result, the non-owner skips the entry, and a merge never
+covers a block number that has no part yet."""
+
+import pytest
+from cluster_helpers import LAYOUT, P, build_cluster, drain
+
+from reference.assignment import GuardFailed
+from reference.replica import next_block_number
+
+
+def row(i):
+    return {"date": "2024-01-15", "user_id": 21, "event": f"e{i}"}
+
+
+@pytest.fixture
+def cluster(connect, tmp_path):
+    return build_cluster(connect, tmp_path)
+
+
+def parts_znodes(admin, r):
+    return sorted(admin.get_children(LAYOUT.parts(r)))
+
+
+def test_merge_on_the_selecting_owner_and_the_other_owner(cluster):
+    admin, reps = cluster
+    for i in range(2):
+        reps["r1"].replica_write_insert(P, [row(i)], f"h{i}")
+    for r in reps.values():
+        drain(r)
+    entry = reps["r1"].replica_select_merge(P)
+    assert entry["sources"] == [f"{P}_0_0_0", f"{P}_1_1_0"] and entry["part"] == f"{P}_0_1_1"
+    for r in reps.values():
+        drain(r)
+    for r in ("r1", "r2"):
+        assert [str(n) for n in reps[r].store.names(P)] == [f"{P}_0_1_1"]
+        assert parts_znodes(admin, r) == [f"{P}_0_1_1"]  # the znodes follow the disk
+        assert sorted(x["event"] for x in reps[r].has_rows_of(P)) == ["e0", "e1"]
+    assert reps["r3"].store.names(P) == [] and reps["r3"].queue() == []
+
+
+def test_an_owner_without_the_sources_fetches_the_merged_part(cluster):
+    admin, reps = cluster
+    for i in range(2):
+        reps["r1"].replica_write_insert(P, [row(i)], f"h{i}")
+    drain(reps["r1"])
+    reps["r1"].replica_select_merge(P)
+    drain(reps["r1"])  # r1 merged before r2 fetched anything
+    drain(reps["r2"])  # the GET_PARTs are covered by 0_1_1 on r1, and the MERGE_PARTS fetches it
+    assert [str(n) for n in reps["r2"].store.names(P)] == [f"{P}_0_1_1"]
+    assert parts_znodes(admin, "r2") == [f"{P}_0_1_1"]
+    assert reps["r2"].queue() == []
+
+
+def test_merge_skips_a_block_number_with_no_part_yet(cluster):
+    """Block 1 is numbered but its INSERT has not committed: merging 0 and 2 would make 0_2_1
+    look like it covers block 1, and block 1's GET_PART would be dropped as covered."""
+    admin, reps = cluster
+    reps["r1"].replica_write_insert(P, [row(0)], "h0")
+    assert next_block_number(admin, LAYOUT, P) == 1  # an INSERT in flight takes block 1
+    reps["r1"].replica_write_insert(P, [row(2)], "h2")
+    with pytest.raises(GuardFailed, match="no two adjacent parts"):
+        reps["r1"].replica_select_merge(P)
+
+
+def test_non_owner_cannot_select_a_merge(cluster):
+    _, reps = cluster
+    with pytest.raises(GuardFailed, match="ReplicaSelectMerge"):
+        reps["r3"].replica_select_merge(P)
+
+
+def test_merge_blocked_during_clone_when_the_policy_says_so(cluster):
+    from reference.migration import admin_reassign
+    admin, reps = cluster
+    for i in range(2):
+        reps["r1"].replica_write_insert(P, [row(i)], f"h{i}")
+    drain(reps["r1"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    reps["r1"].replica_refresh_cache(P)
+    with pytest.raises(GuardFailed, match="merges are blocked"):
+        reps["r1"].replica_select_merge(P, block_during_clone=True)
+    assert reps["r1"].replica_select_merge(P)["type"] == "MERGE_PARTS"  # the other policy merges
+
+
+def test_system_tables_show_the_queue_and_the_assignment(cluster):
+    from reference.system_tables import all_tables
+    admin, reps = cluster
+    reps["r1"].replica_write_insert(P, [row(0)], "h0")
+    reps["r2"].replica_pull_log()  # queued, not executed
+    t = all_tables(admin, LAYOUT, {r: rep.store for r, rep in reps.items()})
+    by_name = {x["replica_name"]: x for x in t["system.replicas"]}
+    assert by_name["r1"]["parts"] == 1 and by_name["r1"]["partitions_on_disk"] == [P]
+    assert by_name["r2"]["log_pointer"] == 1 and by_name["r2"]["queue_size"] == 1
+    assert by_name["r3"]["assigned_partitions"] == [] and by_name["r1"]["assigned_partitions"] == [P]
+    assert [(x["replica_name"], x["type"], x["new_part_name"]) for x in t["system.replication_queue"]] == [
+        ("r2", "GET_PART", f"{P}_0_0_0")]
+    assert t["system.selective_assignments"][0]["replicas"] == ["r1", "r2"]
