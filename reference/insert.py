@@ -37,11 +37,12 @@ def replica_forward_insert(receiver: Replica, partition: str, replicas: dict[str
 
 def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: str, replicas: dict[str, Replica],
                  rng: random.Random | None = None,
-                 faults: Callable[[str, str], None] | None = None) -> dict[str, str]:
+                 faults: Callable[[str, str], None] | None = None, out: dict[str, str] | None = None) -> dict[str, str]:
     """Route one INSERT block arriving at `receiver`; returns partition -> part name or
-    "deduplicated". Raises InsertRejected or InsertOutcomeUnknown for the client to retry."""
+    "deduplicated" (also filled into `out` as it goes, so a caller sees which sub-blocks were
+    committed before an error). Raises InsertRejected or InsertOutcomeUnknown for the client to retry."""
     rng = rng or random.Random(0)
-    out = {}
+    out = {} if out is None else out
     for partition, sub in sorted(table.split_by_partition(rows).items()):
         if partition not in receiver.cache:
             receiver.cache[partition] = replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
@@ -54,12 +55,13 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: st
         if faults:
             faults("before_write", partition)
         try:
-            out[partition] = writer.replica_write_insert(partition, sub, sub_block_hash(block_id, partition, sub))
+            written = writer.replica_write_insert(partition, sub, sub_block_hash(block_id, partition, sub))
         except GuardFailed as e:
             writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
             raise InsertRejected(str(e)) from e
         if faults:
             faults("after_write", partition)
+        out[partition] = written  # only once the client has seen it
     return out
 
 

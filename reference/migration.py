@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from .assignment import Assignment, GuardFailed, active_replicas, read_assignment
-from .keeper import Create, Keeper, MultiError, NoNodeError, SetData
+from .keeper import BadVersionError, Create, Keeper, MultiError, NoNodeError, SetData
 from .layout import Layout
 from .parts import PartName
 from .replica import Replica
@@ -120,9 +120,9 @@ def _children(keeper: Keeper, path: str) -> list[str]:
 
 def caught_up(dst: Replica, partition: str) -> bool:
     """Nothing of the partition in dst's queue, nor in the log beyond dst's log_pointer."""
+    ptr = dst._log_pointer()[0]
     if any(e.get("partition") == partition for _, e in dst.queue()):
         return False
-    ptr = int(dst.keeper.get(dst.layout.log_pointer(dst.name))[0])
     log = dst.keeper.get_children(dst.layout.log)
     return all(json.loads(dst.keeper.get(f"{dst.layout.log}/{n}")[0]).get("partition") != partition
                for n in log[ptr:])
@@ -134,6 +134,7 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Repl
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone" or not mig["fetched"]:
         raise GuardFailed("CoordinatorSwitch", f"{partition} is not a fetched CLONE: {mig}")
+    _require_live_coordinator(keeper, layout, "CoordinatorSwitch", partition, mig)
     if "switch_without_catchup" not in bugs and not caught_up(dst, partition):
         raise GuardFailed("CoordinatorSwitch", f"target {dst.name} has not caught up on {partition}")
     a = read_assignment(keeper, layout, partition)
@@ -149,9 +150,33 @@ def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str) -> Assign
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone":
         raise GuardFailed("CoordinatorCancel", f"{partition} is not in CLONE: {mig}")
+    _require_live_coordinator(keeper, layout, "CoordinatorCancel", partition, mig)
     a = read_assignment(keeper, layout, partition)
     new = Assignment(a.owners, target=None, leaving=mig["dst"])
     _write(keeper, layout, partition, a, new, {**mig, "state": "cancelling"}, mig_version)
+    return new
+
+
+def _require_live_coordinator(keeper: Keeper, layout: Layout, action: str, partition: str, mig: dict) -> None:
+    if keeper.exists(layout.is_active(mig["coord"])) is None:
+        raise GuardFailed(action, f"coordinator {mig['coord']} of {partition} is not active; a replica must take over")
+
+
+def replica_take_over_migration(keeper: Keeper, layout: Layout, partition: str, replica: str) -> dict:
+    """ReplicaTakeOverMigration: an active replica becomes the coordinator of a CLONE whose
+    coordinator is gone. CAS on the migration znode, so two replicas cannot both take over."""
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("ReplicaTakeOverMigration", f"{partition} is not in CLONE: {mig}")
+    if keeper.exists(layout.is_active(mig["coord"])) is not None:
+        raise GuardFailed("ReplicaTakeOverMigration", f"coordinator {mig['coord']} of {partition} is active")
+    if keeper.exists(layout.is_active(replica)) is None:
+        raise GuardFailed("ReplicaTakeOverMigration", f"{replica} is not active")
+    new = {**mig, "coord": replica}
+    try:
+        keeper.set(layout.migration(partition), json.dumps(new).encode(), mig_version)
+    except BadVersionError:
+        raise GuardFailed("ReplicaTakeOverMigration", f"{partition}'s migration changed concurrently") from None
     return new
 
 
@@ -190,4 +215,4 @@ def migrations_rows(keeper: Keeper, layout: Layout) -> list[dict]:
 
 
 __all__ = ["MigrationError", "admin_reassign", "replica_clone_fetch", "coordinator_switch", "coordinator_cancel",
-           "replica_cleanup", "migrations_rows", "caught_up"]
+           "replica_cleanup", "migrations_rows", "caught_up", "replica_take_over_migration"]

@@ -63,13 +63,20 @@ class PartStore:
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        # The folder is read once; afterwards only this object writes it, so an index of the
+        # names it holds stays exact and saves a directory listing per lookup.
+        self._index: dict[str, set[PartName]] = {}
+        for p in self.folder.glob("*.part"):
+            n = PartName.parse(p.name[:-5])
+            self._index.setdefault(n.partition, set()).add(n)
 
     def _path(self, name: PartName) -> Path:
         return self.folder / f"{name}.part"
 
     def names(self, partition: str | None = None) -> list[PartName]:
-        out = [PartName.parse(p.name[:-5]) for p in self.folder.glob("*.part")]
-        return sorted(n for n in out if partition is None or n.partition == partition)
+        if partition is not None:
+            return sorted(self._index.get(partition, ()))
+        return sorted(n for names in self._index.values() for n in names)
 
     def write(self, name: PartName, rows: list[dict[str, Any]]) -> PartName:
         check_partition_id(name.partition)
@@ -79,6 +86,7 @@ class PartStore:
         tmp = self.folder / f".tmp_{name}"
         tmp.write_text(body)
         os.replace(tmp, self._path(name))  # visible only once complete
+        self._index.setdefault(name.partition, set()).add(name)
         return name
 
     def read(self, name: PartName) -> list[dict[str, Any]]:
@@ -95,6 +103,7 @@ class PartStore:
 
     def remove(self, name: PartName) -> None:
         self._path(name).unlink(missing_ok=True)
+        self._index.get(name.partition, set()).discard(name)
 
     def fetch_from(self, source: "PartStore", name: PartName) -> PartName:
         """Copy a part from another replica, verifying its checksum first; drop what it covers."""

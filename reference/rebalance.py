@@ -20,7 +20,7 @@ import networkx as nx
 from .keeper import Keeper
 from .layout import Layout
 from .assignment import read_assignment
-from .migration import MigrationError, admin_reassign, migrations_in_flight
+from .migration import MigrationError, admin_reassign, migrations_in_flight, read_migration
 
 
 class RebalanceError(ValueError):
@@ -77,11 +77,14 @@ def plan_rebalance(assignments: dict[str, tuple[str, ...]], replicas: list[str],
 def system_rebalance(keeper: Keeper, layout: Layout, replicas: list[str], max_concurrent: int = 4) -> list:
     """SYSTEM REBALANCE TABLE t: plan, then start as many moves as the concurrency limit allows
     (the rest on a later call). Returns the moves started."""
+    busy = set(migrations_in_flight(keeper, layout))
     assignments = {}
     for p in keeper.get_children(layout.assignments):
-        a = read_assignment(keeper, layout, p)
-        assignments[p] = a.owners
-    busy = set(migrations_in_flight(keeper, layout))
+        owners = set(read_assignment(keeper, layout, p).owners)
+        mig = read_migration(keeper, layout, p)[0] if p in busy else None
+        if mig and mig["state"] == "clone":
+            owners = (owners - {mig["src"]}) | {mig["dst"]}  # plan as if it had switched: no move undone
+        assignments[p] = tuple(sorted(owners))
     started = []
     for p, src, dst in plan_rebalance(assignments, replicas, busy):
         if p in busy or len(busy) >= max_concurrent:

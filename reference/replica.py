@@ -37,6 +37,8 @@ class Replica:
     cache: dict[str, Assignment] = field(default_factory=dict)  # the in-memory assignment map
     metadata_version: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # partition -> highest DROP_RANGE executed
+    _log_listing: list[str] = field(default_factory=list, repr=False)
+    _ptr: tuple[int, int] | None = field(default=None, repr=False)
 
     # --- ReplicaRefreshCache -------------------------------------------------------------
     def replica_refresh_cache(self, partition: str) -> Assignment | None:
@@ -119,14 +121,20 @@ class Replica:
 
     # --- ReplicaPullLog ------------------------------------------------------------------
     def _log_pointer(self) -> tuple[int, int]:
-        data, stat = self.keeper.get(self.layout.log_pointer(self.name))
-        return int(data), stat.version
+        # Only this replica writes its log_pointer: after the first read, memory knows it (the
+        # SetData below still carries the version, so a second writer would be refused).
+        if self._ptr is None:
+            data, stat = self.keeper.get(self.layout.log_pointer(self.name))
+            self._ptr = (int(data), stat.version)
+        return self._ptr
 
     def replica_pull_log(self) -> dict | None:
         """Pull the next log entry: queue it or skip it by the filter; log_pointer advances
         either way. Returns the entry and whether it was queued, or raises when caught up."""
         ptr, ptr_version = self._log_pointer()
-        entries = self.keeper.get_children(self.layout.log)
+        entries = self._log_listing
+        if ptr >= len(entries):  # list the log again only when the last listing is used up
+            entries = self._log_listing = self.keeper.get_children(self.layout.log)
         if ptr >= len(entries):
             raise GuardFailed("ReplicaPullLog", f"{self.name} has pulled all {len(entries)} log entries")
         name = entries[ptr]
@@ -143,7 +151,12 @@ class Replica:
         ops = [SetData(self.layout.log_pointer(self.name), str(ptr + 1).encode(), ptr_version)]
         if take:
             ops.append(Create(f"{self.layout.queue(self.name)}/queue-", json.dumps(entry).encode(), sequential=True))
-        self.keeper.multi(ops)
+        try:
+            self.keeper.multi(ops)
+        except Exception:
+            self._ptr = None  # read it again next time
+            raise
+        self._ptr = (ptr + 1, ptr_version + 1)
         return {**entry, "queued": take}
 
     # --- ReplicaExecuteEntry (GET_PART, ALTER_METADATA) ----------------------------------

@@ -146,3 +146,28 @@ def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind,
         drain(reps[r])
         assert reps[r].has_rows_of(P) == expected
     assert (reps["r3"].has_rows_of(P) == expected) == converged
+
+
+def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_cluster, connect):
+    """The coordinator (the source r1) loses its session mid-CLONE: SWITCH is refused until an
+    active replica takes over (ReplicaTakeOverMigration), and the takeover is refused while the
+    coordinator is alive. Rows written before the crash end up on both new owners."""
+    from reference.migration import replica_take_over_migration
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    with pytest.raises(MigrationError):
+        admin_reassign(admin, LAYOUT, P, "r9")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(GuardFailed, match="is active"):
+        replica_take_over_migration(admin, LAYOUT, P, "r2")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    connect.expire(reps["r1"].keeper)  # the coordinator crashes
+    with pytest.raises(GuardFailed, match="not active"):
+        coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    assert replica_take_over_migration(admin, LAYOUT, P, "r2")["coord"] == "r2"
+    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving == "r1"
+    assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS

@@ -1,0 +1,292 @@
+"""A deterministic driver: a cluster of reference replicas on one Keeper, composed from the
+protocol's steps. It decides which step runs next (from a seeded RNG, or "until idle"), records
+the history, and is what the command line, the end-to-end tests and the benchmarks drive.
+
+Driver policies that are not protocol: a query first syncs the replica it reads a partition
+from (SYSTEM SYNC REPLICA for that partition, what select_sequential_consistency gives), so a
+missed acknowledged row is a protocol bug, not replication lag; faults are injected at INSERT
+forwarding with `fault_rate`.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Callable
+
+from .assignment import GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
+from .history import History
+from .insert import InsertOutcomeUnknown, route_insert
+from .keeper import Keeper
+from .layout import Layout
+from .migration import (admin_reassign, coordinator_switch, migrations_in_flight, read_migration, replica_cleanup,
+                        replica_clone_fetch, replica_take_over_migration)
+from .parts import PartStore
+from .query import client_start_query, replica_read_partition
+from .rebalance import system_rebalance
+from .registration import create_table_znodes, register_replica
+from .replica import InsertRejected, Replica
+from .table import Table
+from .workload import WORKLOAD
+
+
+class Cluster:
+    def __init__(self, connect: Callable[[], Keeper], data_dir: str | Path, replicas=("r1", "r2", "r3"),
+                 table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
+                 seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
+                 log: Callable[[str], None] | None = None):
+        self.connect, self.data_dir, self.table = connect, Path(data_dir), table
+        self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
+        self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
+        self.log = log or (lambda msg: None)
+        self.step = 0  # the logical clock of the history
+        self.history = History(run_id=f"{backend}-seed{seed}")
+        self.admin = connect()
+        create_table_znodes(self.admin, self.layout, table.replication_factor)
+        self.stores: dict[str, PartStore] = {}  # the peers a fetch can reach: live replicas only
+        self.replicas: dict[str, Replica] = {}
+        self.down: dict[str, PartStore] = {}
+        self.queries = 0
+        self._in_flight: list[str] = []  # migrations in flight, read once per step or round
+        for r in replicas:
+            self.add_replica(r)
+
+    # --- membership ---------------------------------------------------------------------
+    def add_replica(self, name: str) -> Replica:
+        """A replica joins (or restarts): registers, loads its map before serving (F9)."""
+        if name in self.replicas:
+            raise ValueError(f"replica {name!r} is already running")
+        store = self.down.pop(name, None) or PartStore(self.data_dir / name)
+        keeper = self.connect()
+        register_replica(keeper, self.layout, name)
+        self.stores[name] = store
+        rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs)
+        rep.load_map()
+        self.replicas[name] = rep
+        self.log(f"replica {name} up")
+        return rep
+
+    def crash_replica(self, name: str) -> None:
+        """ReplicaCrash: the session goes (is_active with it), the map is lost, the disk stays."""
+        if name not in self.replicas:
+            raise ValueError(f"unknown or stopped replica {name!r}; running: {sorted(self.replicas)}")
+        rep = self.replicas.pop(name)
+        self.down[name] = self.stores.pop(name)
+        rep.keeper.close()
+        self.log(f"replica {name} down")
+
+    # --- INSERT -------------------------------------------------------------------------
+    def _faults(self, where: str, partition: str) -> None:
+        if self.fault_rate and self.rng.random() < self.fault_rate:
+            raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
+
+    def insert(self, rows: list[dict], block_id: str, tries: int = 3) -> dict[str, str]:
+        """ClientSendInsert with retries to random replicas; returns partition -> ok/failed/unknown
+        and records each sub-block in the history."""
+        sent = self.tick()
+        subs = self.table.split_by_partition(rows)
+        status = {p: "failed" for p in subs}
+        for _ in range(tries):
+            receiver = self.replicas[self.rng.choice(sorted(self.replicas))]
+            done: dict[str, str] = {}
+            try:
+                route_insert(receiver, self.table, rows, block_id, self.replicas, self.rng, self._faults, out=done)
+                error = None
+            except InsertOutcomeUnknown:
+                error = "unknown"
+            except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
+                error = "failed"
+            for p in done:
+                status[p] = "ok"
+            pending = sorted(p for p in subs if p not in done)
+            if error == "unknown" and pending:
+                status[pending[0]] = "unknown"  # that sub-block may have been written; the rest were not tried
+            if not error:
+                break
+            self.background_step()  # time passes before the retry (maps may refresh)
+        ack = self.tick()
+        for p, sub in subs.items():
+            self.history.insert(block_id, p, sub, status[p], sent, ack)
+        return status
+
+    # --- background steps ---------------------------------------------------------------
+    def tick(self) -> int:
+        self.step += 1
+        return self.step
+
+    def background_step(self, attempts: int = 8) -> str | None:
+        """One background step of a random replica and kind; None if the `attempts` sampled
+        (replica, kind) pairs were all disabled. Sampling, not a scan of every pair, keeps a
+        step's Keeper reads bounded on a large cluster."""
+        self._in_flight = migrations_in_flight(self.admin, self.layout)
+        kinds = ["refresh", "pull", "execute", "migrate", "merge"]
+        names = sorted(self.replicas)
+        for _ in range(attempts):
+            rep = self.replicas[self.rng.choice(names)]
+            done = self._try(self.rng.choice(kinds), rep, random_choice=True)
+            if done:
+                self.tick()
+                return done
+        return None
+
+    def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:
+        partitions = rep.keeper.get_children(self.layout.assignments)
+        if random_choice:
+            self.rng.shuffle(partitions)
+        try:
+            if kind == "refresh":
+                # At random: one partition. Until idle: the whole map in one pass.
+                changed = []
+                for p in partitions[:1] if random_choice else partitions:
+                    before = rep.cache.get(p)
+                    after = rep.replica_refresh_cache(p)
+                    if before is None or after is None or before.version != after.version:
+                        changed.append(p)
+                return f"ReplicaRefreshCache({rep.name}, {','.join(changed)})" if changed else None
+            if kind == "pull":
+                e = rep.replica_pull_log()
+                return f"ReplicaPullLog({rep.name}) {e['type']} {'queued' if e['queued'] else 'skipped'}"
+            if kind == "execute":
+                # At random: the first entry that can run. Until idle: every entry that can, in one pass.
+                done = []
+                for node, _ in rep.queue():
+                    try:
+                        done.append(rep.replica_execute_entry(node))
+                    except GuardFailed:
+                        continue
+                    if random_choice:
+                        break
+                return f"ReplicaExecuteEntry({rep.name}) {'; '.join(done)}" if done else None
+            if kind == "merge":
+                if self.rng.random() < 0.5:
+                    for p in partitions:
+                        try:
+                            e = rep.replica_select_merge(p)
+                            return f"ReplicaSelectMerge({rep.name}, {p}) {e['part']}"
+                        except GuardFailed:
+                            continue
+                return None
+            if kind == "migrate":
+                return self._advance_migration(rep)
+        except GuardFailed:
+            return None
+        raise ValueError(f"unknown step kind {kind!r}")
+
+    def _advance_migration(self, rep: Replica) -> str | None:
+        """The migration steps `rep` can take now: CLONE's fetch as the target, SWITCH as the
+        coordinator (taking over a dead one), CLEANUP as the leaving replica."""
+        for p in self._in_flight:
+            mig, _ = read_migration(rep.keeper, self.layout, p)
+            if not mig or rep.name not in (mig["src"], mig["dst"], mig["coord"]) and mig["coord"] in self.replicas:
+                continue
+            try:
+                if mig["state"] == "clone" and not mig["fetched"] and mig["dst"] == rep.name:
+                    n = replica_clone_fetch(rep, p, self.replicas)
+                    return f"ReplicaCloneFetch({rep.name}, {p}) {n} parts"
+                if mig["state"] == "clone" and mig["fetched"] and mig["dst"] in self.replicas:
+                    if mig["coord"] not in self.replicas:
+                        replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
+                        return f"ReplicaTakeOverMigration({p}, {rep.name})"
+                    if mig["coord"] == rep.name:
+                        coordinator_switch(rep.keeper, self.layout, p, self.replicas[mig["dst"]], self.bugs)
+                        self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}")
+                        return f"CoordinatorSwitch({p})"
+                if mig["state"] in ("switched", "cancelling") and rep.name == (
+                        mig["src"] if mig["state"] == "switched" else mig["dst"]):
+                    replica_cleanup(rep, p, self.bugs)
+                    self.log(f"CLEANUP {p} on {rep.name}")
+                    return f"ReplicaCleanup({rep.name}, {p})"
+            except GuardFailed:
+                continue
+        return None
+
+    def settle(self, max_rounds: int = 10_000) -> int:
+        """Run every background step until none is enabled (idle); returns the steps taken."""
+        taken = 0
+        for _ in range(max_rounds):
+            progress = 0
+            self._in_flight = migrations_in_flight(self.admin, self.layout)
+            for r in sorted(self.replicas):
+                rep = self.replicas[r]
+                for kind in ("refresh", "pull", "execute", "migrate"):
+                    while self._try(kind, rep):
+                        self.tick()
+                        progress += 1
+            taken += progress
+            if not progress:
+                return taken
+        raise RuntimeError(f"cluster did not settle in {max_rounds} rounds ({taken} steps)")
+
+    # --- SELECT -------------------------------------------------------------------------
+    def _sync_partition(self, rep: Replica, partition: str) -> None:
+        """SYSTEM SYNC REPLICA for one partition before reading it (see the module docstring)."""
+        while self._try("pull", rep):
+            pass
+        for node, e in rep.queue():
+            if e.get("partition") == partition:
+                try:
+                    rep.replica_execute_entry(node)
+                except GuardFailed:
+                    pass
+
+    def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None):
+        """ClientStartQuery at a replica, then each partition read in its own step with up to
+        `interleave` background steps between reads; recorded in the history."""
+        at = at or self.rng.choice(sorted(self.replicas))
+        start = self.tick()
+        q = client_start_query(self.replicas[at], partitions)
+        routes = dict(q.routes)
+        got = {}
+        for p in sorted(q.pending):
+            for _ in range(self.rng.randint(0, interleave)):
+                self.background_step()
+            reader = q.routes[p]
+            if reader not in self.replicas:
+                self.queries += 1
+                self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status="failed")
+                return None  # ClientQueryFails: the chosen replica went down
+            self._sync_partition(self.replicas[reader], p)
+            got[p] = replica_read_partition(q, p, self.replicas)
+        self.queries += 1
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got)
+        return q
+
+    # --- administration -----------------------------------------------------------------
+    def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:
+        return admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
+
+    def rebalance(self, interleave: Callable[[], None] | None = None, max_rounds: int = 1000) -> list:
+        """SYSTEM REBALANCE until the plan is empty: start moves up to the concurrency limit, run
+        background steps (and `interleave`, e.g. queries) until one finishes, repeat."""
+        moves = []
+        for _ in range(max_rounds):
+            # Balanced over every registered replica: one that is down keeps its partitions (a
+            # move into it is refused as inactive; a move out of it is coordinated by a taker-over).
+            registered = self.admin.get_children(self.layout.replicas)
+            started = system_rebalance(self.admin, self.layout, registered, self.max_concurrent)
+            for m in started:
+                self.log(f"REASSIGN {m[0]}: {m[1]} -> {m[2]} (CLONE)")
+            moves += started
+            if not started and not migrations_in_flight(self.admin, self.layout):
+                return moves
+            for _ in range(50):
+                if interleave:
+                    interleave()
+                if not self.background_step():
+                    break
+            if not started:
+                self.settle()
+        raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
+
+    def snapshot(self) -> None:
+        self.history.snapshot(self.tick(), self.stores, selective_assignments_rows(self.admin, self.layout))
+
+    def write_history(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
+        self.snapshot()
+        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step)
+        return self.history.write(folder, fmt)
+
+    def close(self) -> None:
+        for rep in self.replicas.values():
+            rep.keeper.close()
+        self.admin.close()

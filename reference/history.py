@@ -1,0 +1,99 @@
+"""The history of a run, for the PySpark checker (pyspark_jobs/): what clients were told and
+what replicas held. Written as Parquet (or JSON lines), one file per table in a folder; the
+schema is documented in reference/README.md and pyspark_jobs/README.md.
+
+Time is the driver's logical step counter, so a history is deterministic for a seed and
+"acknowledged before the query started" is a comparison of integers.
+
+An insert is recorded per sub-block (one partition of a block): a sub-block is atomic (one part,
+one Keeper multi), a multi-partition INSERT is not, in ClickHouse as here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMAS = {
+    "run": {"run_id": "string", "replication_factor": "int64", "backend": "string", "bugs": "list<string>",
+            "seed": "int64", "final_step": "int64"},
+    "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
+                "status": "string", "sent_step": "int64", "ack_step": "int64"},
+    "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
+                "status": "string"},
+    "query_reads": {"query_id": "string", "partition_id": "string", "read_from": "string"},
+    "query_rows": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
+    "parts": {"snapshot_step": "int64", "replica": "string", "partition_id": "string", "part_name": "string",
+              "row_id": "int64"},
+    "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
+                    "clone_target": "string", "leaving_replica": "string"},
+}
+STATUSES = ("ok", "failed", "unknown")
+
+
+@dataclass
+class History:
+    run_id: str = "run"
+    tables: dict[str, list[dict]] = field(default_factory=lambda: {t: [] for t in SCHEMAS})
+
+    def insert(self, block_id: str, partition: str, rows: list[dict], status: str, sent: int, ack: int) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"insert status must be one of {STATUSES}, not {status!r}")
+        for r in rows:
+            self.tables["inserts"].append({"insert_id": f"{block_id}/{partition}", "block_id": block_id,
+                                           "partition_id": partition, "row_id": int(r["row_id"]),
+                                           "status": status, "sent_step": sent, "ack_step": ack})
+
+    def query(self, query_id: str, replica: str, start: int, end: int, routes: dict[str, str],
+              rows_by_partition: dict[str, list[dict]], status: str = "complete") -> None:
+        self.tables["queries"].append({"query_id": query_id, "replica": replica, "start_step": start,
+                                       "end_step": end, "status": status})
+        for p, r in sorted(routes.items()):
+            self.tables["query_reads"].append({"query_id": query_id, "partition_id": p, "read_from": r})
+        for p, rows in sorted(rows_by_partition.items()):
+            self.tables["query_rows"] += [{"query_id": query_id, "partition_id": p, "row_id": int(x["row_id"])}
+                                          for x in rows]
+
+    def snapshot(self, step: int, stores: dict, assignments: list[dict]) -> None:
+        """Every replica's part inventory, row by row, and the assignment, at `step`."""
+        for replica, store in sorted(stores.items()):
+            for name in store.names():
+                for r in store.read(name):
+                    self.tables["parts"].append({"snapshot_step": step, "replica": replica,
+                                                 "partition_id": name.partition, "part_name": str(name),
+                                                 "row_id": int(r["row_id"])})
+        for a in assignments:
+            self.tables["assignments"].append({"snapshot_step": step, "partition_id": a["partition_id"],
+                                               "owners": list(a["replicas"]), "clone_target": a["clone_target"],
+                                               "leaving_replica": a["leaving_replica"]})
+
+    def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int) -> None:
+        self.tables["run"] = [{"run_id": self.run_id, "replication_factor": replication_factor, "backend": backend,
+                               "bugs": sorted(bugs), "seed": seed, "final_step": final_step}]
+
+    def write(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
+        """One file per table: `{table}.parquet`, or `{table}.jsonl` with fmt="jsonl"."""
+        if fmt not in ("parquet", "jsonl"):
+            raise ValueError(f"history format must be parquet or jsonl, not {fmt!r}")
+        if not self.tables["run"]:
+            raise ValueError("history has no run row: call finish() before write()")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        out = {}
+        for name, rows in self.tables.items():
+            path = folder / f"{name}.{fmt}"
+            if fmt == "jsonl":
+                path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            else:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+                pq.write_table(pa.Table.from_pylist(rows, schema=_arrow_schema(name)), path)
+            out[name] = path
+        return out
+
+
+def _arrow_schema(table: str):
+    import pyarrow as pa
+    types = {"string": pa.string(), "int64": pa.int64(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(c, types[t]) for c, t in SCHEMAS[table].items()])
