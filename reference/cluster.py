@@ -2,9 +2,10 @@
 protocol's steps. It decides which step runs next (from a seeded RNG, or "until idle"), records
 the history, and is what the command line, the end-to-end tests and the benchmarks drive.
 
-Driver policies that are not protocol: a query first syncs the replica it reads a partition
-from (SYSTEM SYNC REPLICA for that partition, what select_sequential_consistency gives), so a
-missed acknowledged row is a protocol bug, not replication lag; faults are injected at INSERT
+Driver policies that are not protocol: a query first pulls the log on the replica it starts
+at, and syncs the replica it reads each partition from (SYSTEM SYNC REPLICA for that partition;
+what select_sequential_consistency gives), so a missed acknowledged row is a protocol bug, not
+replication lag; faults are injected at INSERT
 forwarding with `fault_rate`.
 """
 
@@ -61,7 +62,8 @@ class Cluster:
         register_replica(keeper, self.layout, name)
         self.stores[name] = store
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs)
-        rep.load_map()
+        if "serve_before_map_loaded" not in self.bugs:
+            rep.load_map()  # F9: otherwise its first SELECTs see an empty map
         self.replicas[name] = rep
         self.log(f"replica {name} up")
         return rep
@@ -229,26 +231,34 @@ class Cluster:
                 except GuardFailed:
                     pass
 
-    def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None):
+    def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
+              between: Callable[[], None] | None = None):
         """ClientStartQuery at a replica, then each partition read in its own step with up to
-        `interleave` background steps between reads; recorded in the history."""
+        `interleave` background steps (or a call of `between`) before each read; recorded in the history."""
         at = at or self.rng.choice(sorted(self.replicas))
         start = self.tick()
+        # Sequential consistency, first half: the replica the query starts at pulls the log to
+        # its end, so every partition with a committed INSERT is in its map (by the F2 fix). The
+        # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
+        while self._try("pull", self.replicas[at]):
+            pass
         q = client_start_query(self.replicas[at], partitions)
         routes = dict(q.routes)
         got = {}
         for p in sorted(q.pending):
             for _ in range(self.rng.randint(0, interleave)):
                 self.background_step()
+            if between:
+                between()
             reader = q.routes[p]
             if reader not in self.replicas:
                 self.queries += 1
-                self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status="failed")
+                self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
                 return None  # ClientQueryFails: the chosen replica went down
             self._sync_partition(self.replicas[reader], p)
             got[p] = replica_read_partition(q, p, self.replicas)
         self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got)
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "complete", partitions)
         return q
 
     # --- administration -----------------------------------------------------------------

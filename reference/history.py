@@ -21,7 +21,7 @@ SCHEMAS = {
     "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
                 "status": "string", "sent_step": "int64", "ack_step": "int64"},
     "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
-                "status": "string"},
+                "status": "string", "partitions_requested": "list<string>"},
     "query_reads": {"query_id": "string", "partition_id": "string", "read_from": "string"},
     "query_rows": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
     "parts": {"snapshot_step": "int64", "replica": "string", "partition_id": "string", "part_name": "string",
@@ -46,9 +46,12 @@ class History:
                                            "status": status, "sent_step": sent, "ack_step": ack})
 
     def query(self, query_id: str, replica: str, start: int, end: int, routes: dict[str, str],
-              rows_by_partition: dict[str, list[dict]], status: str = "complete") -> None:
+              rows_by_partition: dict[str, list[dict]], status: str = "complete",
+              requested: set[str] | None = None) -> None:
+        """`requested`: the partitions the query asked for after pruning; None for the whole table."""
         self.tables["queries"].append({"query_id": query_id, "replica": replica, "start_step": start,
-                                       "end_step": end, "status": status})
+                                       "end_step": end, "status": status,
+                                       "partitions_requested": None if requested is None else sorted(requested)})
         for p, r in sorted(routes.items()):
             self.tables["query_reads"].append({"query_id": query_id, "partition_id": p, "read_from": r})
         for p, rows in sorted(rows_by_partition.items()):

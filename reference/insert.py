@@ -32,7 +32,10 @@ def replica_forward_insert(receiver: Replica, partition: str, replicas: dict[str
     a = receiver.cache.get(partition)
     if a is None or receiver.name in a.owners:
         raise GuardFailed("ReplicaForwardInsert", f"{receiver.name} needs no forward for {partition}")
-    return replicas[rng.choice(sorted(a.owners))]
+    reachable = sorted(o for o in a.owners if o in replicas)  # a crashed owner refuses connections
+    if not reachable:
+        raise InsertRejected(f"no owner of {partition} ({', '.join(a.owners)}) is reachable from {receiver.name}")
+    return replicas[rng.choice(reachable)]
 
 
 def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: str, replicas: dict[str, Replica],

@@ -145,13 +145,21 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Repl
     return new
 
 
-def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str) -> Assignment:
-    """Cancel before SWITCH: the target becomes `leaving` and goes through CLEANUP (F7)."""
+def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str, target: Replica | None = None,
+                       bugs: frozenset[str] = frozenset()) -> Assignment:
+    """Cancel before SWITCH: the target becomes `leaving` and goes through CLEANUP (F7).
+    cancel_drops_target_at_once: the target is removed and `target` drops its copy now."""
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone":
         raise GuardFailed("CoordinatorCancel", f"{partition} is not in CLONE: {mig}")
     _require_live_coordinator(keeper, layout, "CoordinatorCancel", partition, mig)
     a = read_assignment(keeper, layout, partition)
+    if "cancel_drops_target_at_once" in bugs:
+        new = Assignment(a.owners, target=None, leaving=a.leaving)
+        _write(keeper, layout, partition, a, new, {**mig, "state": "cancelled"}, mig_version)
+        if target is not None:
+            target.drop_partition_locally(partition)
+        return new
     new = Assignment(a.owners, target=None, leaving=mig["dst"])
     _write(keeper, layout, partition, a, new, {**mig, "state": "cancelling"}, mig_version)
     return new

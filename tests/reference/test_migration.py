@@ -171,3 +171,23 @@ def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_clu
     a = read_assignment(admin, LAYOUT, P)
     assert a.owners == ("r2", "r3") and a.leaving == "r1"
     assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS
+
+
+@pytest.mark.parametrize("bugs, foreign", [(frozenset(), False), (frozenset({"cancel_drops_target_at_once"}), True)])
+def test_naive_cancel_leaves_the_target_with_foreign_parts(make_cluster, bugs, foreign):
+    """F7, as MCMigration_cancel_drops_target_at_once: NoForeignPartsInv broken. A block written
+    during CLONE is pulled by r3 only after the cancel; r3's map still says it is the target."""
+    admin, reps = make_cluster(bugs)
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    for r in ("r1", "r3"):
+        reps[r].replica_refresh_cache(P)  # both know r3 is the target
+    replica_clone_fetch(reps["r3"], P, reps)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    coordinator_cancel(admin, LAYOUT, P, reps["r3"], bugs)
+    drain(reps["r3"])  # the entry is no newer than r3's map, which still says target
+    refresh_all(reps)
+    if not foreign:
+        replica_cleanup(reps["r3"], P)
+    keepers = read_assignment(admin, LAYOUT, P).keepers()
+    assert "r3" not in keepers
+    assert (reps["r3"].has_rows_of(P) != []) == foreign

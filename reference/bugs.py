@@ -1,0 +1,30 @@
+"""The switches that bring back the RFC-as-written behaviours and the broken variants, by the
+names the spec's `Bug(...)` uses (spec/FINDINGS.md). A test checks this list against the spec."""
+
+SWITCHES = {
+    "blind_write": "allocation writes the assignment without CAS (spec/Assignment.tla)",
+    "allow_short_assignment": "F1: assign fewer owners than replication_factor",
+    "filter_with_stale_cache": "F2: the log filter trusts a stale map and skips a new partition's entry for good",
+    "clone_from_source_only": "F3: CLONE copies only the source's local parts",
+    "insert_without_assignment_check": "F4: the INSERT commit does not check the assignment version",
+    "route_to_clone_target": "F5: SELECT may read the CLONE target before SWITCH",
+    "source_stops_at_switch": "F6: the source stops replicating at SWITCH while stale maps still read it",
+    "cancel_drops_target_at_once": "F7: cancel removes the target and its copy at once",
+    "clone_ignores_skipped_entries": "F8: the CLONE target never applies mutations/drops it skipped",
+    "serve_before_map_loaded": "F9: a (re)started replica serves SELECTs before loading its map",
+    "switch_without_catchup": "variant: SWITCH without waiting for the target to catch up",
+    "cleanup_no_delay": "variant: CLEANUP without waiting for every map to see the change",
+    "filter_skips_global": "variant: the filter skips global entries (ALTER_METADATA)",
+    "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
+}
+
+
+class UnknownSwitch(ValueError):
+    """A switch name that neither the spec nor the reference knows."""
+
+
+def check_switches(names) -> frozenset[str]:
+    unknown = sorted(set(names) - set(SWITCHES))
+    if unknown:
+        raise UnknownSwitch(f"unknown switch(es) {unknown}; known: {', '.join(sorted(SWITCHES))}")
+    return frozenset(names)
