@@ -23,7 +23,7 @@ from .layout import Layout
 from .migration import (admin_reassign, coordinator_switch, migrations_in_flight, read_migration, replica_cleanup,
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
-from .query import client_start_query, replica_read_partition
+from .query import client_query_fails, client_start_query, replica_read_partition
 from .rebalance import system_rebalance
 from .registration import create_table_znodes, register_replica
 from .replica import InsertRejected, Replica
@@ -242,7 +242,7 @@ class Cluster:
         # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
         while self._try("pull", self.replicas[at]):
             pass
-        q = client_start_query(self.replicas[at], partitions)
+        q = client_start_query(self.replicas[at], partitions, replicas=self.replicas)
         routes = dict(q.routes)
         got = {}
         for p in sorted(q.pending):
@@ -252,6 +252,7 @@ class Cluster:
                 between()
             reader = q.routes[p]
             if reader not in self.replicas:
+                client_query_fails(q, self.replicas)
                 self.queries += 1
                 self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
                 return None  # ClientQueryFails: the chosen replica went down

@@ -190,7 +190,8 @@ def replica_take_over_migration(keeper: Keeper, layout: Layout, partition: str, 
 
 def replica_cleanup(leaver: Replica, partition: str, bugs: frozenset[str] = frozenset()) -> None:
     """CLEANUP on the leaving replica, once every active replica's published map has seen the
-    current assignment (what old_parts_lifetime must outlast); cleanup_no_delay skips the wait."""
+    current assignment and no started query is still to read the partition here (what
+    old_parts_lifetime must outlast); cleanup_no_delay skips the wait."""
     keeper, layout = leaver.keeper, leaver.layout
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] not in ("switched", "cancelling"):
@@ -200,6 +201,8 @@ def replica_cleanup(leaver: Replica, partition: str, bugs: frozenset[str] = froz
         raise GuardFailed("ReplicaCleanup", f"{leaver.name} is not the replica leaving {partition} ({who} is)")
     a = read_assignment(keeper, layout, partition)
     if "cleanup_no_delay" not in bugs:
+        if leaver.pins.get(partition):
+            raise GuardFailed("ReplicaCleanup", f"{leaver.pins[partition]} running queries will read {partition} on {leaver.name}")
         stale = []
         for r in active_replicas(keeper, layout):
             try:

@@ -23,6 +23,7 @@ class Query:
     routes: dict[str, str]               # partition -> replica chosen to read it
     pending: set[str]
     rows: list[dict] = field(default_factory=list)
+    pinned: bool = False
 
     @property
     def done(self) -> bool:
@@ -30,9 +31,12 @@ class Query:
 
 
 def client_start_query(replica: Replica, partitions: set[str] | None = None,
-                       choose: Callable[[str, set[str]], str] = prefer_local) -> Query:
+                       choose: Callable[[str, set[str]], str] = prefer_local,
+                       replicas: dict[str, Replica] | None = None) -> Query:
     """Route every partition the replica's map knows (or those asked, after pruning) to one
-    replica its map lists as an owner; route_to_clone_target also lists the CLONE target (F5)."""
+    replica its map lists as an owner; route_to_clone_target also lists the CLONE target (F5).
+    With `replicas`, each chosen replica is told at once (its pin on the partition holds off
+    CLEANUP until the read), as a distributed query sends its subqueries at the start."""
     routes = {}
     for p, a in sorted(replica.cache.items()):
         if partitions is not None and p not in partitions:
@@ -41,21 +45,44 @@ def client_start_query(replica: Replica, partitions: set[str] | None = None,
         if "route_to_clone_target" in replica.bugs and a.target:
             candidates.add(a.target)
         routes[p] = choose(replica.name, candidates)
-    return Query(replica.name, routes, set(routes))
+    if replicas is not None:
+        for p, r in routes.items():
+            if r in replicas:
+                replicas[r].pins[p] = replicas[r].pins.get(p, 0) + 1
+    return Query(replica.name, routes, set(routes), pinned=replicas is not None)
 
 
 def replica_read_partition(query: Query, partition: str, replicas: dict[str, Replica]) -> list[dict]:
     """Read one partition from the replica it was routed to (ReadFromRemote when not local)."""
     if partition not in query.pending:
         raise GuardFailed("ReplicaReadPartition", f"{partition} is not pending in the query")
-    rows = replicas[query.routes[partition]].has_rows_of(partition)
+    reader = replicas[query.routes[partition]]
+    rows = reader.has_rows_of(partition)
     query.rows.extend(rows)
     query.pending.discard(partition)
+    if query.pinned:
+        unpin(reader, partition)
     return rows
 
 
+def unpin(reader: Replica, partition: str) -> None:
+    left = reader.pins.get(partition, 0) - 1
+    if left > 0:
+        reader.pins[partition] = left
+    else:
+        reader.pins.pop(partition, None)
+
+
+def client_query_fails(query: Query, replicas: dict[str, Replica]) -> None:
+    """ClientQueryFails: a chosen replica is gone; the other subqueries are cancelled."""
+    for p in sorted(query.pending):
+        if query.pinned and query.routes[p] in replicas:
+            unpin(replicas[query.routes[p]], p)
+    query.pending.clear()
+
+
 def select_all(replica: Replica, replicas: dict[str, Replica], **kw) -> Query:
-    q = client_start_query(replica, **kw)
+    q = client_start_query(replica, replicas=replicas, **kw)
     for p in sorted(q.pending):
         replica_read_partition(q, p, replicas)
     return q

@@ -37,6 +37,9 @@ class Replica:
     cache: dict[str, Assignment] = field(default_factory=dict)  # the in-memory assignment map
     metadata_version: int = 0
     dropped: dict[str, int] = field(default_factory=dict)  # partition -> highest DROP_RANGE executed
+    # Partitions that started queries will read here: a remote subquery holds its parts, so
+    # CLEANUP must wait for it (spec ReplicaCleanup's ~routedHere). In memory, as in ClickHouse.
+    pins: dict[str, int] = field(default_factory=dict)
     _log_listing: list[str] = field(default_factory=list, repr=False)
     _ptr: tuple[int, int] | None = field(default=None, repr=False)
 

@@ -73,3 +73,31 @@ def test_partition_pruning_and_step_guards(make_cluster):
     replica_read_partition(q, "202402-1", reps)
     with pytest.raises(GuardFailed, match="not pending"):
         replica_read_partition(q, "202402-1", reps)
+
+
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"cleanup_no_delay"})])
+def test_cleanup_waits_for_a_started_query_routed_to_the_source(make_cluster, bugs):
+    """The spec's ReplicaCleanup guard ~routedHere, found missing here by the live runtime: a
+    query planned to read P on the source r1, then SWITCH and every map refreshed; CLEANUP must
+    wait for the read, or the query reads an empty partition (QueryNoMissingInv)."""
+    from reference.migration import replica_cleanup
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    drain(reps["r2"])
+    q = client_start_query(reps["r1"], replicas=reps)  # r1 reads P locally, later
+    assert q.routes[P] == "r1" and reps["r1"].pins == {P: 1}
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    for rep in reps.values():
+        rep.replica_refresh_cache(P)
+    if "cleanup_no_delay" in bugs:
+        replica_cleanup(reps["r1"], P, bugs)
+        assert replica_read_partition(q, P, reps) == []  # an acknowledged row missed
+    else:
+        with pytest.raises(GuardFailed, match="running queries will read"):
+            replica_cleanup(reps["r1"], P, bugs)
+        assert replica_read_partition(q, P, reps) == [ROW1]
+        assert reps["r1"].pins == {}
+        replica_cleanup(reps["r1"], P, bugs)  # now it may

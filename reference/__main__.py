@@ -1,0 +1,209 @@
+"""Command line of the reference implementation.
+
+    python -m reference run [options]      a cluster, a workload, migrations, queries, a history
+    python -m reference tables --zk H:P    the system tables of a table on ZooKeeper
+
+`run` starts N replicas on the embedded in-memory keeper (or on ZooKeeper with --zk), inserts a
+generated workload on the RFC's table, then adds/crashes replicas, reassigns or rebalances with
+progress lines, runs queries, prints the system tables and the history check, and writes the
+history (--history DIR). --json prints one JSON document instead of tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .assignment import GuardFailed
+from .bugs import UnknownSwitch, check_switches
+from .cluster import Cluster
+from .keeper import MemoryEnsemble
+from .layout import Layout
+from .migration import MigrationError, migrations_in_flight
+from .oracle import violations
+from .parts import BadPart
+from .system_tables import all_tables
+from .table import BadPartitionId, Table, TableDefinitionError, check_partition_id
+from .workload import WORKLOAD, blocks
+
+ROOT = "/clickhouse/tables/01/events"
+
+
+def table_with_buckets(buckets: int, rf: int) -> Table:
+    if buckets < 1:
+        raise TableDefinitionError(f"--buckets must be >= 1, not {buckets}")
+    return Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,
+                 replication_factor=rf)
+
+
+def keeper_factory(zk: str | None):
+    if zk is None:
+        return MemoryEnsemble().connect, "memory"
+    from .keeper.zookeeper import ZooKeeperKeeper
+    return (lambda: ZooKeeperKeeper(zk)), "zookeeper"
+
+
+def print_table(title: str, rows: list[dict], out) -> None:
+    print(f"\n{title} ({len(rows)} rows)", file=out)
+    if not rows:
+        return
+    cols = list(rows[0])
+    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)), file=out)
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)), file=out)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v)) if len(v) <= 4 else f"{len(v)} items"
+    return str(v)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    bugs = check_switches(a.bug or [])
+    table = table_with_buckets(a.buckets, a.replication_factor)
+    if a.replication_factor > a.replicas:
+        raise ValueError(f"replication factor {a.replication_factor} is above the {a.replicas} replicas")
+    reassigns = []
+    for spec in a.reassign or []:
+        p, sep, dst = spec.partition(":")
+        if not sep or not dst:
+            raise ValueError(f"--reassign wants PARTITION:REPLICA, not {spec!r}")
+        reassigns.append((check_partition_id(p), dst))
+    out = sys.stderr if a.json else sys.stdout
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
+
+    connect, backend = keeper_factory(a.zk)
+    data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
+    c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
+                root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
+                backend=backend, log=progress)
+    try:
+        rng = random.Random(a.seed)
+        statuses = {"ok": 0, "failed": 0, "unknown": 0}
+        for i, (block_id, rows) in enumerate(blocks(rng, a.blocks, a.rows, a.months), 1):
+            for s in c.insert(rows, block_id).values():
+                statuses[s] += 1
+            c.background_step()
+            if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
+                progress(f"inserted {i}/{a.blocks} blocks; sub-blocks ok {statuses['ok']}, "
+                         f"unknown {statuses['unknown']}, failed {statuses['failed']}")
+        c.settle()
+        for r in a.crash or []:
+            c.crash_replica(r)
+        for k in range(a.add_replicas):
+            c.add_replica(f"r{a.replicas + k + 1}")
+        during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
+        for p, dst in reassigns:
+            c.reassign(p, dst)
+            progress(f"REASSIGN {p} TO {dst}: CLONE started")
+        if reassigns:
+            while migrations_in_flight(c.admin, c.layout):
+                during()
+                if not c.background_step():
+                    c.settle()
+        if a.rebalance:
+            moves = c.rebalance(interleave=during)
+            progress(f"REBALANCE done: {len(moves)} moves")
+        for r in a.restart or []:
+            c.add_replica(r)
+        c.settle()
+        for _ in range(a.queries):
+            c.query()
+        if a.history:
+            paths = c.write_history(a.history, a.history_format)
+            progress(f"history written to {a.history} ({', '.join(sorted(paths))})")
+        else:
+            c.snapshot()
+        problems = violations(c.history, table.replication_factor)
+        tables = all_tables(c.admin, c.layout, c.stores)
+        if a.json:
+            json.dump({"tables": tables, "inserts": statuses, "queries": c.queries, "steps": c.step,
+                       "violations": problems, "data": str(data)}, sys.stdout, indent=1, default=str)
+            print()
+        else:
+            for name in a.show:
+                print_table(name, tables[name], out)
+            print(f"\nhistory check: {len(problems)} violations" + "".join(f"\n  {p}" for p in problems[:20]), file=out)
+        return 1 if problems else 0
+    finally:
+        c.close()
+
+
+def cmd_tables(a: argparse.Namespace) -> int:
+    from .keeper.zookeeper import ZooKeeperKeeper
+    k = ZooKeeperKeeper(a.zk)
+    try:
+        layout = Layout(a.root)
+        if k.exists(layout.config) is None:
+            raise ValueError(f"no selective table at {a.root} on {a.zk}")
+        tables = all_tables(k, layout)
+    finally:
+        k.close()
+    if a.json:
+        json.dump(tables, sys.stdout, indent=1, default=str)
+        print()
+    else:
+        for name in a.show:
+            print_table(name, tables[name], sys.stdout)
+    return 0
+
+
+TABLES = ["system.replicas", "system.replication_queue", "system.selective_assignments", "system.selective_migrations"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reference", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a cluster with a workload (in-memory keeper unless --zk)")
+    r.add_argument("--replicas", type=int, default=3)
+    r.add_argument("--replication-factor", type=int, default=2)
+    r.add_argument("--buckets", type=int, default=16, help="user_id %% BUCKETS in the partition key")
+    r.add_argument("--months", type=int, default=2)
+    r.add_argument("--blocks", type=int, default=20, help="INSERT blocks")
+    r.add_argument("--rows", type=int, default=10, help="rows per block")
+    r.add_argument("--fault-rate", type=float, default=0.0, help="chance a forward breaks (outcome unknown)")
+    r.add_argument("--add-replicas", type=int, default=0)
+    r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
+    r.add_argument("--restart", action="append", metavar="REPLICA", help="restart it after the migrations")
+    r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
+    r.add_argument("--rebalance", action="store_true")
+    r.add_argument("--max-concurrent", type=int, default=4, help="migrations at once")
+    r.add_argument("--query-rate", type=float, default=0.1, help="chance of a query between migration steps")
+    r.add_argument("--queries", type=int, default=3, help="queries at the end")
+    r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
+    r.add_argument("--root", default=ROOT, help="the table's znode path")
+    r.add_argument("--data", help="folder for the replicas' parts (default: a new temporary folder)")
+    r.add_argument("--history", metavar="DIR", help="write the history there")
+    r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
+    r.add_argument("--show", nargs="*", choices=TABLES, default=TABLES[2:3] + TABLES[:1])
+    r.add_argument("--json", action="store_true")
+    t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
+    t.add_argument("--zk", required=True, metavar="HOST:PORT")
+    t.add_argument("--root", default=ROOT)
+    t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
+    t.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        return cmd_run(a) if a.cmd == "run" else cmd_tables(a)
+    except (UnknownSwitch, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
