@@ -189,6 +189,7 @@ class MemoryKeeper(Keeper):
 
     def multi(self, ops: list[Op]):
         self.ops["multi"] += 1
+        self.ops["multi_ops"] += len(ops)  # the entries a multi writes or checks, for benchmarks
         with self.ensemble.lock:
             self._live()
             trial = _Trial(self.ensemble.nodes)

@@ -87,6 +87,7 @@ class ZooKeeperKeeper(Keeper):
         return sorted(self._call("get_children", self.client.get_children, path))
 
     def multi(self, ops: list[Op]):
+        self.ops["multi_ops"] += len(ops)  # the entries a multi writes or checks, for benchmarks
         tx = self.client.transaction()
         for op in ops:
             check_path(op.path)
