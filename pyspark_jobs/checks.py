@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -99,20 +100,27 @@ def final_state(h: History) -> tuple[DataFrame, DataFrame]:
     return final, asg
 
 
-def violations(h: History) -> dict[str, DataFrame]:
-    """Each invariant's violating rows (empty when it holds)."""
+def violations(h: History, persisted: list | None = None) -> dict[str, DataFrame]:
+    """Each invariant's violating rows (empty when it holds). DataFrames persisted for reuse are
+    appended to `persisted`, for the caller to unpersist when done."""
+    persisted = [] if persisted is None else persisted
     final, asg = final_state(h)
     owners = asg.select("partition_id", F.explode("owners").alias("replica"))
     ok = h.inserts.filter(F.col("status") == "ok").select("partition_id", "row_id", "ack_step", "insert_id")
     written = h.inserts.filter(F.col("status").isin("ok", "unknown")).select("row_id").distinct()
     held = final.select("replica", "partition_id", "row_id")
-    held_once = held.distinct()
+    # Three checks join against the rows each replica holds: compute them once (spills to disk
+    # past memory, so any size works).
+    held_once = held.distinct().persist(StorageLevel.MEMORY_AND_DISK)
+    persisted.append(held_once)
     rf = h.run.select(F.max("replication_factor").alias("rf"))
 
     # OwnersCompleteInv: (owner, acknowledged row) pairs with the row absent on that owner; rows of
     # a partition with no assignment at all count too (replica null).
     expected = ok.join(owners, "partition_id", "left")
-    missing = expected.join(held_once, ["replica", "partition_id", "row_id"], "left_anti")
+    missing = expected.join(held_once, ["replica", "partition_id", "row_id"], "left_anti").persist(
+        StorageLevel.MEMORY_AND_DISK)  # reused by ReplicationFactorInv
+    persisted.append(missing)
     out = {"OwnersCompleteInv": missing.select("partition_id", "replica", "row_id", "insert_id")}
 
     out["NoDuplicateRowsInv"] = (held.groupBy("replica", "partition_id", "row_id").count()
@@ -162,11 +170,13 @@ def violations(h: History) -> dict[str, DataFrame]:
 
 def check(h: History, sample: int = 5) -> dict:
     """Run every invariant: {name: {holds, violations, sample, description}}."""
-    report = {}
-    for name, df in violations(h).items():
+    report, persisted = {}, []
+    for name, df in violations(h, persisted).items():
         df = df.cache()
         n = df.count()
         rows = [r.asDict(recursive=True) for r in df.limit(sample).collect()] if n else []
         df.unpersist()
         report[name] = {"holds": n == 0, "violations": n, "sample": rows, "description": DESCRIPTIONS[name]}
+    for df in persisted:
+        df.unpersist()
     return report

@@ -1,0 +1,107 @@
+"""The same invariants as checks.py in DuckDB SQL, single process: what a user might pick instead
+of Spark for a history that fits one machine. `make bench` runs both on the same data.
+
+    python -m pyspark_jobs.duckdb_check HISTORY_DIR   (prints JSON: violations per invariant)
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+# Parquet files or Spark's Parquet folders, both read by the glob.
+VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
+
+QUERIES = {
+    "OwnersCompleteInv": """
+        WITH ok AS (SELECT partition_id, row_id FROM inserts WHERE status = 'ok'),
+             expected AS (SELECT ok.partition_id, ok.row_id, o.replica FROM ok LEFT JOIN owners o USING (partition_id))
+        SELECT count(*) FROM expected e
+        WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.replica = e.replica AND h.partition_id = e.partition_id
+                          AND h.row_id = e.row_id)""",
+    "NoDuplicateRowsInv": """
+        SELECT count(*) FROM (SELECT replica, partition_id, row_id FROM final GROUP BY ALL HAVING count(*) > 1)""",
+    "QueryNoMissingInv": """
+        WITH ok AS (SELECT partition_id, row_id, ack_step FROM inserts WHERE status = 'ok'),
+             done AS (SELECT * FROM queries WHERE status = 'complete'),
+             asked AS (SELECT query_id, start_step, unnest(partitions_requested) AS partition_id FROM done
+                       WHERE partitions_requested IS NOT NULL
+                       UNION ALL
+                       SELECT query_id, start_step, p.partition_id FROM done,
+                              (SELECT DISTINCT partition_id FROM ok) p WHERE partitions_requested IS NULL),
+             owed AS (SELECT a.query_id, ok.partition_id, ok.row_id FROM asked a JOIN ok USING (partition_id)
+                      WHERE ok.ack_step < a.start_step)
+        SELECT count(*) FROM owed o WHERE NOT EXISTS (
+            SELECT 1 FROM query_rows r WHERE r.query_id = o.query_id AND r.partition_id = o.partition_id
+            AND r.row_id = o.row_id)""",
+    "QueryNoDuplicateInv": """
+        SELECT count(*) FROM (SELECT r.query_id, partition_id, row_id FROM query_rows r
+                              JOIN queries q ON q.query_id = r.query_id AND q.status = 'complete'
+                              GROUP BY ALL HAVING count(*) > 1)""",
+    "ReplicationFactorInv": """
+        WITH ok AS (SELECT partition_id, row_id FROM inserts WHERE status = 'ok'),
+             incomplete AS (SELECT DISTINCT o.partition_id, o.replica FROM ok JOIN owners o USING (partition_id)
+                            WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.replica = o.replica
+                                              AND h.partition_id = ok.partition_id AND h.row_id = ok.row_id)),
+             complete AS (SELECT partition_id, count(*) AS n FROM owners o
+                           WHERE NOT EXISTS (SELECT 1 FROM incomplete i WHERE i.partition_id = o.partition_id
+                                             AND i.replica = o.replica) GROUP BY partition_id)
+        SELECT count(*) FROM (SELECT DISTINCT partition_id FROM ok) p LEFT JOIN complete c USING (partition_id)
+        WHERE coalesce(c.n, 0) < (SELECT max(replication_factor) FROM run)""",
+    "NoForeignPartsInv": """
+        WITH allowed AS (SELECT partition_id, replica FROM owners
+                         UNION SELECT partition_id, leaving_replica FROM asg WHERE leaving_replica IS NOT NULL)
+        SELECT count(*) FROM (SELECT DISTINCT replica, partition_id FROM final) f
+        WHERE NOT EXISTS (SELECT 1 FROM allowed a WHERE a.replica = f.replica AND a.partition_id = f.partition_id)""",
+    "AmbiguousInsertAtomicInv": """
+        WITH u AS (SELECT insert_id, partition_id, row_id FROM inserts WHERE status = 'unknown'),
+             sizes AS (SELECT insert_id, count(*) AS n FROM u GROUP BY insert_id),
+             present AS (SELECT u.insert_id, o.replica, count(*) AS n FROM u JOIN owners o USING (partition_id)
+                         JOIN held h ON h.replica = o.replica AND h.partition_id = u.partition_id
+                         AND h.row_id = u.row_id GROUP BY ALL)
+        SELECT count(*) FROM present p JOIN sizes s USING (insert_id) WHERE p.n <> s.n""",
+    "NoPhantomRowsInv": """
+        WITH written AS (SELECT DISTINCT row_id FROM inserts WHERE status IN ('ok', 'unknown'))
+        SELECT count(*) FROM (SELECT row_id FROM held UNION ALL SELECT row_id FROM query_rows) x
+        WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.row_id = x.row_id)""",
+}
+
+
+def _source(folder: Path, table: str) -> str:
+    p = folder / f"{table}.parquet"
+    return f"'{p}/*.parquet'" if p.is_dir() else f"'{p}'"
+
+
+def check(folder: str | Path, threads: int = 2) -> dict:
+    import duckdb
+    folder = Path(folder)
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    for t in VIEWS:
+        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({_source(folder, t)})")
+    con.execute("CREATE VIEW final AS SELECT * FROM parts WHERE snapshot_step = (SELECT max(snapshot_step) FROM parts)")
+    con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
+                "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")
+    con.execute("CREATE VIEW owners AS SELECT partition_id, unnest(owners) AS replica FROM asg")
+    con.execute("CREATE TABLE held AS SELECT DISTINCT replica, partition_id, row_id FROM final")
+    return {name: con.execute(sql).fetchone()[0] for name, sql in QUERIES.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m pyspark_jobs.duckdb_check HISTORY_DIR", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    counts = check(argv[0])
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"violations": counts, "seconds": round(time.perf_counter() - t0, 2),
+                      "peak_rss_mib": round(peak_kib / 1024)}))
+    return 0 if not any(counts.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
