@@ -108,8 +108,10 @@ class Allocation:
 
 
 def replica_choose_owners(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
-                          bugs: frozenset[str] = frozenset(), rng: random.Random | None = None) -> Allocation:
-    """ReplicaChooseOwners: list active replicas, count their partitions, pick the RF least loaded."""
+                          bugs: frozenset[str] = frozenset(), rng: random.Random | None = None,
+                          owners: tuple[str, ...] | None = None) -> Allocation:
+    """ReplicaChooseOwners: list active replicas, count their partitions, pick the RF least loaded.
+    `owners` forces one of the choices the spec allows (conformance replay); any other is refused."""
     active = active_replicas(keeper, layout)
     if replica not in active:
         raise GuardFailed("ReplicaChooseOwners", f"replica {replica!r} is not active")
@@ -123,6 +125,14 @@ def replica_choose_owners(keeper: Keeper, layout: Layout, replica: str, partitio
     order = sorted(active)
     (rng or random.Random(0)).shuffle(order)
     chosen = sorted(order, key=lambda r: load.get(r, 0))[:rf]
+    if owners is not None:
+        want = min(rf, len(active))
+        left_out = set(active) - set(owners)
+        if (len(set(owners)) != want or not set(owners) <= set(active)
+                or any(load.get(x, 0) > load.get(y, 0) for x in owners for y in left_out)):
+            raise GuardFailed("ReplicaChooseOwners", f"{sorted(owners)} are not {want} least-loaded active replicas "
+                                                     f"(loads {load}, active {active})")
+        chosen = list(owners)
     return Allocation(replica, partition, tuple(sorted(chosen)))
 
 

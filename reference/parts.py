@@ -73,6 +73,16 @@ class PartStore:
     def _path(self, name: PartName) -> Path:
         return self.folder / f"{name}.part"
 
+    def load_state(self) -> dict:
+        """What the replica applied that must survive a restart (metadata version, drop points)."""
+        path = self.folder / "replica_state.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def save_state(self, state: dict) -> None:
+        tmp = self.folder / ".tmp_replica_state.json"
+        tmp.write_text(json.dumps(state, sort_keys=True))
+        os.replace(tmp, self.folder / "replica_state.json")
+
     def names(self, partition: str | None = None) -> list[PartName]:
         if partition is not None:
             return sorted(self._index.get(partition, ()))

@@ -43,6 +43,15 @@ class Replica:
     _log_listing: list[str] = field(default_factory=list, repr=False)
     _ptr: tuple[int, int] | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
+        state = self.store.load_state()
+        self.metadata_version = state.get("metadata_version", self.metadata_version)
+        self.dropped = {**state.get("dropped", {}), **self.dropped}
+
+    def _save_state(self) -> None:
+        self.store.save_state({"metadata_version": self.metadata_version, "dropped": self.dropped})
+
     # --- ReplicaRefreshCache -------------------------------------------------------------
     def replica_refresh_cache(self, partition: str) -> Assignment | None:
         a = read_assignment(self.keeper, self.layout, partition)
@@ -174,6 +183,7 @@ class Replica:
         entry = json.loads(self.keeper.get(path)[0])
         if entry["type"] in GLOBAL_TYPES:
             self.metadata_version += 1
+            self._save_state()
             self.keeper.delete(path)
             return "applied"
         if entry["type"] in ("MUTATE_PART", "DROP_RANGE"):
@@ -232,6 +242,7 @@ class Replica:
                                    Create(f"{self.layout.parts(self.name)}/{new}", b"")])
         if entry["type"] == "DROP_RANGE":
             self.dropped[p] = max(self.dropped.get(p, -1), entry["max_block"])
+            self._save_state()
         self.keeper.delete(path)
         return "applied"
 
@@ -280,3 +291,10 @@ def client_drop_partition(keeper: Keeper, layout: Layout, partition: str) -> int
     entry = {"type": "DROP_RANGE", "partition": partition, "max_block": upto, "assignment_version": a.version}
     keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)
     return upto
+
+
+def client_alter_metadata(keeper: Keeper, layout: Layout, change: str) -> None:
+    """ALTER TABLE ... MODIFY/ADD COLUMN: a global ALTER_METADATA entry every replica applies,
+    whatever it owns (the RFC's "always process")."""
+    entry = {"type": "ALTER_METADATA", "change": change}
+    keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)

@@ -1,0 +1,85 @@
+"""The spec's actions, listed once: name, parameters (with the constant each ranges over in
+Next), and the reference step that implements it. tests/conformance/test_transitions.py checks
+this list against the TLA+ modules (same names, same arity, every action of Next listed) and
+against the reference (every step exists, named as the action in snake_case where it is a
+function of its own).
+
+The Hypothesis state machines (conformance/machines.py) are generated from this list.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Transition:
+    module: str                 # the TLA+ module (spec/{module}.tla)
+    name: str                   # the action's name in the module
+    params: tuple[str, ...]     # the constant each parameter ranges over in Next, in order
+    reference: str              # "module:attribute" of the reference step
+    note: str = ""              # when the step has another name, why
+
+    @property
+    def snake(self) -> str:
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.name).lower()
+
+    def resolve(self):
+        mod, _, attr = self.reference.partition(":")
+        obj = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
+R, P, I, Q = "Replicas", "Partitions", "Inserts", "Queries"
+
+TRANSITIONS = [
+    # spec/Assignment.tla: the allocation race in detail.
+    Transition("Assignment", "ReplicaChooseOwners", (R, P), "reference.assignment:replica_choose_owners"),
+    Transition("Assignment", "ReplicaCreateAssignment", (R,), "reference.assignment:replica_create_assignment"),
+    Transition("Assignment", "ReplicaAdoptAssignment", (R,), "reference.assignment:replica_adopt_assignment"),
+    Transition("Assignment", "ReplicaSessionExpire", (R,), "reference.keeper.memory:MemoryEnsemble.expire",
+               "Keeper's session expiry; the replica's in-memory allocation goes with it"),
+    Transition("Assignment", "ReplicaRestart", (R,), "reference.registration:register_replica",
+               "a new session registers is_active again"),
+    # spec/SelectiveReplication.tla: the whole protocol.
+    Transition("SelectiveReplication", "ReplicaPullLog", (R,), "reference.replica:Replica.replica_pull_log"),
+    Transition("SelectiveReplication", "ReplicaExecuteEntry", (R,), "reference.replica:Replica.replica_execute_entry"),
+    Transition("SelectiveReplication", "ReplicaCrash", (R,), "reference.cluster:Cluster.crash_replica",
+               "the session closes; disk and Keeper survive"),
+    Transition("SelectiveReplication", "ReplicaRestart", (R,), "reference.cluster:Cluster.add_replica",
+               "registers and loads the map before serving (F9)"),
+    Transition("SelectiveReplication", "ReplicaRefreshCache", (R, P), "reference.replica:Replica.replica_refresh_cache"),
+    Transition("SelectiveReplication", "ReplicaSelectMerge", (R, P), "reference.replica:Replica.replica_select_merge"),
+    Transition("SelectiveReplication", "ClientSendInsert", (I, R), "reference.cluster:Cluster.insert",
+               "the client's send, retries and outcome; client_send_insert without the history"),
+    Transition("SelectiveReplication", "ReplicaAllocate", (R, I), "reference.assignment:replica_allocate"),
+    Transition("SelectiveReplication", "ReplicaForwardInsert", (R, I), "reference.insert:replica_forward_insert"),
+    Transition("SelectiveReplication", "ReplicaWriteInsert", (R, I), "reference.replica:Replica.replica_write_insert"),
+    Transition("SelectiveReplication", "ClientStartQuery", (Q, R), "reference.query:client_start_query"),
+    Transition("SelectiveReplication", "ClientReceiveAck", (I,), "reference.cluster:Cluster.insert",
+               "the status 'ok' of the sub-block"),
+    Transition("SelectiveReplication", "ClientTimeout", (I,), "reference.cluster:Cluster.insert",
+               "the status 'unknown' (InsertOutcomeUnknown) of the sub-block"),
+    Transition("SelectiveReplication", "ClientQueryFails", (Q,), "reference.query:client_query_fails"),
+    Transition("SelectiveReplication", "ReplicaReadPartition", (Q, P), "reference.query:replica_read_partition"),
+    Transition("SelectiveReplication", "ClientAlterMetadata", (), "reference.replica:client_alter_metadata"),
+    Transition("SelectiveReplication", "ClientMutatePartition", (P,), "reference.replica:client_mutate_partition"),
+    Transition("SelectiveReplication", "ClientDropPartition", (P,), "reference.replica:client_drop_partition"),
+    Transition("SelectiveReplication", "ReplicaCloneFetch", (P,), "reference.migration:replica_clone_fetch"),
+    Transition("SelectiveReplication", "CoordinatorSwitch", (P,), "reference.migration:coordinator_switch"),
+    Transition("SelectiveReplication", "ReplicaCleanup", (P,), "reference.migration:replica_cleanup"),
+    Transition("SelectiveReplication", "CoordinatorCancel", (P,), "reference.migration:coordinator_cancel"),
+    Transition("SelectiveReplication", "ReplicaTakeOverMigration", (P, R),
+               "reference.migration:replica_take_over_migration"),
+    Transition("SelectiveReplication", "AdminReassign", (P, R, R), "reference.migration:admin_reassign"),
+    Transition("SelectiveReplication", "AdminRebalance", (P, R, R), "reference.rebalance:system_rebalance",
+               "one planned move of SYSTEM REBALANCE"),
+]
+
+
+def of_module(module: str) -> list[Transition]:
+    return [t for t in TRANSITIONS if t.module == module]

@@ -1,0 +1,40 @@
+"""The transition list agrees with the TLA+ modules and with the reference."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance.transitions import TRANSITIONS, of_module
+
+SPEC = Path(__file__).resolve().parents[2] / "spec"
+
+
+def next_actions(module: str) -> dict[str, int]:
+    """Action name -> arity, for every action Next calls, read from the module text."""
+    text = (SPEC / f"{module}.tla").read_text()
+    body = text.split("\nNext ==", 1)[1].split("\n\n", 1)[0]
+    body = re.sub(r"\\in\s+[A-Z][A-Za-z]+", "", body)  # the sets quantified over are not actions
+    calls = re.findall(r"\b([A-Z][A-Za-z]+)(?:\(([^()]*)\))?", body)
+    defined = dict(re.findall(r"^([A-Z][A-Za-z]+)(?:\(([^()]*)\))? ==", text, re.M))
+    out = {}
+    for name, _ in calls:
+        if name in defined and name != "Next":
+            args = defined[name]
+            out[name] = len([a for a in args.split(",") if a.strip()]) if args else 0
+    return out
+
+
+@pytest.mark.parametrize("module", ["Assignment", "SelectiveReplication"])
+def test_the_list_is_the_modules_next(module):
+    spec = next_actions(module)
+    listed = {t.name: len(t.params) for t in of_module(module)}
+    assert listed == spec
+
+
+@pytest.mark.parametrize("t", TRANSITIONS, ids=lambda t: f"{t.module}.{t.name}")
+def test_every_reference_step_exists_and_is_named_after_its_action(t):
+    step = t.resolve()
+    assert callable(step)
+    if not t.note:
+        assert step.__name__ == t.snake
