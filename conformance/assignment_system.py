@@ -10,6 +10,7 @@ compared with come from Keeper.
 
 from __future__ import annotations
 
+import copy
 from itertools import combinations
 
 from harness.tlc.values import Fn, ModelValue
@@ -105,6 +106,13 @@ class AssignmentSystem:
     def step(self, action: str, params: tuple) -> None:
         r = params[0]
         keeper = self.sessions[r]
+        # The replica's process holds one allocation at a time, and a crashed process does nothing.
+        if action == "ReplicaChooseOwners" and self.alloc[r] is not None:
+            raise GuardFailed(action, f"{r} is in the middle of an allocation")
+        if action in ("ReplicaCreateAssignment", "ReplicaAdoptAssignment") and self.alloc[r] is None:
+            raise GuardFailed(action, f"{r} has chosen no owners")
+        if action == "ReplicaSessionExpire" and r not in self.active():
+            raise GuardFailed(action, f"{r} has no live session")
         if action == "ReplicaChooseOwners":
             _, p, owners = params
             self.alloc[r] = replica_choose_owners(keeper, LAYOUT, r, PARTITION_IDS[p], self.rf, self.bugs,
@@ -161,6 +169,39 @@ class AssignmentSystem:
             "NoPartitionEverAssignedFalseInv": all(asg[p]["version"] == ABSENT for p in asg),
         }
 
+    # --- trying a step and taking it back ---------------------------------------------------
+    def snapshot(self):
+        return (self.ensemble.snapshot(), dict(self.sessions), {r: copy.copy(a) for r, a in self.alloc.items()},
+                dict(self.based_on), set(self.routed))
+
+    def restore(self, snap) -> None:
+        tree, sessions, alloc, based_on, routed = snap
+        self.ensemble.restore(tree)
+        self.sessions, self.alloc = dict(sessions), {r: copy.copy(a) for r, a in alloc.items()}
+        self.based_on, self.routed = dict(based_on), set(routed)
+
+    def domain(self, action: str) -> list[tuple]:
+        """Every parameter tuple of an action over the model's constants."""
+        if action == "ReplicaChooseOwners":
+            subsets = [s for k in range(1, self.rf + 1) for s in combinations(self.replicas, k)]
+            return [(r, p, s) for r in self.replicas for p in self.partitions for s in subsets]
+        return [(r,) for r in self.replicas]
+
+    def accepted(self, action: str) -> list[tuple]:
+        """The instances the reference takes here (each tried, then taken back)."""
+        out = []
+        for params in self.domain(action):
+            snap = self.snapshot()
+            try:
+                self.step(action, params)
+                out.append(params)
+            except Exception as e:
+                if not refused(e):
+                    raise
+            finally:
+                self.restore(snap)
+        return out
+
     def close(self) -> None:
         for k in [self.admin, *self.sessions.values()]:
             try:
@@ -170,4 +211,6 @@ class AssignmentSystem:
 
 
 def refused(e: Exception) -> bool:
-    return isinstance(e, (GuardFailed, AlreadyAssigned))
+    from reference.keeper import SessionExpiredError
+    from reference.registration import RegistrationError
+    return isinstance(e, (GuardFailed, AlreadyAssigned, SessionExpiredError, RegistrationError))

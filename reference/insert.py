@@ -48,8 +48,8 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: st
     out = {} if out is None else out
     for partition, sub in sorted(table.split_by_partition(rows).items()):
         if partition not in receiver.cache:
-            receiver.cache[partition] = replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
-                                                 table.replication_factor, receiver.bugs, rng)
+            receiver.learn(partition, replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
+                                                       table.replication_factor, receiver.bugs, rng))
         writer = receiver
         if receiver.name not in receiver.cache[partition].owners:
             writer = replica_forward_insert(receiver, partition, replicas, rng)

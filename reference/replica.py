@@ -58,6 +58,11 @@ class Replica:
         if a is None:
             self.cache.pop(partition, None)
             return None
+        return self.learn(partition, a)
+
+    def learn(self, partition: str, a: Assignment) -> Assignment:
+        """Put an assignment read from Keeper into the map (a refresh, or an allocation's result)
+        and publish the version when it changed."""
         old = self.cache.get(partition)
         self.cache[partition] = a
         if old is None or old.version != a.version:
@@ -236,7 +241,7 @@ class Replica:
             if entry["type"] == "DROP_RANGE" and name.max_block <= entry["max_block"]:
                 self.keeper.delete(f"{self.layout.parts(self.name)}/{name}")
                 self.store.remove(name)
-            elif entry["type"] == "MUTATE_PART" and name.mutation < entry["mutation"]:
+            elif entry["type"] == "MUTATE_PART" and name.mutation < entry["mutation"] and name.min_block < entry["block"]:
                 new = self.store.mutate(name, entry["mutation"], lambda r: {**r, **entry["set"]})
                 self.keeper.multi([Delete(f"{self.layout.parts(self.name)}/{name}"),
                                    Create(f"{self.layout.parts(self.name)}/{new}", b"")])
@@ -277,8 +282,11 @@ def client_mutate_partition(keeper: Keeper, layout: Layout, partition: str, muta
     a = read_assignment(keeper, layout, partition)
     if a is None:
         raise GuardFailed("ClientMutatePartition", f"partition {partition} is not assigned")
+    # The mutation takes a block number, as in ClickHouse: it applies to parts with data from
+    # before it (a lower block), and parts inserted after it are born mutated.
+    block = next_block_number(keeper, layout, partition)
     entry = {"type": "MUTATE_PART", "partition": partition, "mutation": mutation, "set": set_values,
-             "assignment_version": a.version}
+             "block": block, "assignment_version": a.version}
     keeper.create(f"{layout.log}/log-", json.dumps(entry).encode(), sequential=True)
 
 

@@ -85,8 +85,13 @@ Entry(type, p, part, v, k) == [type |-> type, p |-> p, part |-> part, v |-> v, k
 NoPart == [p |-> None, b |-> {}, mv |-> 0]
 Max(S) == CHOOSE m \in S : \A n \in S : n <= m
 IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
-\* Mutations of p that r's log_pointer has passed.
-PassedMutations(r, p) == Cardinality({k \in 1..ptr[r] : IsMutationOf(k, p)})
+\* The mutation number part x must have reached on r: that of the last MUTATE of its partition
+\* r's log_pointer has passed that was issued after one of x's blocks. A part whose blocks all
+\* came after a mutation was born mutated (block number = log index; ClickHouse compares a
+\* part's data version with the mutation's block number the same way).
+MutationsOwed(r, x) ==
+    LET ks == {k \in 1..ptr[r] : IsMutationOf(k, x.p) /\ \E blk \in x.b : blk[2] < k}
+    IN IF ks = {} THEN 0 ELSE log[Max(ks)].part.mv
 
 \* DROP_RANGE of p at log index k removes p's blocks numbered below k (block number = log
 \* index of the commit). DropPoint is the highest such k among the given indices, 0 if none.
@@ -569,11 +574,12 @@ QueryNoMissingInv ==
 QueryNoDuplicateInv ==
     \A q \in Queries : qry[q].st = "done" => ~qry[q].dup
 
-\* A keeper never holds a part older than a mutation it has passed in the log, unless a
-\* mutation of that partition is still pending in its queue: replicas converge on mutations.
+\* A keeper never holds a part older than a mutation it has passed in the log and that was
+\* issued after the part's data, unless a mutation of that partition is still pending in its
+\* queue: replicas converge on mutations.
 MutationsAppliedInv ==
     \A r \in Replicas : \A x \in parts[r] :
-        r \in Keepers(asg[x.p]) => x.mv >= PassedMutations(r, x.p) \/ MutationPending(r, x.p)
+        r \in Keepers(asg[x.p]) => x.mv >= MutationsOwed(r, x) \/ MutationPending(r, x.p)
 
 \* A keeper never holds blocks that a DROP_RANGE it has passed removed, unless a drop of that
 \* partition is still pending in its queue: dropped rows do not come back.

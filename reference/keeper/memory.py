@@ -59,6 +59,20 @@ class MemoryEnsemble:
             self.live_sessions.add(sid)
         return MemoryKeeper(self, sid)
 
+    def snapshot(self):
+        """The whole tree and the live sessions, to restore() later (conformance tries a step
+        and takes it back, to learn whether the reference would take it)."""
+        with self.lock:
+            return ({k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq)
+                     for k, n in self.nodes.items()}, set(self.live_sessions))
+
+    def restore(self, snap) -> None:
+        nodes, live = snap
+        with self.lock:
+            self.nodes = {k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq)
+                          for k, n in nodes.items()}
+            self.live_sessions = set(live)
+
     def expire(self, session_id: int) -> None:
         """Expire a session: its ephemeral nodes are deleted, its client gets SessionExpiredError."""
         with self.lock:

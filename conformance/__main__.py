@@ -1,0 +1,179 @@
+"""`make conformance`: the spec and the reference held to each other.
+
+    python -m conformance [--profile ci|dev|thorough] [--report FILE]
+    python -m conformance replay FILE      run a recorded failing sequence again
+
+Stages, each printed with its figures:
+  1. state-graph replay of the Assignment models (every edge; broken variants on the reference
+     with the same switch, the spec's invariants checked on the reference's states);
+  2. the Assignment state machine against the model's state graph: fixed must pass, each switch
+     must be caught;
+  3. the whole-protocol state machine: fixed must pass; each switch of SelectiveReplication.tla
+     tried, with time to first failure and the failing sequence's length (caught or not within
+     the profile's budget, reported either way).
+Exit 1 when a fixed run fails, a replay mismatches, or a switch the profile requires is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+ROOT = Path(__file__).resolve().parents[1]
+FAILURES = ROOT / "build" / "conformance"
+
+ASSIGNMENT_MODELS = ["MCAssignment.cfg", "MCAssignment_allow_short_assignment.cfg", "MCAssignment_blind_write.cfg",
+                     "MCAssignment_blind_write_routing.cfg"]
+PROTOCOL_SWITCHES = ["filter_with_stale_cache", "clone_from_source_only", "insert_without_assignment_check",
+                     "route_to_clone_target", "source_stops_at_switch", "cancel_drops_target_at_once",
+                     "clone_ignores_skipped_entries", "serve_before_map_loaded", "switch_without_catchup",
+                     "cleanup_no_delay", "filter_skips_global", "no_dedup"]
+
+
+def run_machine(machine, prof: settings, shrink: bool) -> dict:
+    """Run a state machine; on failure the sequence Hypothesis reports (shrunk when `shrink`)."""
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
+    t0 = time.perf_counter()
+    try:
+        run_state_machine_as_test(machine, settings=settings(prof, phases=phases, print_blob=False))
+    except BaseException as e:  # noqa: BLE001 - a failing run is the result
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        notes = "\n".join(getattr(e, "__notes__", []))
+        steps = [line for line in notes.splitlines() if line and not line.startswith(("state.", "Failing", "Explanation",
+                                                                                     " ", "state ="))]
+        first = e.exceptions[0] if isinstance(e, BaseExceptionGroup) else e
+        return {"failed": True, "error": f"{type(first).__name__}: {str(first)[:200]}", "steps": steps,
+                "seconds": round(time.perf_counter() - t0, 1)}
+    return {"failed": False, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def stage_replay(profile: str, out: dict) -> bool:
+    from .replay import replay
+    ok = True
+    for cfg in ASSIGNMENT_MODELS:
+        fixed = cfg == "MCAssignment.cfg"
+        r = replay("Assignment", cfg, progress=None, failure_file=FAILURES / f"replay-{cfg}.json",
+                   stop_at_violation=not fixed and profile != "thorough").as_dict()
+        good = r["mismatch"] is None and (r["violation"] is None if fixed else r["violation"] is not None)
+        if fixed:
+            good &= r["coverage"] == 1.0
+        ok &= good
+        out.setdefault("replay", []).append(r)
+        what = (f"violates {r['violation']['invariant']} after {len(r['violation']['steps'])} steps, "
+                f"{r['violation']['seconds_to_first']} s" if r["violation"] else "no invariant violated")
+        print(f"  replay {cfg}: {r['covered']}/{r['edges']} edges ({r['coverage']:.0%}), {r['transitions']} transitions, "
+              f"{r['paths']} paths, {r['seconds']} s; {what}; "
+              f"{'mismatch: ' + r['mismatch'] if r['mismatch'] else 'no mismatch'} -> {'ok' if good else 'FAILED'}")
+    return ok
+
+
+def stage_assignment_machine(prof: settings, out: dict) -> bool:
+    from .machines import assignment_machine
+    from .stategraph import dump
+    graph = dump("MCAssignment.cfg")
+    ok = True
+    for bugs in (frozenset(), frozenset({"blind_write"}), frozenset({"allow_short_assignment"})):
+        counts = Counter()
+        res = run_machine(assignment_machine(bugs, graph, counts), prof, shrink=True)
+        good = res["failed"] == bool(bugs)
+        ok &= good
+        res.update(bugs=sorted(bugs), rule_counts=dict(counts))
+        out.setdefault("assignment_machine", []).append(res)
+        print(f"  Assignment machine {sorted(bugs) or '(fixed)'}: {'caught: ' + res['error'] if res['failed'] else 'passed'}"
+              f" ({len(res.get('steps', []))} steps, {res['seconds']} s) -> {'ok' if good else 'FAILED'}")
+        if not bugs:
+            _print_counts(counts, {}, ["ReplicaChooseOwners", "ReplicaCreateAssignment", "ReplicaAdoptAssignment",
+                                       "ReplicaSessionExpire", "ReplicaRestart"])
+    return ok
+
+
+def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
+    from .machines import protocol_machine
+    from .transitions import of_module
+    counts, refusals = Counter(), Counter()
+    res = run_machine(protocol_machine(counts=counts, refusals=refusals), prof, shrink=True)
+    ok = not res["failed"]
+    res.update(rule_counts=dict(counts), refusals=dict(refusals))
+    out["protocol_fixed"] = res
+    print(f"  protocol machine (fixed): {'FAILED: ' + res['error'] if res['failed'] else 'passed'} ({res['seconds']} s)")
+    if res["failed"]:
+        print("    " + "\n    ".join(res["steps"]))
+    _print_counts(counts, refusals, [t.name for t in of_module("SelectiveReplication")])
+    switches = PROTOCOL_SWITCHES if profile != "ci" else []
+    table = []
+    for bug in switches:
+        r = run_machine(protocol_machine(frozenset({bug})), prof, shrink=profile == "thorough")
+        table.append({"switch": bug, **r})
+        print(f"  protocol machine with {bug}: "
+              + (f"caught in {r['seconds']} s, {len(r['steps'])} steps: {r['error'][:100]}" if r["failed"]
+                 else f"not caught in {r['seconds']} s"), flush=True)
+    out["protocol_switches"] = table
+    return ok
+
+
+def _print_counts(counts: Counter, refusals: Counter, names: list[str]) -> None:
+    never = [n for n in names if not counts[n]]
+    print("    steps per rule: " + ", ".join(f"{n} {counts[n]}" + (f" (+{refusals[n]} refused)" if refusals[n] else "")
+                                             for n in names if counts[n]))
+    if never:
+        print(f"    rules that never fired: {', '.join(never)}")
+
+
+def replay_file(path: str) -> int:
+    from .replay import model_constants, run_steps
+    rec = json.loads(Path(path).read_text())
+    steps = [(a, tuple(tuple(x) if isinstance(x, list) else x for x in p)) for a, p in rec["steps"]]
+    constants = model_constants(rec["cfg"])
+    mismatch, violated = run_steps(rec["module"], constants, steps, None, frozenset(rec["bugs"]))
+    for i, (a, p) in enumerate(steps, 1):
+        print(f"  {i}. {a}{p}")
+    print(mismatch.describe() if mismatch else "the reference takes every step")
+    return 1 if mismatch else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["replay"]:
+        if len(argv) != 2:
+            print("usage: python -m conformance replay FILE", file=sys.stderr)
+            return 2
+        return replay_file(argv[1])
+    ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
+    ap.add_argument("--report")
+    a = ap.parse_args(argv)
+    os.environ["CONFORMANCE_PROFILE"] = a.profile
+    from .machines import profile
+    prof = profile()
+    out: dict = {"profile": a.profile}
+    t0 = time.perf_counter()
+    print("conformance 1/3: state-graph replay (Assignment)", flush=True)
+    ok = stage_replay(a.profile, out)
+    print("conformance 2/3: Assignment state machine against the state graph", flush=True)
+    ok &= stage_assignment_machine(prof, out)
+    print("conformance 3/3: whole-protocol state machine", flush=True)
+    ok &= stage_protocol(prof, a.profile, out)
+    fixed = out["replay"][0]
+    caught = sum(1 for r in out["protocol_switches"] if r["failed"])
+    out["summary"] = (f"replay {fixed['covered']}/{fixed['edges']} edges of MCAssignment, "
+                      f"{sum(r['transitions'] for r in out['replay'])} transitions; protocol machine "
+                      f"{'passed' if not out['protocol_fixed']['failed'] else 'FAILED'}"
+                      + (f"; {caught}/{len(out['protocol_switches'])} protocol switches caught" if out["protocol_switches"] else ""))
+    print(f"{out['summary']} ({time.perf_counter() - t0:.0f} s)")
+    if a.report:
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.report).write_text(json.dumps(out, indent=1, default=str))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

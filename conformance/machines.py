@@ -1,0 +1,194 @@
+"""Hypothesis state machines generated from the transition list (conformance/transitions.py):
+one rule per spec action, with the action's name, its parameters drawn from the model's
+constants, and its guard as a precondition; one invariant per spec invariant, same name.
+
+Assignment (spec/Assignment.tla): the precondition is "the reference accepts some instance here"
+(each instance tried and taken back), and the rule takes one of those. With the model's state
+graph loaded, every step must be an edge of it (state, action, next state), and the instances
+the reference accepts must be exactly the spec's out-edges: guards agree in both directions.
+
+Whole protocol (spec/SelectiveReplication.tla): the precondition is the spec's guard read through
+the reference's state (conformance/protocol_system.py `enabled`), and the rule takes one enabled
+instance. Should the reference still refuse it (GuardFailed), that is counted and reported, and
+the refused step must leave Keeper, every disk and every map as they were. The spec's invariants
+are evaluated on the reference's state after each step.
+
+Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from hypothesis import HealthCheck, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from .assignment_system import AssignmentSystem
+from .protocol_system import REFUSED, ProtocolSystem, enabled
+from .transitions import of_module
+
+settings.register_profile("ci", max_examples=40, stateful_step_count=40, deadline=None, derandomize=True,
+                          suppress_health_check=list(HealthCheck), print_blob=False)
+settings.register_profile("dev", max_examples=200, stateful_step_count=50, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+settings.register_profile("thorough", max_examples=1000, stateful_step_count=80, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+
+
+def profile() -> settings:
+    name = os.environ.get("CONFORMANCE_PROFILE", "dev")
+    if name not in ("ci", "dev", "thorough"):
+        raise ValueError(f"CONFORMANCE_PROFILE must be ci, dev or thorough, not {name!r}")
+    return settings.get_profile(name)
+
+
+class ConformanceFailure(AssertionError):
+    """The reference did something the spec does not allow, or broke a spec invariant."""
+
+
+# --- Assignment ------------------------------------------------------------------------------
+ASSIGNMENT_INVARIANTS = ("TypeOKInv", "AssignmentChangesOnlyByCASInv", "ReplicationFactorInv", "RoutedToOwnersInv")
+
+
+def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = None):
+    """`graph`: the TLC state graph of the model with the same constants and switches (or None)."""
+    counts = Counter() if counts is None else counts
+    index = None
+    if graph is not None:  # state -> node, node -> {(action, params)} of its out-edges
+        index = {_freeze(d["state"]): n for n, d in graph.nodes(data=True)}
+        outs = {}
+        for u, v, k in graph.edges(keys=True):
+            a = graph.edges[u, v, k]["action"]
+            outs.setdefault(u, set()).add((a, AssignmentSystem.infer_params(a, graph.nodes[u]["state"],
+                                                                            graph.nodes[v]["state"]), v))
+
+    class AssignmentMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.system = AssignmentSystem(bugs=bugs)
+            self._accepted = {}
+
+        def teardown(self):
+            self.system.close()
+
+        def accepted(self, action):
+            if action not in self._accepted:
+                self._accepted[action] = self.system.accepted(action)
+            return self._accepted[action]
+
+        def take(self, action, choice):
+            options = self.accepted(action)
+            params = options[choice % len(options)]
+            before = self.system.abstract()
+            if index is not None:
+                node = index.get(_freeze(before))
+                if node is None:
+                    raise ConformanceFailure(f"the reference reached a state outside the spec's graph: {before}")
+                spec = {(a, p) for a, p, _ in outs.get(node, ())}
+                ref = {(a, p) for a in AssignmentSystem.ACTIONS for p in self.accepted(a)}
+                if spec != ref:
+                    raise ConformanceFailure(f"guards disagree here: spec only {sorted(spec - ref)}, "
+                                             f"reference only {sorted(ref - spec)}")
+            self.system.step(action, params)
+            self._accepted = {}
+            counts[action] += 1
+            if index is not None:
+                after = index.get(_freeze(self.system.abstract()))
+                if not any(a == action and p == params and v == after for a, p, v in outs.get(node, ())):
+                    raise ConformanceFailure(f"{action}{params} is not an edge of the spec's graph")
+
+    for t in of_module("Assignment"):
+        def make(name):
+            def step(self, choice):
+                self.take(name, choice)
+            _name(step, name)
+            return precondition(lambda self: bool(self.accepted(name)))(rule(choice=st.integers(0, 255))(step))
+        setattr(AssignmentMachine, t.name, make(t.name))
+
+    for name in ASSIGNMENT_INVARIANTS:
+        def make_inv(name):
+            def check(self):
+                holds = AssignmentSystem.invariants(self.system.abstract(), self.system.rf)[name]
+                if not holds:
+                    raise ConformanceFailure(f"{name} violated")
+            _name(check, name)
+            return invariant()(check)
+        setattr(AssignmentMachine, name, make_inv(name))
+    return AssignmentMachine
+
+
+def _name(fn, name: str) -> None:
+    """Rules and invariants carry the spec's names (Hypothesis prints them in failing runs)."""
+    fn.__name__ = fn.__qualname__ = name
+
+
+def _freeze(state: dict):
+    return frozenset(state.items())
+
+
+# --- the whole protocol ------------------------------------------------------------------------
+PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "QueryNoMissingInv",
+                       "QueryNoDuplicateInv", "NoDuplicateRowsInv", "CleanupSafeInv", "NoForeignPartsInv",
+                       "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv")
+
+
+def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts: Counter | None = None,
+                     refusals: Counter | None = None):
+    counts = Counter() if counts is None else counts
+    refusals = Counter() if refusals is None else refusals
+
+    class ProtocolMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.system = ProtocolSystem(bugs=bugs, block_during_clone=block_during_clone)
+            self._inv = None
+            self._enabled = {}
+
+        def enabled(self, name):
+            if name not in self._enabled:
+                self._enabled[name] = enabled(self.system, name)
+            return self._enabled[name]
+
+        def teardown(self):
+            self.system.close()
+
+        def take(self, name, params):
+            before = self.system.fingerprint()
+            try:
+                self.system.step(name, params)
+            except REFUSED:
+                refusals[name] += 1
+                if self.system.fingerprint() != before:
+                    raise ConformanceFailure(f"{name}{params} was refused but changed the state") from None
+                return
+            counts[name] += 1
+            self._inv = None
+            self._enabled = {}
+
+        def holds(self, name):
+            if self._inv is None:
+                self._inv = self.system.invariants()
+            return self._inv[name]
+
+    for t in of_module("SelectiveReplication"):
+        def make(name):
+            def step(self, choice):
+                options = self.enabled(name)
+                params = options[choice % len(options)]
+                note(f"{name}{params}")
+                self.take(name, params)
+            _name(step, name)
+            return precondition(lambda self: bool(self.enabled(name)))(rule(choice=st.integers(0, 255))(step))
+        setattr(ProtocolMachine, t.name, make(t.name))
+
+    for name in PROTOCOL_INVARIANTS:
+        def make_inv(name):
+            def check(self):
+                if not self.holds(name):
+                    raise ConformanceFailure(f"{name} violated")
+            _name(check, name)
+            return invariant()(check)
+        setattr(ProtocolMachine, name, make_inv(name))
+    return ProtocolMachine

@@ -1,0 +1,567 @@
+"""The reference's whole protocol as a system with the actions of spec/SelectiveReplication.tla:
+`step(action, params)` runs the reference step (GuardFailed and its kin mean the step was
+refused), `invariants()` evaluates the spec's invariants on the reference's state.
+
+Constants, as the small models: replicas r1..r3, RF 2, partitions p1 = 202401-0 and
+p2 = 202401-1, inserts i1..i3 of one row each (i1, i3 in p1; i2 in p2), queries q1, q2. The
+client's view of an insert (the spec's `ins`) and of a query (`qry`, with `expected`, `lost`,
+`dup`) are kept here, as the spec keeps them: they are what the client saw, not reference state.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from reference.assignment import GuardFailed, read_assignment, replica_allocate
+from reference.insert import replica_forward_insert, sub_block_hash
+from reference.keeper import MemoryEnsemble
+from reference.layout import Layout
+from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                 migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
+                                 replica_take_over_migration)
+from reference.parts import BadPart, PartName, PartStore
+from reference.query import client_query_fails, client_start_query, replica_read_partition
+from reference.rebalance import RebalanceError, system_rebalance
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import (InsertRejected, Replica, client_alter_metadata, client_drop_partition,
+                               client_mutate_partition)
+from reference.keeper import SessionExpiredError
+
+LAYOUT = Layout("/clickhouse/tables/conformance/events")
+PIDS = {"p1": "202401-0", "p2": "202401-1"}
+INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
+REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
+BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
+
+
+class ProtocolSystem:
+    def __init__(self, bugs=frozenset(), max_concurrent: int = 2, block_during_clone: bool = False,
+                 replicas=("r1", "r2", "r3"), rf: int = 2):
+        self.bugs, self.rf, self.max_concurrent = frozenset(bugs), rf, max_concurrent
+        self.block_during_clone = block_during_clone
+        self.names = tuple(replicas)
+        self.folder = Path(tempfile.mkdtemp(prefix="conformance-"))
+        self.ensemble = MemoryEnsemble()
+        self.admin = self.ensemble.connect()
+        create_table_znodes(self.admin, LAYOUT, rf)
+        self.stores = {r: PartStore(self.folder / r) for r in self.names}
+        self.peers: dict[str, PartStore] = dict(self.stores)
+        self.reps: dict[str, Replica] = {}
+        for r in self.names:
+            self._start(r)
+        self.rng = random.Random(0)
+        self.ins = {i: {"st": "idle", "at": None, "tries": 0} for i in INSERT_PARTITION}
+        self.blocks: dict[str, set[str]] = {i: set() for i in INSERT_PARTITION}  # parts written per insert
+        self.qry = {q: {"st": "idle"} for q in ("q1", "q2")}
+        self.counts = {k: 0 for k in BOUNDS}
+        self.mutation_no = {p: 0 for p in PIDS}
+        self.read_cleaned = False
+        self._rows: dict = {}
+
+    def _start(self, r: str) -> None:
+        k = self.ensemble.connect()
+        register_replica(k, LAYOUT, r)
+        self.peers[r] = self.stores[r]
+        rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
+        if "serve_before_map_loaded" not in self.bugs:
+            rep.load_map()
+        self.reps[r] = rep
+
+    def close(self) -> None:
+        for k in [self.admin, *(r.keeper for r in self.reps.values())]:
+            try:
+                k.close()
+            except Exception:
+                pass
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    # --- reading the reference's state as the spec's variables ------------------------------
+    def active(self) -> set[str]:
+        return {r for r in self.names if self.admin.exists(LAYOUT.is_active(r)) is not None}
+
+    def log(self) -> list[dict]:
+        return [json.loads(self.admin.get(f"{LAYOUT.log}/{n}")[0]) for n in self.admin.get_children(LAYOUT.log)]
+
+    def ptr(self, r: str) -> int:
+        return int(self.admin.get(LAYOUT.log_pointer(r))[0])
+
+    def queue(self, r: str) -> list[dict]:
+        q = LAYOUT.queue(r)
+        return [json.loads(self.admin.get(f"{q}/{n}")[0]) for n in self.admin.get_children(q)]
+
+    def held(self, r: str, pid: str) -> list[tuple[PartName, list[dict]]]:
+        # Parts are immutable: a part's rows are read from disk once (a mutation or merge makes
+        # a part of another name).
+        store = self.stores[r]
+        out = []
+        for n in store.names(pid):
+            key = (r, n)
+            if key not in self._rows:
+                self._rows[key] = [x["row_id"] for x in store.read(n)]
+            out.append((n, [{"row_id": x} for x in self._rows[key]]))
+        return out
+
+    def first_idx(self, i: str, log: list[dict]) -> int:
+        """1-based index of the first GET_PART committing insert i (0: none)."""
+        for k, e in enumerate(log, 1):
+            if e["type"] == "GET_PART" and e["part"] in self.blocks[i]:
+                return k
+        return 0
+
+    def block_no(self, i: str) -> int | None:
+        nums = [PartName.parse(n).min_block for n in self.blocks[i]]
+        return min(nums) if nums else None
+
+    def drop_point(self, pid: str, entries: list[dict]) -> int:
+        return max([e["max_block"] for e in entries if e["type"] == "DROP_RANGE" and e["partition"] == pid], default=-1)
+
+    def live(self, i: str, log: list[dict]) -> bool:
+        b = self.block_no(i)
+        return b is not None and b > self.drop_point(PIDS[INSERT_PARTITION[i]], log)
+
+    def live_acked(self, log: list[dict]) -> set[str]:
+        return {i for i, x in self.ins.items() if x.get("acked") and self.live(i, log)}
+
+    def in_flight_to(self, r: str, i: str, log: list[dict]) -> bool:
+        if self.ptr(r) < self.first_idx(i, log):
+            return True
+        mine = [PartName.parse(n) for n in self.blocks[i]]
+        return any(e["type"] in ("GET_PART", "MERGE_PARTS") and any(PartName.parse(e["part"]).covers(b) for b in mine)
+                   for e in self.queue(r))
+
+    def has_block(self, r: str, i: str) -> bool:
+        row = int(i[1:])
+        return any(x["row_id"] == row for _, rows in self.held(r, PIDS[INSERT_PARTITION[i]]) for x in rows)
+
+    # --- the spec's invariants -----------------------------------------------------------
+    def invariants(self) -> dict[str, bool]:
+        log = self.log()
+        out = {}
+        asg = {p: read_assignment(self.admin, LAYOUT, pid) for p, pid in PIDS.items()}
+        migs = {p: read_migration(self.admin, LAYOUT, pid)[0] for p, pid in PIDS.items()}
+        ok = True
+        for p, a in asg.items():
+            if a is None:
+                continue
+            st = (migs[p] or {}).get("state", "none")
+            ok &= len(a.owners) == self.rf and (a.target is not None) == (st == "clone")
+            ok &= (a.leaving is not None) == (st == "cancelling" or st == "switched"
+                                              and "source_stops_at_switch" not in self.bugs)
+        out["ReplicationFactorInv"] = ok
+        acked = self.live_acked(log)
+        out["NoAckedBlockLostInv"] = all(any(self.has_block(r, i) for r in self.names) for i in acked)
+        out["OwnersCompleteInv"] = all(self.has_block(o, i) or self.in_flight_to(o, i, log)
+                                       for i in acked for o in asg[INSERT_PARTITION[i]].owners)
+        done = [q for q in self.qry.values() if q["st"] == "done"]
+        out["QueryNoMissingInv"] = all(not q["lost"] for q in done)
+        out["QueryNoDuplicateInv"] = all(not q["dup"] for q in done)
+        dup = True
+        for r in self.names:
+            for pid in PIDS.values():
+                rows = [x["row_id"] for _, xs in self.held(r, pid) for x in xs]
+                dup &= len(rows) == len(set(rows))
+        out["NoDuplicateRowsInv"] = dup
+        out["CleanupSafeInv"] = not self.read_cleaned
+        foreign = mutations = drops = alters = True
+        for r in self.names:
+            ptr = self.ptr(r)
+            passed, queued = log[:ptr], self.queue(r)
+            alters &= self.reps[r].metadata_version + sum(e["type"] == "ALTER_METADATA" for e in queued) == sum(
+                e["type"] == "ALTER_METADATA" for e in passed) if r in self.reps else True
+            for p, pid in PIDS.items():
+                a, mig = asg[p], migs[p] or {}
+                names = self.stores[r].names(pid)
+                if not names:
+                    continue
+                keeper = a is not None and r in a.keepers()
+                leaver = mig.get("src") if mig.get("state") == "switched" else mig.get("dst")
+                foreign &= keeper or (mig.get("state") in ("switched", "cancelling") and r == leaver)
+                if keeper:
+                    # MutationsOwed: the last passed mutation issued after some of the part's data.
+                    muts = [e for e in passed if e["type"] == "MUTATE_PART" and e["partition"] == pid]
+                    pending_mut = any(e["type"] == "MUTATE_PART" and e.get("partition") == pid for e in queued)
+                    owed = lambda x: max([e["mutation"] for e in muts if x.min_block < e["block"]], default=0)  # noqa: E731
+                    mutations &= all(x.mutation >= owed(x) for x in names) or pending_mut
+                    point = self.drop_point(pid, passed)
+                    pending_drop = any(e["type"] == "DROP_RANGE" and e.get("partition") == pid for e in queued)
+                    drops &= all(x.min_block > point for x in names) or pending_drop
+        out["NoForeignPartsInv"] = foreign
+        out["MutationsAppliedInv"] = mutations
+        out["DropsAppliedInv"] = drops
+        out["GlobalEntriesAppliedInv"] = alters
+        out["MigrationLimitInv"] = len(migrations_in_flight(self.admin, LAYOUT)) <= self.max_concurrent
+        return out
+
+    # --- the steps -------------------------------------------------------------------------
+    PARAMS = {
+        "ReplicaPullLog": ("r",), "ReplicaExecuteEntry": ("r",), "ReplicaCrash": ("r",), "ReplicaRestart": ("r",),
+        "ReplicaRefreshCache": ("r", "p"), "ReplicaSelectMerge": ("r", "p"), "ClientSendInsert": ("i", "r"),
+        "ReplicaAllocate": ("r", "i"), "ReplicaForwardInsert": ("r", "i"), "ReplicaWriteInsert": ("r", "i"),
+        "ClientStartQuery": ("q", "r"), "ClientReceiveAck": ("i",), "ClientTimeout": ("i",),
+        "ClientQueryFails": ("q",), "ReplicaReadPartition": ("q", "p"), "ClientAlterMetadata": (),
+        "ClientMutatePartition": ("p",), "ClientDropPartition": ("p",), "ReplicaCloneFetch": ("p",),
+        "CoordinatorSwitch": ("p",), "ReplicaCleanup": ("p",), "CoordinatorCancel": ("p",),
+        "ReplicaTakeOverMigration": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
+    }
+    DOMAINS = {"Replicas": ("r1", "r2", "r3"), "Partitions": tuple(PIDS), "Inserts": tuple(INSERT_PARTITION),
+               "Queries": ("q1", "q2")}
+
+    def fingerprint(self):
+        """Keeper's tree (paths and versions) and every replica's parts and map: a refused step
+        must leave all of it as it was."""
+        with self.ensemble.lock:
+            tree = frozenset((k, n.version, n.value) for k, n in self.ensemble.nodes.items())
+        disk = tuple((r, tuple(self.stores[r].names())) for r in self.names)
+        maps = tuple((r, tuple(sorted((p, a.version) for p, a in rep.cache.items()))) for r, rep in sorted(self.reps.items()))
+        return tree, disk, maps
+
+    def step(self, action: str, params: tuple) -> str:
+        """Run one step; raises one of REFUSED when the reference refuses it."""
+        return getattr(self, "_" + action)(*params)
+
+    def _rep(self, r: str) -> Replica:
+        if r not in self.reps:
+            raise GuardFailed("step", f"{r} is down")
+        return self.reps[r]
+
+    def _ReplicaPullLog(self, r):
+        return self._rep(r).replica_pull_log()["type"]
+
+    def _ReplicaExecuteEntry(self, r, k=0):
+        rep = self._rep(r)
+        q = rep.queue()
+        if not q:
+            raise GuardFailed("ReplicaExecuteEntry", "queue empty")
+        return rep.replica_execute_entry(q[k % len(q)][0])
+
+    def _ReplicaCrash(self, r):
+        rep = self._rep(r)
+        if self.counts["crashes"] >= BOUNDS["crashes"]:
+            raise GuardFailed("ReplicaCrash", "bound")
+        self.counts["crashes"] += 1
+        self.ensemble.expire(rep.keeper.session_id)
+        del self.reps[r]
+        del self.peers[r]
+        for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it
+            if x["st"] == "sent" and x["at"] == r:
+                x["st"] = "unknown"
+        return "crashed"
+
+    def _ReplicaRestart(self, r):
+        if r in self.reps:
+            raise GuardFailed("ReplicaRestart", f"{r} is up")
+        self._start(r)
+        return "restarted"
+
+    def _ReplicaRefreshCache(self, r, p):
+        self._rep(r).replica_refresh_cache(PIDS[p])
+        return "refreshed"
+
+    def _ReplicaSelectMerge(self, r, p):
+        if self.counts["merges"] >= BOUNDS["merges"]:
+            raise GuardFailed("ReplicaSelectMerge", "bound")
+        e = self._rep(r).replica_select_merge(PIDS[p], self.block_during_clone)
+        self.counts["merges"] += 1
+        return e["part"]
+
+    def _ClientSendInsert(self, i, r):
+        x = self.ins[i]
+        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= BOUNDS["tries"] or r not in self.reps:
+            raise GuardFailed("ClientSendInsert", f"{i} is {x['st']} after {x['tries']} tries")
+        self.ins[i] = {**x, "st": "sent", "at": r, "tries": x["tries"] + 1}
+        return "sent"
+
+    def _sent_at(self, action, r, i):
+        x = self.ins[i]
+        if x["st"] != "sent" or x["at"] != r or r not in self.reps:
+            raise GuardFailed(action, f"{i} is not sent at {r}")
+        return self.reps[r], PIDS[INSERT_PARTITION[i]]
+
+    def _ReplicaAllocate(self, r, i):
+        rep, pid = self._sent_at("ReplicaAllocate", r, i)
+        if pid in rep.cache:
+            raise GuardFailed("ReplicaAllocate", f"{r} knows {pid}")
+        try:
+            rep.learn(pid, replica_allocate(rep.keeper, LAYOUT, r, pid, self.rf, self.bugs, self.rng))
+        except GuardFailed:  # NotEnoughActiveReplicas: the INSERT fails
+            self.ins[i]["st"] = "failed"
+            return "failed"
+        return "allocated"
+
+    def _ReplicaForwardInsert(self, r, i):
+        rep, pid = self._sent_at("ReplicaForwardInsert", r, i)
+        try:
+            owner = replica_forward_insert(rep, pid, self.reps, self.rng)
+        except InsertRejected as e:
+            raise GuardFailed("ReplicaForwardInsert", str(e)) from e
+        self.ins[i]["at"] = owner.name
+        return owner.name
+
+    def _ReplicaWriteInsert(self, r, i):
+        rep, pid = self._sent_at("ReplicaWriteInsert", r, i)
+        a = rep.cache.get(pid)
+        if a is None or r not in a.owners:
+            raise GuardFailed("ReplicaWriteInsert", f"{r}'s map does not make it an owner of {pid}")
+        rows = [{"date": "2024-01-15", "user_id": 0 if INSERT_PARTITION[i] == "p1" else 1, "row_id": int(i[1:]),
+                 "event": "e"}]
+        try:
+            got = rep.replica_write_insert(pid, rows, sub_block_hash(i, pid, rows))
+        except InsertRejected:
+            self.ins[i]["st"] = "failed"
+            return "rejected"
+        if got != "deduplicated":
+            self.blocks[i].add(got)
+        self.ins[i]["st"] = "written"
+        return got
+
+    def _ClientReceiveAck(self, i):
+        if self.ins[i]["st"] != "written":
+            raise GuardFailed("ClientReceiveAck", f"{i} is {self.ins[i]['st']}")
+        self.ins[i].update(st="acked", acked=True)
+        return "acked"
+
+    def _ClientTimeout(self, i):
+        x = self.ins[i]
+        if x["st"] not in ("sent", "written") or x["tries"] >= BOUNDS["tries"]:
+            raise GuardFailed("ClientTimeout", f"{i} is {x['st']}")
+        x["st"] = "unknown"
+        return "unknown"
+
+    def _ClientStartQuery(self, q, r):
+        if self.qry[q]["st"] != "idle" or r not in self.reps:
+            raise GuardFailed("ClientStartQuery", f"{q} is {self.qry[q]['st']}")
+        rep = self.reps[r]
+        query = client_start_query(rep, replicas=self.reps)
+        log = self.log()
+        known = set(query.routes)
+        acked = self.live_acked(log)
+        lost = {i for i in acked if PIDS[INSERT_PARTITION[i]] not in known and self.ptr(r) >= self.first_idx(i, log)}
+        self.qry[q] = {"st": "running" if query.pending else "done", "query": query, "expected": acked,
+                       "seen": [], "dup": False, "lost": lost}
+        return "started"
+
+    def _ReplicaReadPartition(self, q, p):
+        x, pid = self.qry[q], PIDS[p]
+        if x["st"] != "running" or pid not in x["query"].pending:
+            raise GuardFailed("ReplicaReadPartition", f"{q} does not wait for {pid}")
+        reader = x["query"].routes[pid]
+        if reader not in self.reps:
+            raise GuardFailed("ReplicaReadPartition", f"{reader} is down")
+        rows = replica_read_partition(x["query"], pid, self.reps)
+        got = [r["row_id"] for r in rows]
+        log = self.log()
+        x["dup"] |= len(got) != len(set(got)) or bool(set(got) & set(x["seen"]))
+        x["seen"] += got
+        x["lost"] |= {i for i in x["expected"] if INSERT_PARTITION[i] == p and int(i[1:]) not in got
+                      and not self.in_flight_to(reader, i, log) and self.live(i, log)}
+        if x["query"].done:
+            x["st"] = "done"
+        return f"{len(rows)} rows"
+
+    def _ClientQueryFails(self, q):
+        x = self.qry[q]
+        if x["st"] != "running" or all(x["query"].routes[p] in self.reps for p in x["query"].pending):
+            raise GuardFailed("ClientQueryFails", f"{q} can go on")
+        client_query_fails(x["query"], self.reps)
+        x["st"] = "failed"
+        return "failed"
+
+    def _bounded(self, kind):
+        if self.counts[kind] >= BOUNDS[kind]:
+            raise GuardFailed(kind, "bound")
+        self.counts[kind] += 1
+
+    def _ClientAlterMetadata(self):
+        self._bounded("alters")
+        client_alter_metadata(self.admin, LAYOUT, "ADD COLUMN x")
+        return "alter"
+
+    def _ClientMutatePartition(self, p):
+        if read_assignment(self.admin, LAYOUT, PIDS[p]) is None or (
+                self.block_during_clone and (read_migration(self.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"):
+            raise GuardFailed("ClientMutatePartition", f"{p} unassigned or in CLONE")
+        self._bounded("mutations")
+        self.mutation_no[p] += 1
+        client_mutate_partition(self.admin, LAYOUT, PIDS[p], self.mutation_no[p], {"event": f"m{self.mutation_no[p]}"})
+        return "mutate"
+
+    def _ClientDropPartition(self, p):
+        if read_assignment(self.admin, LAYOUT, PIDS[p]) is None or (
+                self.block_during_clone and (read_migration(self.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"):
+            raise GuardFailed("ClientDropPartition", f"{p} unassigned or in CLONE")
+        self._bounded("drops")
+        client_drop_partition(self.admin, LAYOUT, PIDS[p])
+        return "drop"
+
+    def _AdminReassign(self, p, src, dst):
+        if self.counts["migrations"] >= BOUNDS["migrations"]:
+            raise GuardFailed("AdminReassign", "bound")
+        admin_reassign(self.admin, LAYOUT, PIDS[p], dst, src, self.max_concurrent)
+        self.counts["migrations"] += 1
+        return f"{src}->{dst}"
+
+    def _AdminRebalance(self, p=None, src=None, dst=None):
+        """SYSTEM REBALANCE starts the moves its plan picks; the spec's (p, src, dst) is one of
+        them, so the drawn parameters are not used."""
+        if self.counts["migrations"] >= BOUNDS["migrations"]:
+            raise GuardFailed("AdminRebalance", "bound")
+        started = system_rebalance(self.admin, LAYOUT, list(self.names), 1)
+        if not started:
+            raise GuardFailed("AdminRebalance", "balanced")
+        self.counts["migrations"] += len(started)
+        return str(started)
+
+    def _mig(self, p):
+        mig = read_migration(self.admin, LAYOUT, PIDS[p])[0]
+        if not mig:
+            raise GuardFailed("migration step", f"no migration of {p}")
+        return mig
+
+    def _ReplicaCloneFetch(self, p):
+        mig = self._mig(p)
+        return str(replica_clone_fetch(self._rep(mig["dst"]), PIDS[p], self.reps))
+
+    def _CoordinatorSwitch(self, p):
+        mig = self._mig(p)
+        coordinator_switch(self.admin, LAYOUT, PIDS[p], self._rep(mig["dst"]), self.bugs)
+        return "switched"
+
+    def _ReplicaCleanup(self, p):
+        mig = self._mig(p)
+        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
+        routed_here = any(x["st"] == "running" and PIDS[p] in x["query"].pending and x["query"].routes[PIDS[p]] == leaver
+                          for x in self.qry.values())
+        replica_cleanup(self._rep(leaver), PIDS[p], self.bugs)
+        self.read_cleaned |= routed_here
+        return "cleaned"
+
+    def _CoordinatorCancel(self, p):
+        mig = self._mig(p)
+        coordinator_cancel(self.admin, LAYOUT, PIDS[p], self.reps.get(mig["dst"]), self.bugs)
+        return "cancelled"
+
+    def _ReplicaTakeOverMigration(self, p, r):
+        replica_take_over_migration(self.admin, LAYOUT, PIDS[p], r)
+        return "took over"
+
+
+def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
+    """The instances of an action whose spec guard holds on the reference's state (the guards of
+    spec/SelectiveReplication.tla, read through the reference; bounds as in BOUNDS)."""
+    from reference.migration import caught_up
+    from reference.rebalance import plan_rebalance
+    up = sorted(s.reps)
+    P = s.DOMAINS["Partitions"]
+    out: list[tuple] = []
+    if action == "ReplicaPullLog":
+        n = len(s.admin.get_children(LAYOUT.log))
+        out = [(r,) for r in up if s.ptr(r) < n]
+    elif action == "ReplicaExecuteEntry":
+        out = [(r, k) for r in up for k in range(len(s.admin.get_children(LAYOUT.queue(r))))]
+    elif action == "ReplicaCrash":
+        out = [(r,) for r in up] if s.counts["crashes"] < BOUNDS["crashes"] else []
+    elif action == "ReplicaRestart":
+        out = [(r,) for r in s.names if r not in s.reps]
+    elif action == "ReplicaRefreshCache":
+        # Always enabled in the spec; the refreshes that change a map are offered first, so that
+        # runs do not spend their steps on refreshes that change nothing.
+        for r in up:
+            for p in P:
+                a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
+                if (a is None) != (c is None) or (a and c and a.version != c.version):
+                    out.append((r, p))
+        out = out or [(r, p) for r in up for p in P]
+    elif action == "ReplicaSelectMerge":
+        if s.counts["merges"] < BOUNDS["merges"]:
+            for r in up:
+                for p in P:
+                    a = s.reps[r].cache.get(PIDS[p])
+                    names = s.stores[r].names(PIDS[p])
+                    if a and r in a.owners and any(y.min_block == x.max_block + 1 and x.mutation == y.mutation
+                                                   for x, y in zip(names, names[1:])):
+                        out.append((r, p))
+    elif action == "ClientSendInsert":
+        out = [(i, r) for i, x in s.ins.items() if x["st"] in ("idle", "unknown", "failed")
+               and x["tries"] < BOUNDS["tries"] for r in up]
+    elif action in ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert"):
+        for i, x in s.ins.items():
+            r = x["at"]
+            if x["st"] != "sent" or r not in s.reps:
+                continue
+            a = s.reps[r].cache.get(PIDS[INSERT_PARTITION[i]])
+            if (action == "ReplicaAllocate" and a is None
+                    or action == "ReplicaForwardInsert" and a is not None and r not in a.owners
+                    and any(o in s.reps for o in a.owners)
+                    or action == "ReplicaWriteInsert" and a is not None and r in a.owners):
+                out.append((r, i))
+    elif action == "ClientReceiveAck":
+        out = [(i,) for i, x in s.ins.items() if x["st"] == "written"]
+    elif action == "ClientTimeout":
+        out = [(i,) for i, x in s.ins.items() if x["st"] in ("sent", "written") and x["tries"] < BOUNDS["tries"]]
+    elif action == "ClientStartQuery":
+        out = [(q, r) for q, x in s.qry.items() if x["st"] == "idle" for r in up]
+    elif action == "ReplicaReadPartition":
+        out = [(q, p) for q, x in s.qry.items() if x["st"] == "running" for p in P
+               if PIDS[p] in x["query"].pending and x["query"].routes[PIDS[p]] in s.reps]
+    elif action == "ClientQueryFails":
+        out = [(q,) for q, x in s.qry.items() if x["st"] == "running"
+               and any(x["query"].routes[p] not in s.reps for p in x["query"].pending)]
+    elif action == "ClientAlterMetadata":
+        out = [()] if s.counts["alters"] < BOUNDS["alters"] else []
+    elif action in ("ClientMutatePartition", "ClientDropPartition"):
+        kind = "mutations" if action == "ClientMutatePartition" else "drops"
+        if s.counts[kind] < BOUNDS[kind]:
+            for p in P:
+                mig = read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}
+                if read_assignment(s.admin, LAYOUT, PIDS[p]) and not (s.block_during_clone and mig.get("state") == "clone"):
+                    out.append((p,))
+    elif action in ("AdminReassign", "AdminRebalance"):
+        in_flight = migrations_in_flight(s.admin, LAYOUT)
+        if s.counts["migrations"] < BOUNDS["migrations"] and len(in_flight) < s.max_concurrent:
+            active = s.active()
+            if action == "AdminReassign":
+                for p in P:
+                    a = read_assignment(s.admin, LAYOUT, PIDS[p])
+                    if a is None or PIDS[p] in in_flight:
+                        continue
+                    out += [(p, src, dst) for src in a.owners for dst in sorted(active) if dst not in a.owners]
+            else:
+                owners = {pid: read_assignment(s.admin, LAYOUT, pid).owners for pid in PIDS.values()
+                          if read_assignment(s.admin, LAYOUT, pid)}
+                try:
+                    plan = plan_rebalance(owners, list(s.names), set(in_flight))
+                except RebalanceError:
+                    plan = []
+                out = [("p1", "r1", "r1")] if any(dst in active for _, _, dst in plan) else []
+    else:  # migration steps of partition p
+        for p in P:
+            mig = read_migration(s.admin, LAYOUT, PIDS[p])[0]
+            if not mig:
+                continue
+            st, coord_up = mig["state"], mig["coord"] in s.reps
+            if action == "ReplicaCloneFetch" and st == "clone" and not mig["fetched"] and mig["dst"] in s.reps:
+                out.append((p,))
+            elif action == "CoordinatorSwitch" and st == "clone" and mig["fetched"] and coord_up and mig["dst"] in s.reps \
+                    and ("switch_without_catchup" in s.bugs or caught_up(s.reps[mig["dst"]], PIDS[p])):
+                out.append((p,))
+            elif action == "CoordinatorCancel" and st == "clone" and coord_up:
+                out.append((p,))
+            elif action == "ReplicaTakeOverMigration" and st == "clone" and not coord_up:
+                out += [(p, r) for r in up]
+            elif action == "ReplicaCleanup" and st in ("switched", "cancelling"):
+                leaver = mig["src"] if st == "switched" else mig["dst"]
+                if leaver not in s.reps:
+                    continue
+                if "cleanup_no_delay" in s.bugs:
+                    out.append((p,))
+                    continue
+                a = read_assignment(s.admin, LAYOUT, PIDS[p])
+                seen = all(s.reps[r].cache.get(PIDS[p]) is not None and s.reps[r].cache[PIDS[p]].version >= a.version
+                           for r in s.active() if r in s.reps)
+                if seen and not s.reps[leaver].pins.get(PIDS[p]):
+                    out.append((p,))
+    return out
