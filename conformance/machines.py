@@ -29,7 +29,7 @@ from .assignment_system import AssignmentSystem
 from .protocol_system import REFUSED, ProtocolSystem, enabled
 from .transitions import of_module
 
-settings.register_profile("ci", max_examples=40, stateful_step_count=40, deadline=None, derandomize=True,
+settings.register_profile("ci", max_examples=60, stateful_step_count=40, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck), print_blob=False)
 settings.register_profile("dev", max_examples=200, stateful_step_count=50, deadline=None,
                           suppress_health_check=list(HealthCheck))
@@ -81,6 +81,7 @@ def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = No
         def take(self, action, choice):
             options = self.accepted(action)
             params = options[choice % len(options)]
+            note(f"{action}{params}")
             before = self.system.abstract()
             if index is not None:
                 node = index.get(_freeze(before))

@@ -138,7 +138,7 @@ def replay(module: str, cfg: str, bugs: frozenset[str] | None = None, progress=p
                 failure_file.parent.mkdir(parents=True, exist_ok=True)
                 failure_file.write_text(json.dumps({"module": module, "cfg": cfg, "bugs": sorted(bugs or constants["bugs"]),
                                                     "steps": mismatch.steps,
-                                                    "expected": [to_json(s) for s in states[:len(mismatch.steps) + 1]]},
+                                                    "expected": [{k: to_json(v) for k, v in s.items()} for s in states[:len(mismatch.steps) + 1]]},
                                                    indent=1, default=str))
             break
         for e in path:

@@ -1,0 +1,80 @@
+"""Conformance in the test suite (the `ci` profile): the replay covers every edge of
+MCAssignment with no mismatch, a broken variant is caught on the reference by the replay and by
+the state machine, the whole-protocol machine passes on the fixed reference and catches a
+switch, and a recorded failing sequence replays with one command."""
+
+import json
+import os
+from collections import Counter
+
+import pytest
+
+os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
+
+from conformance.__main__ import replay_file, run_machine  # noqa: E402
+from conformance.machines import assignment_machine, profile, protocol_machine  # noqa: E402
+from conformance.replay import replay  # noqa: E402
+from conformance.stategraph import dump  # noqa: E402
+
+pytestmark = pytest.mark.tlc
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return dump("MCAssignment.cfg")
+
+
+def test_replay_covers_every_edge_of_mcassignment_with_no_mismatch():
+    r = replay("Assignment", "MCAssignment.cfg", progress=None).as_dict()
+    assert r["coverage"] == 1.0 and r["edges"] > 30_000
+    assert r["mismatch"] is None and r["violation"] is None
+
+
+def test_replay_of_a_broken_variant_catches_it_on_the_reference():
+    r = replay("Assignment", "MCAssignment_allow_short_assignment.cfg", progress=None, stop_at_violation=True).as_dict()
+    assert r["mismatch"] is None  # the reference with the switch does what the broken spec does ...
+    assert r["violation"]["invariant"] == "ReplicationFactorInv"  # ... and the spec's invariant fails on it
+
+
+def test_replay_names_the_first_difference_and_writes_a_replayable_file(tmp_path, monkeypatch, capsys):
+    """A reference that routes rows to its own choice instead of the winner's is caught at the
+    first ReplicaAdoptAssignment, with the variable that differs; the file replays."""
+    import reference.assignment as ra
+
+    def adopt_own_choice(keeper, layout, alloc, bugs=frozenset()):
+        alloc.routed_to = alloc.owners  # the bug: ignores the winner
+        return ra.read_assignment(keeper, layout, alloc.partition)
+    monkeypatch.setattr("conformance.assignment_system.replica_adopt_assignment", adopt_own_choice)
+    failure = tmp_path / "failure.json"
+    r = replay("Assignment", "MCAssignment.cfg", progress=None, failure_file=failure)
+    assert r.mismatch is not None and r.mismatch.variable == "inv_routed"
+    assert r.mismatch.steps[-1][0] == "ReplicaAdoptAssignment"
+    assert "first differing variable" in r.mismatch.describe()
+    monkeypatch.undo()
+    assert json.loads(failure.read_text())["steps"]
+    assert replay_file(str(failure)) == 0  # with the fix back, the recorded steps run through
+    assert "the reference takes every step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bugs, caught", [(frozenset(), False), (frozenset({"blind_write"}), True)])
+def test_assignment_machine_against_the_state_graph(graph, bugs, caught):
+    counts = Counter()
+    res = run_machine(assignment_machine(bugs, graph, counts), profile(), shrink=False)
+    assert res["failed"] == caught
+    if not caught:
+        assert all(counts[a] > 0 for a in ("ReplicaChooseOwners", "ReplicaCreateAssignment",
+                                           "ReplicaAdoptAssignment", "ReplicaSessionExpire", "ReplicaRestart"))
+
+
+def test_protocol_machine_passes_on_the_fixed_reference():
+    counts, refusals = Counter(), Counter()
+    res = run_machine(protocol_machine(counts=counts, refusals=refusals), profile(), shrink=False)
+    assert not res["failed"], res
+    assert counts["ReplicaWriteInsert"] > 0 and counts["ReplicaCleanup"] > 0 and counts["ReplicaExecuteEntry"] > 0
+
+
+def test_protocol_machine_catches_a_switch():
+    """no_dedup: a retried INSERT written twice (NoDuplicateRowsInv), found without shrinking."""
+    from hypothesis import settings
+    res = run_machine(protocol_machine(frozenset({"no_dedup"})), settings(profile(), max_examples=300), shrink=False)
+    assert res["failed"] and ("NoDuplicateRowsInv" in res["error"] or "QueryNoDuplicateInv" in res["error"])
