@@ -1,7 +1,8 @@
 """Run the TLC models listed in spec/models.json and compare each with its expected outcome.
 
 A model fails the check when its outcome differs from the manifest (holds vs. violates the named
-invariant), when it overruns its time budget, or when a holding model's distinct-state count
+invariant), when it runs past three times its time budget (an overrun below that is reported,
+not failed: timing is the machine's), or when a holding model's distinct-state count
 differs from the recorded one (the spec changed: re-record on purpose with ``--record``).
 Violating models keep their counterexample length and time as figures, not as checks: with
 2 workers TLC's trace for a violation may differ between runs.
@@ -88,9 +89,15 @@ def judge(model: dict, res: TLCResult) -> list[str]:
     elif res.outcome != INVARIANT_VIOLATED or res.violated != model["invariant"]:
         got = f"{res.outcome} {res.violated or ''}".strip()
         problems.append(f"expected to violate {model['invariant']}, got {got}")
-    if res.duration_s > model["budget_s"]:
-        problems.append(f"took {res.duration_s:.1f}s, over its {model['budget_s']}s budget")
     return problems
+
+
+def over_budget(model: dict, res: TLCResult) -> str | None:
+    """A note, not a failure: time depends on the machine and its load (a run is only stopped,
+    and fails, at three times its budget)."""
+    if res.duration_s > model["budget_s"]:
+        return f"took {res.duration_s:.1f}s, over its {model['budget_s']}s budget (reported, not failed)"
+    return None
 
 
 def run_model(m: dict, progress=None) -> TLCResult:
@@ -117,6 +124,9 @@ def check(models: list[dict], verbose: bool = True) -> list[Verdict]:
             print(f"    {'ok  ' if v.passed else 'FAIL'} {res.summary()}", flush=True)
             for p in v.problems:
                 print(f"    - {p}", flush=True)
+            slow = over_budget(m, res)
+            if slow:
+                print(f"    - note: {slow}", flush=True)
     return verdicts
 
 

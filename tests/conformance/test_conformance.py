@@ -74,7 +74,9 @@ def test_protocol_machine_passes_on_the_fixed_reference():
 
 
 def test_protocol_machine_catches_a_switch():
-    """no_dedup: a retried INSERT written twice (NoDuplicateRowsInv), found without shrinking."""
+    """filter_with_stale_cache (F2): an owner skips a new partition's block for good
+    (OwnersCompleteInv), found without shrinking."""
     from hypothesis import settings
-    res = run_machine(protocol_machine(frozenset({"no_dedup"})), settings(profile(), max_examples=300), shrink=False)
-    assert res["failed"] and ("NoDuplicateRowsInv" in res["error"] or "QueryNoDuplicateInv" in res["error"])
+    res = run_machine(protocol_machine(frozenset({"filter_with_stale_cache"})), settings(profile(), max_examples=300),
+                      shrink=False)
+    assert res["failed"] and "OwnersCompleteInv" in res["error"], res
