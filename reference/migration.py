@@ -85,6 +85,8 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
     if not mig or mig["state"] != "clone" or mig["fetched"] or mig["dst"] != dst.name:
         raise GuardFailed("ReplicaCloneFetch", f"no unfetched CLONE of {partition} into {dst.name}: {mig}")
     if "clone_from_source_only" in dst.bugs:
+        if mig["src"] not in replicas:
+            raise GuardFailed("ReplicaCloneFetch", f"source {mig['src']} of {partition} is down (RFC: copy from it)")
         src = replicas[mig["src"]]
         names = src.store.names(partition)
         for n in names:
