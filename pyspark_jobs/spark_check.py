@@ -64,7 +64,10 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
         for seed, bugs in cases:
             folder = Path(d) / f"seed{seed}-{'-'.join(sorted(bugs)) or 'fixed'}"
             print(f"spark-check: reference run seed {seed} {sorted(bugs) or '(fixed protocol)'} ...", flush=True)
-            run = reference_history(folder, seed, scale, bugs)
+            # The broken run keeps the small scenario whatever the scale: its seed is one where
+            # the switch does lose rows (at the large scale, seed 1 happens not to), and the
+            # point is that Spark finds what is there.
+            run = reference_history(folder, seed, "small" if bugs else scale, bugs)
             res = check_folder(spark, run["history"], sample)
             res.update(run=run, bugs=sorted(bugs), seed=seed)
             agree = res["holds"] == (run["oracle_violations"] == 0)
