@@ -126,12 +126,14 @@ class ProtocolSystem:
     def live_acked(self, log: list[dict]) -> set[str]:
         return {i for i, x in self.ins.items() if x.get("acked") and self.live(i, log)}
 
-    def in_flight_to(self, r: str, i: str, log: list[dict]) -> bool:
-        if self.ptr(r) < self.first_idx(i, log):
+    def in_flight_to(self, r: str, i: str, log: list[dict], ptr: int | None = None,
+                     queue: list[dict] | None = None) -> bool:
+        """`ptr` and `queue`: r's, when the caller already read them (one Keeper read per check)."""
+        if (self.ptr(r) if ptr is None else ptr) < self.first_idx(i, log):
             return True
         mine = [PartName.parse(n) for n in self.blocks[i]]
         return any(e["type"] in ("GET_PART", "MERGE_PARTS") and any(PartName.parse(e["part"]).covers(b) for b in mine)
-                   for e in self.queue(r))
+                   for e in (self.queue(r) if queue is None else queue))
 
     def has_block(self, r: str, i: str) -> bool:
         row = int(i[1:])
@@ -153,8 +155,10 @@ class ProtocolSystem:
                                               and "source_stops_at_switch" not in self.bugs)
         out["ReplicationFactorInv"] = ok
         acked = self.live_acked(log)
+        ptrs = {r: self.ptr(r) for r in self.names}      # read once for every clause below
+        queues = {r: self.queue(r) for r in self.names}
         out["NoAckedBlockLostInv"] = all(any(self.has_block(r, i) for r in self.names) for i in acked)
-        out["OwnersCompleteInv"] = all(self.has_block(o, i) or self.in_flight_to(o, i, log)
+        out["OwnersCompleteInv"] = all(self.has_block(o, i) or self.in_flight_to(o, i, log, ptrs[o], queues[o])
                                        for i in acked for o in asg[INSERT_PARTITION[i]].owners)
         done = [q for q in self.qry.values() if q["st"] == "done"]
         out["QueryNoMissingInv"] = all(not q["lost"] for q in done)
@@ -168,8 +172,7 @@ class ProtocolSystem:
         out["CleanupSafeInv"] = not self.read_cleaned
         foreign = mutations = drops = alters = True
         for r in self.names:
-            ptr = self.ptr(r)
-            passed, queued = log[:ptr], self.queue(r)
+            passed, queued = log[:ptrs[r]], queues[r]
             alters &= self.reps[r].metadata_version + sum(e["type"] == "ALTER_METADATA" for e in queued) == sum(
                 e["type"] == "ALTER_METADATA" for e in passed) if r in self.reps else True
             for p, pid in PIDS.items():
@@ -339,7 +342,8 @@ class ProtocolSystem:
         log = self.log()
         known = set(query.routes)
         acked = self.live_acked(log)
-        lost = {i for i in acked if PIDS[INSERT_PARTITION[i]] not in known and self.ptr(r) >= self.first_idx(i, log)}
+        ptr = self.ptr(r)
+        lost = {i for i in acked if PIDS[INSERT_PARTITION[i]] not in known and ptr >= self.first_idx(i, log)}
         self.qry[q] = {"st": "running" if query.pending else "done", "query": query, "expected": acked,
                        "seen": [], "dup": False, "lost": lost}
         return "started"
@@ -356,8 +360,9 @@ class ProtocolSystem:
         log = self.log()
         x["dup"] |= len(got) != len(set(got)) or bool(set(got) & set(x["seen"]))
         x["seen"] += got
+        ptr, queue = self.ptr(reader), self.queue(reader)
         x["lost"] |= {i for i in x["expected"] if INSERT_PARTITION[i] == p and int(i[1:]) not in got
-                      and not self.in_flight_to(reader, i, log) and self.live(i, log)}
+                      and not self.in_flight_to(reader, i, log, ptr, queue) and self.live(i, log)}
         if x["query"].done:
             x["st"] = "done"
         return f"{len(rows)} rows"

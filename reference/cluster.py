@@ -120,7 +120,7 @@ class Cluster:
         """One background step of a random replica and kind; None if the `attempts` sampled
         (replica, kind) pairs were all disabled. Sampling, not a scan of every pair, keeps a
         step's Keeper reads bounded on a large cluster."""
-        self._in_flight = migrations_in_flight(self.admin, self.layout)
+        self.read_in_flight()
         kinds = ["refresh", "pull", "execute", "migrate", "merge"]
         names = sorted(self.replicas)
         for _ in range(attempts):
@@ -174,6 +174,11 @@ class Cluster:
             return None
         raise ValueError(f"unknown step kind {kind!r}")
 
+    def read_in_flight(self) -> None:
+        """The migrations the "migrate" steps look at: read once per step or settle round, not
+        once per replica tried."""
+        self._in_flight = migrations_in_flight(self.admin, self.layout)
+
     def _advance_migration(self, rep: Replica) -> str | None:
         """The migration steps `rep` can take now: CLONE's fetch as the target, SWITCH as the
         coordinator (taking over a dead one), CLEANUP as the leaving replica."""
@@ -207,7 +212,7 @@ class Cluster:
         taken = 0
         for _ in range(max_rounds):
             progress = 0
-            self._in_flight = migrations_in_flight(self.admin, self.layout)
+            self.read_in_flight()
             for r in sorted(self.replicas):
                 rep = self.replicas[r]
                 for kind in ("refresh", "pull", "execute", "migrate"):

@@ -56,7 +56,7 @@ class LiveCluster:
                         next_refresh = time.monotonic() + self.refresh_interval
                     for kind in kinds:
                         if kind == "migrate":
-                            self.cluster._in_flight = migrations_in_flight(self.cluster.admin, self.cluster.layout)
+                            self.cluster.read_in_flight()
                         # The timer refreshes the whole map; other kinds take one random step.
                         if self.cluster._try(kind, rep, random_choice=kind != "refresh"):
                             self.cluster.tick()
