@@ -432,7 +432,7 @@ class ProtocolSystem:
 
     def _CoordinatorSwitch(self, p):
         mig = self._mig(p)
-        coordinator_switch(self.admin, LAYOUT, PIDS[p], self._rep(mig["dst"]), self.bugs)
+        coordinator_switch(self.admin, LAYOUT, PIDS[p], mig["dst"], self.bugs)
         return "switched"
 
     def _ReplicaCleanup(self, p):
@@ -550,8 +550,8 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
             st, coord_up = mig["state"], mig["coord"] in s.reps
             if action == "ReplicaCloneFetch" and st == "clone" and not mig["fetched"] and mig["dst"] in s.reps:
                 out.append((p,))
-            elif action == "CoordinatorSwitch" and st == "clone" and mig["fetched"] and coord_up and mig["dst"] in s.reps \
-                    and ("switch_without_catchup" in s.bugs or caught_up(s.reps[mig["dst"]], PIDS[p])):
+            elif action == "CoordinatorSwitch" and st == "clone" and mig["fetched"] and coord_up \
+                    and ("switch_without_catchup" in s.bugs or caught_up(s.admin, LAYOUT, mig["dst"], PIDS[p])):
                 out.append((p,))
             elif action == "CoordinatorCancel" and st == "clone" and coord_up:
                 out.append((p,))

@@ -39,14 +39,24 @@ def wrapper_of(cfg: str) -> str:
     raise StateGraphError(f"{cfg} is not a model of spec/models.json")
 
 
-def dump(cfg: str, timeout: float = 600) -> nx.MultiDiGraph:
-    """Run TLC on the model of spec/{cfg} (SYMMETRY dropped) and load its graph."""
+def dump(cfg: str, timeout: float = 600, depth: int | None = None) -> nx.MultiDiGraph:
+    """Run TLC on the model of spec/{cfg} (SYMMETRY dropped) and load its graph; with `depth`,
+    only the states at most that many steps from an initial state (and the edges between them)."""
     spec = wrapper_of(cfg)
     with tempfile.TemporaryDirectory(prefix="stategraph-") as d:
         work = Path(d)
         for f in SPEC.glob("*.tla"):
             shutil.copy(f, work)
-        (work / "dump.cfg").write_text(graph_cfg((SPEC / cfg).read_text()))
+        text = graph_cfg((SPEC / cfg).read_text())
+        if depth is not None:
+            # TLCGet("level") is 0 in an initial state; a state the constraint rejects is left out.
+            module = spec.removesuffix(".tla")
+            (work / "DumpBounded.tla").write_text(
+                f"---- MODULE DumpBounded ----\nEXTENDS {module}, TLC\n"
+                f"DepthBound == TLCGet(\"level\") <= {depth}\n====\n")
+            text += "CONSTRAINT DepthBound\n"
+            spec = "DumpBounded.tla"
+        (work / "dump.cfg").write_text(text)
         cmd = ["java", "-XX:+UseParallelGC", "-cp", str(JAR), "tlc2.TLC", "-config", "dump.cfg", "-deadlock",
                "-workers", "1", "-dump", "dot,actionlabels", str(work / "graph"), "-metadir", str(work / "meta"),
                spec]

@@ -170,14 +170,16 @@ def replica_adopt_assignment(keeper: Keeper, layout: Layout, alloc: Allocation,
 
 
 def replica_allocate(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
-             bugs: frozenset[str] = frozenset(), rng: random.Random | None = None) -> Assignment:
-    """The RFC's allocation on first INSERT: choose, CAS-create, or adopt the winner's."""
+                     bugs: frozenset[str] = frozenset(), rng: random.Random | None = None,
+                     owners: tuple[str, ...] | None = None) -> Assignment:
+    """The RFC's allocation on first INSERT: choose, CAS-create, or adopt the winner's.
+    `owners` forces one of the choices the spec allows (conformance replay)."""
     while True:
         existing = read_assignment(keeper, layout, partition)
         if existing is not None:
             return existing
         try:
-            alloc = replica_choose_owners(keeper, layout, replica, partition, rf, bugs, rng)
+            alloc = replica_choose_owners(keeper, layout, replica, partition, rf, bugs, rng, owners)
         except AlreadyAssigned:
             continue  # another allocator created it between our read and our choice: read it
         try:

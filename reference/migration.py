@@ -69,6 +69,10 @@ def admin_reassign(keeper: Keeper, layout: Layout, partition: str, dst: str, src
     src = src or a.owners[0]
     if src not in a.owners:
         raise MigrationError(f"source {src!r} does not own {partition}; owners are {list(a.owners)}")
+    if src not in active_replicas(keeper, layout):
+        # The source coordinates the CLONE (spec StartMigration's src \in active); a takeover
+        # covers only a coordinator that fails later.
+        raise MigrationError(f"source {src!r} of {partition} is not active")
     if len(migrations_in_flight(keeper, layout)) >= max_concurrent:
         raise MigrationError(f"{max_concurrent} migrations already in flight (the concurrency limit)")
     new_mig = {"state": "clone", "src": src, "dst": dst, "coord": src, "fetched": False}
@@ -120,25 +124,31 @@ def _children(keeper: Keeper, path: str) -> list[str]:
         return []
 
 
-def caught_up(dst: Replica, partition: str) -> bool:
-    """Nothing of the partition in dst's queue, nor in the log beyond dst's log_pointer."""
-    ptr = dst._log_pointer()[0]
-    if any(e.get("partition") == partition for _, e in dst.queue()):
+def caught_up(keeper: Keeper, layout: Layout, dst: str, partition: str) -> bool:
+    """Nothing of the partition in dst's queue, nor in the log beyond dst's log_pointer. Read
+    from Keeper by the coordinator: the target itself may be down (its queue and log_pointer
+    are in Keeper, and a down target that has caught up may be switched to)."""
+    ptr = int(keeper.get(layout.log_pointer(dst))[0])
+    queue = layout.queue(dst)
+    if any(json.loads(keeper.get(f"{queue}/{n}")[0]).get("partition") == partition for n in _children(keeper, queue)):
         return False
-    log = dst.keeper.get_children(dst.layout.log)
-    return all(json.loads(dst.keeper.get(f"{dst.layout.log}/{n}")[0]).get("partition") != partition
-               for n in log[ptr:])
+    log = keeper.get_children(layout.log)
+    return all(json.loads(keeper.get(f"{layout.log}/{n}")[0]).get("partition") != partition for n in log[ptr:])
 
 
-def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Replica,
+def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Replica | str = "",
                        bugs: frozenset[str] = frozenset()) -> Assignment:
-    """SWITCH: the source becomes `leaving` (fixed, F6) or is dropped (source_stops_at_switch)."""
+    """SWITCH: the source becomes `leaving` (fixed, F6) or is dropped (source_stops_at_switch).
+    `dst` (a name or the Replica; the migration's own when empty) only names the target."""
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone" or not mig["fetched"]:
         raise GuardFailed("CoordinatorSwitch", f"{partition} is not a fetched CLONE: {mig}")
     _require_live_coordinator(keeper, layout, "CoordinatorSwitch", partition, mig)
-    if "switch_without_catchup" not in bugs and not caught_up(dst, partition):
-        raise GuardFailed("CoordinatorSwitch", f"target {dst.name} has not caught up on {partition}")
+    target = getattr(dst, "name", dst) or mig["dst"]
+    if target != mig["dst"]:
+        raise GuardFailed("CoordinatorSwitch", f"{target} is not the target of {partition}'s migration ({mig['dst']} is)")
+    if "switch_without_catchup" not in bugs and not caught_up(keeper, layout, target, partition):
+        raise GuardFailed("CoordinatorSwitch", f"target {target} has not caught up on {partition}")
     a = read_assignment(keeper, layout, partition)
     owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
     leaving = None if "source_stops_at_switch" in bugs else mig["src"]

@@ -181,9 +181,10 @@ class Replica:
         q = self.layout.queue(self.name)
         return [(n, json.loads(self.keeper.get(f"{q}/{n}")[0])) for n in self.keeper.get_children(q)]
 
-    def replica_execute_entry(self, queue_node: str) -> str:
+    def replica_execute_entry(self, queue_node: str, source: str | None = None) -> str:
         """Execute one queue entry; returns what was done. A GET_PART fetches the part, or a
-        part covering it, from a peer that has it; the queue entry goes only once done."""
+        part covering it, from a peer that has it (`source` names the peer, as the spec's
+        choice of one; by default the first that has one); the queue entry goes only once done."""
         path = f"{self.layout.queue(self.name)}/{queue_node}"
         entry = json.loads(self.keeper.get(path)[0])
         if entry["type"] in GLOBAL_TYPES:
@@ -205,7 +206,7 @@ class Replica:
             self.keeper.delete(path)
             return "covered"
         for peer, store in sorted(self.peers.items()):
-            if peer == self.name:
+            if peer == self.name or source is not None and peer != source:
                 continue
             for have in store.names(want.partition):
                 replaced = [n for n in self.store.names(want.partition) if have.covers(n)]

@@ -1,0 +1,211 @@
+"""State-graph replay of the whole protocol, in both directions at once.
+
+TLC dumps a model's state graph (conformance/stategraph.py). From each spec state the reference
+is put in (by restoring the snapshot taken when it first reached that state), every step the
+harness can try is tried (conformance/spec_system.py: every action, parameter and open choice):
+
+- each step the reference takes must be an edge of the spec's graph from that state, with the
+  same action, to a state equal to the reference's abstract state (the other direction: the
+  reference does nothing the spec does not allow);
+- each edge of the spec's graph from that state must be taken by some step of the reference
+  (the reference can do everything the spec does), unless a named refinement says why not.
+
+Each state is expanded once, so each edge costs one step. The spec's invariants are evaluated
+on the reference's abstract state after every step (conformance/spec_model.py): run with a
+broken variant's switch, the reference must reach a state that breaks one.
+
+The cache of a replica that is down is not compared: the reference loses it with the process,
+and no action of the spec reads it before ReplicaRestart replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.tlc.values import Fn, to_json
+
+from .spec_model import invariants, load_model
+from .spec_system import REFUSED, SpecSystem
+from .stategraph import cfg_invariants, dump, SPEC
+
+# Spec steps the reference does not take, on purpose: the reference's choice is narrower than
+# the spec's "some", and the narrower choice is the safe one (each is a refinement, not a gap).
+REFINEMENTS = {
+    "ReplicaForwardInsert": "forwards only to an owner that is up; the spec may forward to a crashed "
+                            "owner, and the INSERT then times out (the client sees the same)",
+    "ReplicaSelectMerge": "merges only parts with no block number between them (a gap may be an INSERT "
+                          "in flight); the spec merges any two parts of one mutation version",
+    "AdminRebalance": "SYSTEM REBALANCE starts the move its min-cost plan picks; the spec allows any "
+                      "move from a most to a least loaded replica",
+}
+
+
+def project(state: dict) -> dict:
+    """A spec state as the reference can show it: caches of active replicas only."""
+    cache = state["cache"]
+    return {**state, "cache": Fn({r: cache[r] for r in sorted(state["active"])}) if state["active"] else ()}
+
+
+def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None:
+    for var in sorted(spec):
+        if spec[var] != ref.get(var):
+            return var, spec[var], ref.get(var)
+    return None
+
+
+@dataclass
+class Failure:
+    kind: str                       # "reference-only step", "spec-only step", "differs at start"
+    steps: list                     # (action, args) from the initial state
+    action: str = ""
+    variable: str = ""
+    spec: object = None
+    reference: object = None
+
+    def describe(self) -> str:
+        lines = [f"  {i}. {a}{tuple(p)}" for i, (a, p) in enumerate(self.steps, 1)]
+        if self.kind == "spec-only step":
+            what = (f"the spec takes {self.action} from the state after these steps; no step of the reference "
+                    f"does.\n    spec's next state differs from the nearest the reference reached in "
+                    f"{self.variable}:\n    spec:      {self.spec}\n    reference: {self.reference}")
+        else:
+            what = (f"{self.kind}: first differing variable {self.variable}\n"
+                    f"    spec:      {self.spec}\n    reference: {self.reference}")
+        return "steps:\n" + "\n".join(lines) + "\n" + what
+
+
+@dataclass
+class ExploreReport:
+    model: str
+    depth: int | None
+    states: int
+    edges: int
+    covered: int = 0
+    refined: int = 0                # edges left out by a named refinement
+    steps_tried: int = 0
+    steps_taken: int = 0
+    seconds: float = 0.0
+    failure: Failure | None = None
+    violation: dict | None = None
+    by_action: dict = field(default_factory=dict)
+    refined_by_action: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "failure"}
+        d["coverage"] = round(self.covered / self.edges, 4) if self.edges else 1.0
+        d["coverage_without_refinements"] = (round(self.covered / (self.edges - self.refined), 4)
+                                             if self.edges > self.refined else 1.0)
+        d["failure"] = self.failure.describe() if self.failure else None
+        return d
+
+
+def _path(parent: dict, node) -> list:
+    out = []
+    while parent.get(node) is not None:
+        node, step = parent[node]
+        out.append(step)
+    return out[::-1]
+
+
+def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, progress=print,
+            failure_file: Path | None = None, stop_at_violation: bool = False) -> ExploreReport:
+    """Replay spec/{cfg}'s graph (states within `depth` steps) on the reference, with `bugs`
+    instead of the cfg's switches when given."""
+    model = load_model(cfg)
+    names = cfg_invariants((SPEC / cfg).read_text())
+    t0 = time.perf_counter()
+    g = dump(cfg, depth=depth)
+    report = ExploreReport(cfg, depth, g.number_of_nodes(), g.number_of_edges())
+    system = SpecSystem(model, bugs)
+    start = [n for n, d in g.nodes(data=True) if d["init"]]
+    got = system.abstract()
+    diff = first_difference(project(g.nodes[start[0]]["state"]), got)
+    if diff:
+        report.failure = Failure("differs at start", [], "", *diff)
+        return _finish(report, t0, failure_file, cfg, bugs, model)
+    projected = {}
+
+    def proj(n):
+        if n not in projected:
+            projected[n] = project(g.nodes[n]["state"])
+        return projected[n]
+
+    parent = {start[0]: None}
+    todo = [(start[0], system.snapshot())]
+    covered = set()
+    expanded = 0
+    while todo and report.failure is None:
+        u, snap = todo.pop()
+        system.restore(snap)
+        here = proj(u)
+        out_edges = list(g.out_edges(u, keys=True, data="action"))
+        taken = set()
+        for action, args in system.instances():
+            system.restore(snap)
+            report.steps_tried += 1
+            try:
+                system.step(action, args)
+            except REFUSED:
+                continue
+            w = system.abstract()
+            if w == here:
+                continue  # a step that changes nothing is a stutter, allowed
+            report.steps_taken += 1
+            match = [(a, v, k) for a, v, k, act in out_edges if act == action and proj(v) == w]
+            if not match:
+                near = [v for _, v, _, act in out_edges if act == action]
+                var, s, r = first_difference(proj(near[0]), w) if near else first_difference(here, w)
+                report.failure = Failure("reference-only step", _path(parent, u) + [(action, args)], action,
+                                         var, s, r)
+                break
+            if names and report.violation is None:
+                bad = [n for n, ok in invariants(w, model).items() if n in names and not ok]
+                if bad:
+                    steps = _path(parent, u) + [(action, args)]
+                    report.violation = {"invariant": bad[0], "steps": [f"{a}{tuple(p)}" for a, p in steps],
+                                        "length": len(steps), "seconds_to_first": round(time.perf_counter() - t0, 2)}
+                    if stop_at_violation:
+                        break
+            new_snap = None
+            for e in match:
+                taken.add(e)
+                v = e[1]
+                if v not in parent:
+                    parent[v] = (u, (action, args))
+                    new_snap = new_snap or system.snapshot()
+                    todo.append((v, new_snap))
+        if report.failure or (report.violation and stop_at_violation):
+            break
+        for a, v, k, act in out_edges:
+            e = (a, v, k)
+            if e in taken:
+                covered.add(e)
+                report.by_action[act] = report.by_action.get(act, 0) + 1
+            elif act in REFINEMENTS:
+                report.refined += 1
+                report.refined_by_action[act] = report.refined_by_action.get(act, 0) + 1
+            else:
+                var, s, r = first_difference(proj(v), here) or ("", None, None)
+                report.failure = Failure("spec-only step", _path(parent, u), act, var, s, r)
+                break
+        expanded += 1
+        if progress and expanded % 2000 == 0:
+            progress(f"  {cfg}: {expanded}/{report.states} states expanded, {len(covered)}/{report.edges} edges, "
+                     f"{time.perf_counter() - t0:.0f} s")
+    report.covered = len(covered)
+    return _finish(report, t0, failure_file, cfg, bugs, model)
+
+
+def _finish(report, t0, failure_file, cfg, bugs, model) -> ExploreReport:
+    report.seconds = round(time.perf_counter() - t0, 1)
+    if report.failure and failure_file:
+        failure_file.parent.mkdir(parents=True, exist_ok=True)
+        failure_file.write_text(json.dumps({
+            "module": "SelectiveReplication", "cfg": cfg, "bugs": sorted(model.bugs if bugs is None else bugs),
+            "steps": report.failure.steps, "kind": report.failure.kind, "action": report.failure.action,
+            "variable": report.failure.variable, "spec": to_json(report.failure.spec) if report.failure.spec is not None else None,
+        }, indent=1, default=str))
+    return report

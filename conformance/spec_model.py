@@ -1,0 +1,208 @@
+"""spec/SelectiveReplication.tla's constants and invariants in Python, over states shaped as TLC
+prints them (harness.tlc.values: Fn, frozenset, tuple, ModelValue).
+
+The replay (conformance/explore.py) evaluates these invariants on the reference's abstract
+state. They are checked against TLC itself (tests/conformance/test_explore.py): on every state
+of a holding model's graph they hold, and on a broken variant's graph the shortest way to a
+state that breaks one is as long as TLC's counterexample.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import chain
+
+from harness.tlc.values import Fn, ModelValue, parse_value
+
+from .stategraph import SPEC, wrapper_of
+
+NONE = "none"     # the spec's None
+ABSENT = -1       # the spec's Absent (no assignment version)
+INVARIANTS = ("TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
+              "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv",
+              "QueryNoDuplicateInv", "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
+              "DropsAppliedInv")
+
+
+class ModelError(ValueError):
+    """A cfg that is not a model of SelectiveReplication this module can read."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """The constants of one cfg of spec/SelectiveReplication.tla."""
+    cfg: str
+    replicas: tuple[ModelValue, ...]
+    partitions: tuple[ModelValue, ...]
+    rf: int
+    insert_partition: dict          # insert id (int) -> partition
+    init_owners: dict               # partition -> frozenset of replicas
+    init_blocks: frozenset
+    queries: tuple[str, ...]
+    bounds: dict                    # MaxTries, MaxMerges, ... as named in the spec
+    block_during_clone: bool
+    bugs: frozenset[str]
+
+    @property
+    def inserts(self) -> tuple[int, ...]:
+        return tuple(sorted(self.insert_partition))
+
+
+def _definitions() -> dict[str, str]:
+    """`Name == value` lines of MCSelectiveReplication.tla whose right side is a plain value."""
+    out = {}
+    for line in (SPEC / "MCSelectiveReplication.tla").read_text().splitlines():
+        m = re.match(r"^(\w+) == (.+)$", line.strip())
+        if m:
+            out[m[1]] = m[2]
+    return out
+
+
+def load_model(cfg: str) -> Model:
+    if wrapper_of(cfg) != "MCSelectiveReplication.tla":
+        raise ModelError(f"{cfg} is not a model of SelectiveReplication")
+    defs = _definitions()
+    values = {}
+    for line in (SPEC / cfg).read_text().splitlines():
+        m = re.match(r"^\s+(\w+) (<-|=) (.+)$", line)
+        if not m or re.fullmatch(r"[rp]\d+ = .*", f"{m[1]} {m[2]} {m[3]}"):
+            continue
+        text = defs[m[3]] if m[2] == "<-" else m[3]
+        try:
+            values[m[1]] = parse_value(text)
+        except ValueError as e:
+            raise ModelError(f"{cfg}: constant {m[1]} = {text!r} is not a plain value: {e}") from None
+    need = ("Replicas", "Partitions", "RF", "InsertPartition", "InitOwners", "InitBlocks", "Queries", "Bugs")
+    missing = [n for n in need if n not in values]
+    if missing:
+        raise ModelError(f"{cfg} does not set {missing}")
+
+    def as_map(v):  # a TLA+ function over 1..n prints as a sequence
+        return dict(enumerate(v, 1)) if isinstance(v, tuple) else dict(v)
+    bounds = {k: v for k, v in values.items() if k.startswith("Max")}
+    return Model(cfg, tuple(sorted(values["Replicas"])), tuple(sorted(values["Partitions"])), values["RF"],
+                 as_map(values["InsertPartition"]), as_map(values["InitOwners"]), values["InitBlocks"],
+                 tuple(sorted(values["Queries"])), bounds, bool(values.get("BlockDuringClone", False)),
+                 frozenset(values["Bugs"]))
+
+
+# --- the spec's helpers --------------------------------------------------------------------------
+
+def seq_or_fn(d: dict):
+    """A TLA+ function as TLC prints it: a sequence when its domain is 1..n."""
+    if not d:
+        return ()
+    if all(isinstance(k, int) for k in d) and sorted(d) == list(range(1, len(d) + 1)):
+        return tuple(d[k] for k in range(1, len(d) + 1))
+    return Fn(d)
+
+
+def at(f, key):
+    """f[key] for a function printed as a sequence or as (k :> v @@ ...)."""
+    return f[key - 1] if isinstance(f, tuple) else f[key]
+
+
+def keepers(a) -> frozenset:
+    return a["owners"] | (frozenset({a["target"], a["leaving"]}) - {NONE})
+
+
+def ids(blocks) -> set:
+    return {b[0] for b in blocks}
+
+
+def twice(blocks) -> bool:
+    seen = set()
+    for i, _ in blocks:
+        if i in seen:
+            return True
+        seen.add(i)
+    return False
+
+
+class View:
+    """Derived quantities of one state (the spec's LET-free helpers), computed once."""
+
+    def __init__(self, s: dict, m: Model):
+        self.s, self.m = s, m
+        self.log = s["log"]
+        self.first_idx = {}
+        for k, e in enumerate(self.log, 1):
+            if e["type"] == "GET":
+                for i in ids(e["part"]["b"]):
+                    self.first_idx.setdefault(i, k)
+
+    def drop_point(self, p, upto: int) -> int:
+        return max((k for k, e in enumerate(self.log[:upto], 1) if e["type"] == "DROP" and e["p"] == p), default=0)
+
+    def live(self, i) -> bool:
+        return self.first_idx.get(i, 0) > self.drop_point(self.m.insert_partition[i], len(self.log))
+
+    def live_acked(self) -> set:
+        return {i for i in self.s["inv_acked"] if self.live(i)}
+
+    def has_block(self, r, i) -> bool:
+        return any(i in ids(x["b"]) for x in at(self.s["parts"], r))
+
+    def in_flight_to(self, r, i) -> bool:
+        return at(self.s["ptr"], r) < self.first_idx.get(i, 0) or any(
+            e["type"] in ("GET", "MERGE") and i in ids(e["part"]["b"]) for e in at(self.s["queue"], r))
+
+    def mutations_owed(self, r, x) -> int:
+        ks = [k for k, e in enumerate(self.log[:at(self.s["ptr"], r)], 1)
+              if e["type"] == "MUTATE" and e["p"] == x["p"] and any(b[1] < k for b in x["b"])]
+        return self.log[max(ks) - 1]["part"]["mv"] if ks else 0
+
+    def leaver(self, p):
+        mig = at(self.s["mig"], p)
+        return mig["src"] if mig["st"] == "switched" else mig["dst"]
+
+
+def invariants(s: dict, m: Model) -> dict[str, bool]:
+    """Every invariant of the spec, by name, on state s."""
+    v = View(s, m)
+    asg, mig, parts, queue, qry = s["asg"], s["mig"], s["parts"], s["queue"], s["qry"]
+    R, P = m.replicas, m.partitions
+    acked = v.live_acked()
+    done = [at(qry, q) for q in m.queries if at(qry, q)["st"] == "done"]
+    in_flight = [p for p in P if at(mig, p)["st"] in ("clone", "switched", "cancelling")]
+
+    def rf_ok(p):
+        a, st = at(asg, p), at(mig, p)["st"]
+        return a["version"] == ABSENT or (
+            len(a["owners"]) == m.rf and (a["target"] != NONE) == (st == "clone")
+            and (a["leaving"] != NONE) == (st == "cancelling" or st == "switched"
+                                           and "source_stops_at_switch" not in m.bugs))
+
+    def keeper(r, x):
+        return r in keepers(at(asg, x["p"]))
+
+    def foreign_ok(r, x):
+        return keeper(r, x) or at(mig, x["p"])["st"] in ("switched", "cancelling") and r == v.leaver(x["p"])
+
+    def pending(r, kind, p):
+        return any(e["type"] == kind and e["p"] == p for e in at(queue, r))
+
+    def alters_ok(r):
+        passed = sum(e["type"] == "ALTER" for e in v.log[:at(s["ptr"], r)])
+        return at(s["meta"], r)["alters"] + sum(e["type"] == "ALTER" for e in at(queue, r)) == passed
+
+    return {
+        "TypeOKInv": s["active"] <= frozenset(R) and all(0 <= at(s["ptr"], r) <= len(v.log) for r in R),
+        "ReplicationFactorInv": all(rf_ok(p) for p in P),
+        "NoAckedBlockLostInv": all(any(v.has_block(r, i) for r in R) for i in acked),
+        "OwnersCompleteInv": all(v.has_block(o, i) or v.in_flight_to(o, i)
+                                 for i in acked for o in at(asg, m.insert_partition[i])["owners"]),
+        "NoDuplicateRowsInv": all(not twice(list(chain.from_iterable(x["b"] for x in at(parts, r) if x["p"] == p)))
+                                  for r in R for p in P),
+        "GlobalEntriesAppliedInv": all(alters_ok(r) for r in R),
+        "NoForeignPartsInv": all(foreign_ok(r, x) for r in R for x in at(parts, r)),
+        "QueryNoMissingInv": all(not q["lost"] for q in done),
+        "QueryNoDuplicateInv": all(not q["dup"] for q in done),
+        "CleanupSafeInv": not s["inv_read_cleaned"],
+        "MigrationLimitInv": len(in_flight) <= m.bounds.get("MaxConcurrentMigrations", len(P)),
+        "MutationsAppliedInv": all(not keeper(r, x) or x["mv"] >= v.mutations_owed(r, x) or pending(r, "MUTATE", x["p"])
+                                   for r in R for x in at(parts, r)),
+        "DropsAppliedInv": all(not keeper(r, x) or all(b[1] > v.drop_point(x["p"], at(s["ptr"], r)) for b in x["b"])
+                               or pending(r, "DROP", x["p"]) for r in R for x in at(parts, r)),
+    }

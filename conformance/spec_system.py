@@ -1,0 +1,572 @@
+"""The reference under the constants of one model of spec/SelectiveReplication.tla, for the
+state-graph replay (conformance/explore.py).
+
+- `instances()` lists every step the harness may try now: each action of the spec with each
+  parameter from the model's constants, and each choice the spec leaves open (the owners an
+  allocation picks, the owner a forward goes to, the replica each partition of a query is read
+  from, the peer a fetch copies from). The reference refuses those whose guard is false.
+- `step(action, args)` runs one; one of REFUSED means the reference refused it (nothing changed).
+- `abstract()` reads the reference's state as the spec's variables, valued as TLC prints them.
+- `snapshot()` / `restore()` take the whole system back to a state, so that every step from a
+  state can be tried.
+
+The spec's client-side variables (ins, qry, inv_acked, inv_read_cleaned, aux_counts) are what
+the client saw and what the harness bounds; they are kept here, by the spec's rules. Everything
+else is read from Keeper and from the replicas' parts.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections import Counter
+
+from harness.tlc.values import Fn, ModelValue
+from reference.assignment import GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_allocate
+from reference.insert import replica_forward_insert, sub_block_hash
+from reference.keeper import MemoryEnsemble, SessionExpiredError
+from reference.layout import Layout
+from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                 migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
+                                 replica_take_over_migration)
+from reference.parts import BadPart, PartName, PartStore
+from reference.query import client_query_fails, client_start_query, replica_read_partition
+from reference.rebalance import RebalanceError, system_rebalance
+from reference.registration import create_table_znodes, register_replica
+from reference.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate_partition
+
+from .spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
+
+LAYOUT = Layout("/clickhouse/tables/replay/events")
+REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
+NO_ASG = Fn({"owners": frozenset(), "target": NONE, "leaving": NONE, "version": ABSENT})
+NO_PART = Fn({"p": NONE, "b": frozenset(), "mv": 0})
+SPEC_TYPE = {"GET_PART": "GET", "MERGE_PARTS": "MERGE", "MUTATE_PART": "MUTATE", "DROP_RANGE": "DROP",
+             "ALTER_METADATA": "ALTER"}
+
+
+class MemoryPartStore(PartStore):
+    """PartStore's semantics (immutable parts, checksums, covering on fetch) held in memory, as
+    MemoryEnsemble holds Keeper's: the replay restores whole states thousands of times."""
+
+    def __init__(self, name: str):
+        self.folder = name
+        self._index = {}
+        self.files: dict[str, list] = {}
+        self.state: dict = {}
+
+    def load_state(self) -> dict:
+        return copy.deepcopy(self.state)
+
+    def save_state(self, state: dict) -> None:
+        self.state = copy.deepcopy(state)
+
+    def write(self, name: PartName, rows: list) -> PartName:
+        if str(name) in self.files:
+            raise BadPart(f"part {name} already exists on {self.folder}: parts are immutable")
+        self.files[str(name)] = [dict(r) for r in rows]
+        self._index.setdefault(name.partition, set()).add(name)
+        return name
+
+    def read(self, name: PartName) -> list:
+        try:
+            return [dict(r) for r in self.files[str(name)]]
+        except KeyError:
+            raise BadPart(f"part {name} not found on {self.folder}") from None
+
+    def remove(self, name: PartName) -> None:
+        self.files.pop(str(name), None)
+        self._index.get(name.partition, set()).discard(name)
+
+    def snapshot(self):
+        return dict(self.files), copy.deepcopy(self.state)
+
+    def restore(self, snap) -> None:
+        files, state = snap
+        self.files, self.state = dict(files), copy.deepcopy(state)
+        self._index = {}
+        for n in files:
+            pn = PartName.parse(n)
+            self._index.setdefault(pn.partition, set()).add(pn)
+
+
+class Pick:
+    """A random.Random stand-in whose choice is the one the replay asks for."""
+
+    def __init__(self, want):
+        self.want = want
+
+    def choice(self, seq):
+        if self.want not in seq:
+            raise GuardFailed("choice", f"{self.want} is not among {list(seq)}")
+        return self.want
+
+    def shuffle(self, seq):
+        pass
+
+
+class SpecSystem:
+    def __init__(self, model: Model, bugs: frozenset[str] | None = None):
+        self.m = model
+        self.bugs = model.bugs if bugs is None else frozenset(bugs)
+        self.names = tuple(r.name for r in model.replicas)
+        self.mv = {r.name: r for r in model.replicas} | {p.name: p for p in model.partitions}
+        self.pid = {p: f"202401-{n}" for n, p in enumerate(model.partitions)}   # model value -> partition id
+        self.part_of = {v: k for k, v in self.pid.items()}
+        self.ensemble = MemoryEnsemble()
+        self.admin = self.ensemble.connect()
+        create_table_znodes(self.admin, LAYOUT, model.rf)
+        for p, owners in model.init_owners.items():
+            if owners:
+                self.admin.create(LAYOUT.assignment(self.pid[p]),
+                                  json.dumps({"owners": sorted(o.name for o in owners), "target": None,
+                                              "leaving": None}, separators=(",", ":")).encode(), makepath=True)
+        self.stores = {r: MemoryPartStore(r) for r in self.names}
+        self.peers: dict[str, PartStore] = {}
+        self.reps: dict[str, Replica] = {}
+        for r in self.names:
+            self._start(r, load=True)
+        # The client's side, as the spec's variables.
+        self.ins = {i: {"st": "idle", "at": NONE, "tries": 0} for i in model.inserts}
+        self.qry = {q: self._idle_query() for q in model.queries}
+        self.acked: set = set()
+        self.read_cleaned = False
+        self.counts = {"merges": 0, "alters": 0, "mutations": 0, "drops": 0, "migrations": 0, "crashes": 0}
+        self.writer = {}        # (partition id, block number) -> insert id whose GET_PART wrote it
+        self.hashes = {}        # blocks/ node name -> insert id
+        self._init_blocks()
+
+    @staticmethod
+    def _idle_query() -> dict:
+        return {"st": "idle", "at": NONE, "routes": (), "pending": frozenset(), "expected": frozenset(),
+                "seen": frozenset(), "dup": False, "lost": frozenset(), "query": None}
+
+    def _init_blocks(self) -> None:
+        """InitBlocks: written by an initial owner and replicated to the others before the start."""
+        for i in sorted(self.m.init_blocks):
+            p = self.m.insert_partition[i]
+            writer = min(o.name for o in self.m.init_owners[p])
+            self._write(self.reps[writer], i)
+            self.ins[i] = {"st": "acked", "at": NONE, "tries": 0}
+            self.acked.add(i)
+        for rep in self.reps.values():
+            while True:
+                try:
+                    rep.replica_pull_log()
+                except GuardFailed:
+                    break
+            for node, _ in rep.queue():
+                rep.replica_execute_entry(node)
+
+    def _start(self, r: str, load: bool) -> None:
+        k = self.ensemble.connect()
+        register_replica(k, LAYOUT, r)
+        self.peers[r] = self.stores[r]
+        rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
+        if load:
+            rep.load_map()
+        self.reps[r] = rep
+
+    def close(self) -> None:
+        pass  # nothing outside this process: the ensemble and the stores are in memory
+
+    # --- snapshot / restore -----------------------------------------------------------------
+    def snapshot(self):
+        reps = {r: (rep, dict(rep.cache), rep.metadata_version, dict(rep.dropped), dict(rep.pins),
+                    list(rep._log_listing), rep._ptr) for r, rep in self.reps.items()}
+        return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps,
+                {i: dict(x) for i, x in self.ins.items()},
+                {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in self.qry.items()},
+                set(self.acked), self.read_cleaned, dict(self.counts), dict(self.writer), dict(self.hashes))
+
+    def restore(self, snap) -> None:
+        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes = snap
+        self.ensemble.restore(ens)
+        for r, s in stores.items():
+            self.stores[r].restore(s)
+        self.reps, self.peers = {}, {}
+        for r, (rep, cache, mv, dropped, pins, listing, ptr) in reps.items():
+            rep.cache, rep.metadata_version, rep.dropped, rep.pins = dict(cache), mv, dict(dropped), dict(pins)
+            rep._log_listing, rep._ptr, rep.peers = list(listing), ptr, self.peers
+            self.reps[r] = rep
+            self.peers[r] = self.stores[r]
+        self.ins = {i: dict(x) for i, x in ins.items()}
+        self.qry = {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in qry.items()}
+        self.acked, self.read_cleaned, self.counts = set(acked), cleaned, dict(counts)
+        self.writer, self.hashes = dict(writer), dict(hashes)
+
+    # --- the abstraction: reference state -> the spec's variables ---------------------------
+    def _assignment(self, a) -> Fn:
+        if a is None:
+            return NO_ASG
+        return Fn({"owners": frozenset(self.mv[o] for o in a.owners),
+                   "target": self.mv[a.target] if a.target else NONE,
+                   "leaving": self.mv[a.leaving] if a.leaving else NONE, "version": a.version})
+
+    def _blocks(self, name: PartName, get_idx: dict) -> frozenset:
+        """The spec's blocks <<insert id, log index of its GET_PART>> in a part's block range."""
+        return frozenset((self.writer[(name.partition, n)], get_idx[(name.partition, n)])
+                         for n in range(name.min_block, name.max_block + 1) if (name.partition, n) in get_idx)
+
+    def _part(self, name: PartName, get_idx: dict, rows: list | None = None) -> Fn:
+        blocks = self._blocks(name, get_idx)
+        if rows is not None:
+            # The part's name says which blocks it holds; its rows must say the same. Rows the
+            # name does not explain show as blocks of log index -1, so the states differ.
+            want = Counter(i for i, _ in blocks)
+            got = Counter(r["row_id"] for r in rows)
+            if want != got:
+                blocks = frozenset(b for b in blocks if got[b[0]]) | frozenset(
+                    (i, -1) for i in (got - want))
+        return Fn({"p": self.part_of[name.partition], "b": blocks, "mv": name.mutation})
+
+    def _entry(self, e: dict, k: int, get_idx: dict) -> Fn:
+        kind = SPEC_TYPE[e["type"]]
+        if kind == "ALTER":
+            return Fn({"type": kind, "p": NONE, "part": NO_PART, "v": 0, "k": k})
+        p = self.part_of[e["partition"]]
+        if kind in ("GET", "MERGE"):
+            part = self._part(PartName.parse(e["part"]), get_idx)
+        else:
+            part = Fn({"p": p, "b": frozenset(), "mv": e.get("mutation", 0)})
+        return Fn({"type": kind, "p": p, "part": part, "v": e["assignment_version"], "k": k})
+
+    def _children(self, path: str) -> list[str]:
+        node = self.ensemble.nodes.get(path)
+        return sorted(node.children) if node else []
+
+    def _json(self, path: str) -> dict:
+        return json.loads(self.ensemble.nodes[path].value)
+
+    def abstract(self) -> dict:
+        nodes = self.ensemble.nodes
+        log_raw = [self._json(f"{LAYOUT.log}/{n}") for n in self._children(LAYOUT.log)]
+        get_idx = {}
+        for k, e in enumerate(log_raw, 1):
+            if e["type"] == "GET_PART":
+                n = PartName.parse(e["part"])
+                get_idx.setdefault((n.partition, n.min_block), k)
+        log = tuple(self._entry(e, k, get_idx) for k, e in enumerate(log_raw, 1))
+        index_of = {}
+        for k, e in enumerate(log_raw, 1):
+            index_of.setdefault(json.dumps(e, sort_keys=True), k)
+        active = frozenset(self.mv[r] for r in self.names if LAYOUT.is_active(r) in nodes)
+        asg = {p: self._assignment(read_assignment(self.admin, LAYOUT, pid)) for p, pid in self.pid.items()}
+        ptr, queue, parts, meta = {}, {}, {}, {}
+        for r in self.names:
+            mr = self.mv[r]
+            ptr[mr] = int(nodes[LAYOUT.log_pointer(r)].value)
+            q = set()
+            for n in self._children(LAYOUT.queue(r)):
+                e = self._json(f"{LAYOUT.queue(r)}/{n}")
+                k = 0 if e.get("source") == "clone" else index_of.get(json.dumps(e, sort_keys=True), -1)
+                q.add(self._entry(e, k, get_idx))
+            queue[mr] = frozenset(q)
+            store = self.stores[r]
+            parts[mr] = frozenset(self._part(n, get_idx, store.read(n)) for n in store.names())
+            state = store.load_state()
+            drop_k = {}
+            for pid, upto in state.get("dropped", {}).items():
+                drop_k[pid] = next((k for k, e in enumerate(log_raw, 1) if e["type"] == "DROP_RANGE"
+                                    and e["partition"] == pid and e["max_block"] == upto), -1)
+            meta[mr] = Fn({"alters": state.get("metadata_version", 0),
+                           "dropped": Fn({p: drop_k.get(pid, 0) for p, pid in self.pid.items()})})
+        cache = {self.mv[r]: Fn({p: self._assignment(rep.cache.get(pid)) for p, pid in self.pid.items()})
+                 for r, rep in self.reps.items()}
+        dedup = frozenset(self.hashes[n] for n in self._children(LAYOUT.blocks) if n in self.hashes)
+        mig = {}
+        for p, pid in self.pid.items():
+            x = read_migration(self.admin, LAYOUT, pid)[0]
+            mig[p] = Fn({"st": x["state"], "src": self.mv[x["src"]], "dst": self.mv[x["dst"]],
+                         "coord": self.mv[x["coord"]], "fetched": x["fetched"]} if x else
+                        {"st": "none", "src": NONE, "dst": NONE, "coord": NONE, "fetched": False})
+        return {
+            "active": active, "asg": seq_or_fn(asg), "cache": seq_or_fn(cache), "log": log,
+            "ptr": seq_or_fn(ptr), "queue": seq_or_fn(queue), "parts": seq_or_fn(parts), "meta": seq_or_fn(meta),
+            "dedup": dedup, "mig": seq_or_fn(mig),
+            "ins": seq_or_fn({i: Fn({"st": x["st"], "at": self.mv.get(x["at"], NONE), "tries": x["tries"]})
+                              for i, x in self.ins.items()}),
+            "qry": seq_or_fn({q: Fn({k: v for k, v in x.items() if k != "query"}) for q, x in self.qry.items()}),
+            "inv_acked": frozenset(self.acked), "inv_read_cleaned": self.read_cleaned,
+            "aux_counts": Fn(self.counts),
+        }
+
+    # --- the steps ------------------------------------------------------------------------
+    def instances(self) -> list[tuple[str, tuple]]:
+        """Every step worth trying now. Only what the harness itself owns is filtered here (a
+        replica that is down has no process to run a step; a client's state); the reference
+        refuses the rest."""
+        m, up, R = self.m, sorted(self.reps), self.names
+        P = [p.name for p in m.partitions]
+        out = [("ClientAlterMetadata", ())]
+        for r in up:
+            out += [("ReplicaPullLog", (r,)), ("ReplicaCrash", (r,))]
+            for node, e in self.reps[r].queue():
+                if e["type"] in ("GET_PART", "MERGE_PARTS"):
+                    out += [("ReplicaExecuteEntry", (r, node, s)) for s in up if s != r] or [
+                        ("ReplicaExecuteEntry", (r, node, None))]
+                else:
+                    out.append(("ReplicaExecuteEntry", (r, node, None)))
+            for p in P:
+                out += [("ReplicaRefreshCache", (r, p)), ("ReplicaSelectMerge", (r, p))]
+        out += [("ReplicaRestart", (r,)) for r in R if r not in self.reps]
+        for i, x in self.ins.items():
+            out += [("ClientSendInsert", (i, r)) for r in up]
+            out += [("ClientReceiveAck", (i,)), ("ClientTimeout", (i,))]
+            if x["st"] == "sent" and x["at"] in self.reps:
+                r = x["at"]
+                out += [("ReplicaAllocate", (r, i, tuple(S))) for S in itertools.combinations(R, m.rf)]
+                out += [("ReplicaForwardInsert", (r, i, o)) for o in R]
+                out.append(("ReplicaWriteInsert", (r, i)))
+        for q, x in self.qry.items():
+            for r in up:
+                known = sorted(self.reps[r].cache)
+                out += [("ClientStartQuery", (q, r, routes)) for routes in itertools.product(R, repeat=len(known))]
+            out.append(("ClientQueryFails", (q,)))
+            out += [("ReplicaReadPartition", (q, p)) for p in P]
+        for p in P:
+            out += [(a, (p,)) for a in ("ClientMutatePartition", "ClientDropPartition", "ReplicaCloneFetch",
+                                        "CoordinatorSwitch", "ReplicaCleanup", "CoordinatorCancel")]
+            out += [("ReplicaTakeOverMigration", (p, r)) for r in R]
+            out += [("AdminReassign", (p, s, d)) for s in R for d in R]
+        out.append(("AdminRebalance", ()))
+        return out
+
+    def step(self, action: str, args: tuple) -> str:
+        return getattr(self, "_" + action)(*args)
+
+    def _rep(self, r: str) -> Replica:
+        if r not in self.reps:
+            raise GuardFailed("step", f"{r} is down")
+        return self.reps[r]
+
+    def _bounded(self, kind: str, bound: str) -> None:
+        if self.counts[kind] >= self.m.bounds.get(bound, 0):
+            raise GuardFailed(bound, f"{kind} bound reached")
+
+    def _blocked(self, p: str) -> bool:
+        mig = read_migration(self.admin, LAYOUT, self.pid[self.mv[p]])[0] or {}
+        return self.m.block_during_clone and mig.get("state") == "clone"
+
+    def _ReplicaPullLog(self, r):
+        return self._rep(r).replica_pull_log()["type"]
+
+    def _ReplicaExecuteEntry(self, r, node, source):
+        return self._rep(r).replica_execute_entry(node, source)
+
+    def _ReplicaCrash(self, r):
+        rep = self._rep(r)
+        self._bounded("crashes", "MaxCrashes")
+        self.counts["crashes"] += 1
+        self.ensemble.expire(rep.keeper.session_id)
+        del self.reps[r], self.peers[r]
+        return "crashed"
+
+    def _ReplicaRestart(self, r):
+        if r in self.reps:
+            raise GuardFailed("ReplicaRestart", f"{r} is up")
+        self._start(r, load="serve_before_map_loaded" not in self.bugs)
+        return "restarted"
+
+    def _ReplicaRefreshCache(self, r, p):
+        self._rep(r).replica_refresh_cache(self.pid[self.mv[p]])
+        return "refreshed"
+
+    def _ReplicaSelectMerge(self, r, p):
+        self._bounded("merges", "MaxMerges")
+        e = self._rep(r).replica_select_merge(self.pid[self.mv[p]], self.m.block_during_clone)
+        self.counts["merges"] += 1
+        return e["part"]
+
+    def _ClientSendInsert(self, i, r):
+        x = self.ins[i]
+        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= self.m.bounds["MaxTries"]:
+            raise GuardFailed("ClientSendInsert", f"{i} is {x['st']} after {x['tries']} tries")
+        self._rep(r)
+        self.ins[i] = {"st": "sent", "at": r, "tries": x["tries"] + 1}
+        return "sent"
+
+    def _sent_at(self, action, r, i):
+        x = self.ins[i]
+        if x["st"] != "sent" or x["at"] != r:
+            raise GuardFailed(action, f"{i} is not sent at {r}")
+        return self._rep(r), self.pid[self.m.insert_partition[i]]
+
+    def _ReplicaAllocate(self, r, i, owners):
+        rep, pid = self._sent_at("ReplicaAllocate", r, i)
+        if pid in rep.cache:
+            raise GuardFailed("ReplicaAllocate", f"{r} knows {pid}")
+        try:
+            a = replica_allocate(rep.keeper, LAYOUT, r, pid, self.m.rf, self.bugs, owners=owners)
+        except NotEnoughActiveReplicas:
+            self.ins[i]["st"] = "failed"   # the INSERT fails (spec F1)
+            return "failed"
+        rep.learn(pid, a)
+        return "allocated"
+
+    def _ReplicaForwardInsert(self, r, i, o):
+        rep, pid = self._sent_at("ReplicaForwardInsert", r, i)
+        owner = replica_forward_insert(rep, pid, self.reps, Pick(o))
+        self.ins[i]["at"] = owner.name
+        return owner.name
+
+    def _write(self, rep: Replica, i) -> str:
+        pid = self.pid[self.m.insert_partition[i]]
+        rows = [{"date": "2024-01-15", "user_id": 0, "row_id": i, "event": "e"}]
+        h = sub_block_hash(str(i), pid, rows)
+        self.hashes[f"{pid}_{h}"] = i
+        got = rep.replica_write_insert(pid, rows, h)
+        if got != "deduplicated":
+            self.writer[(pid, PartName.parse(got).min_block)] = i
+        return got
+
+    def _ReplicaWriteInsert(self, r, i):
+        rep, _ = self._sent_at("ReplicaWriteInsert", r, i)
+        try:
+            got = self._write(rep, i)
+        except InsertRejected:
+            self.ins[i]["st"] = "failed"
+            return "rejected"
+        self.ins[i]["st"] = "written"
+        return got
+
+    def _ClientReceiveAck(self, i):
+        if self.ins[i]["st"] != "written":
+            raise GuardFailed("ClientReceiveAck", f"{i} is {self.ins[i]['st']}")
+        self.ins[i]["st"] = "acked"
+        self.acked.add(i)
+        return "acked"
+
+    def _ClientTimeout(self, i):
+        x = self.ins[i]
+        if x["st"] not in ("sent", "written") or x["tries"] >= self.m.bounds["MaxTries"]:
+            raise GuardFailed("ClientTimeout", f"{i} is {x['st']}")
+        x["st"] = "unknown"
+        return "unknown"
+
+    def _ClientStartQuery(self, q, r, routes):
+        if self.qry[q]["st"] != "idle":
+            raise GuardFailed("ClientStartQuery", f"{q} is {self.qry[q]['st']}")
+        rep = self._rep(r)
+        forced = iter(routes)
+
+        def choose(_, candidates):
+            want = next(forced)
+            if want not in candidates:
+                raise GuardFailed("ClientStartQuery", f"{want} may not be read from ({sorted(candidates)})")
+            return want
+        view = View(self.abstract(), self.m)
+        query = client_start_query(rep, choose=choose, replicas=self.reps)
+        known = {self.part_of[pid] for pid in query.routes}
+        acked = view.live_acked()
+        self.qry[q] = {
+            "st": "running" if known else "done", "at": self.mv[r],
+            "routes": seq_or_fn({self.part_of[pid]: self.mv[o] for pid, o in query.routes.items()}),
+            "pending": frozenset(known), "expected": frozenset(acked), "seen": frozenset(), "dup": False,
+            "lost": frozenset(i for i in acked if self.m.insert_partition[i] not in known
+                              and not at(view.s["ptr"], self.mv[r]) < view.first_idx.get(i, 0)),
+            "query": query}
+        return "started"
+
+    def _ReplicaReadPartition(self, q, p):
+        x, part = self.qry[q], self.mv[p]
+        if x["st"] != "running" or part not in x["pending"]:
+            raise GuardFailed("ReplicaReadPartition", f"{q} does not wait for {p}")
+        o = x["query"].routes[self.pid[part]]
+        self._rep(o)
+        view = View(self.abstract(), self.m)
+        got = frozenset().union(*[y["b"] for y in at(view.s["parts"], self.mv[o]) if y["p"] == part])
+        rows = replica_read_partition(x["query"], self.pid[part], self.reps)
+        if Counter(r["row_id"] for r in rows) != Counter(i for i, _ in got):
+            got = got | {(r["row_id"], -1) for r in rows}   # rows its parts do not explain: a difference
+        seen = x["seen"]
+        x.update(
+            pending=x["pending"] - {part}, st="done" if x["pending"] == {part} else x["st"], seen=seen | got,
+            dup=x["dup"] or len({i for i, _ in got | seen}) < len(got | seen) or bool(got & seen),
+            lost=x["lost"] | {i for i in x["expected"] if self.m.insert_partition[i] == part
+                              and i not in ids(got) and not view.in_flight_to(self.mv[o], i) and view.live(i)})
+        return f"{len(rows)} rows"
+
+    def _ClientQueryFails(self, q):
+        x = self.qry[q]
+        if x["st"] != "running" or all(x["query"].routes[self.pid[p]] in self.reps for p in x["pending"]):
+            raise GuardFailed("ClientQueryFails", f"{q} can go on")
+        client_query_fails(x["query"], self.reps)
+        x["st"] = "failed"
+        return "failed"
+
+    def _ClientAlterMetadata(self):
+        self._bounded("alters", "MaxAlters")
+        client_alter_metadata(self.admin, LAYOUT, "ADD COLUMN x")
+        self.counts["alters"] += 1
+        return "alter"
+
+    def _ClientMutatePartition(self, p):
+        pid = self.pid[self.mv[p]]
+        self._bounded("mutations", "MaxMutations")
+        if self._blocked(p):
+            raise GuardFailed("ClientMutatePartition", f"{p} is in CLONE and mutations are blocked")
+        number = sum(1 for n in self._children(LAYOUT.log) if (e := self._json(f"{LAYOUT.log}/{n}"))["type"]
+                     == "MUTATE_PART" and e["partition"] == pid) + 1
+        client_mutate_partition(self.admin, LAYOUT, pid, number, {"event": f"m{number}"})
+        self.counts["mutations"] += 1
+        return "mutate"
+
+    def _ClientDropPartition(self, p):
+        self._bounded("drops", "MaxDrops")
+        if self._blocked(p):
+            raise GuardFailed("ClientDropPartition", f"{p} is in CLONE and drops are blocked")
+        client_drop_partition(self.admin, LAYOUT, self.pid[self.mv[p]])
+        self.counts["drops"] += 1
+        return "drop"
+
+    def _AdminReassign(self, p, src, dst):
+        self._bounded("migrations", "MaxMigrations")
+        admin_reassign(self.admin, LAYOUT, self.pid[self.mv[p]], dst, src, self.m.bounds["MaxConcurrentMigrations"])
+        self.counts["migrations"] += 1
+        return f"{src}->{dst}"
+
+    def _AdminRebalance(self):
+        """SYSTEM REBALANCE starting one move (the spec's AdminRebalance is one move)."""
+        self._bounded("migrations", "MaxMigrations")
+        busy = len(migrations_in_flight(self.admin, LAYOUT))
+        limit = min(busy + 1, self.m.bounds["MaxConcurrentMigrations"])
+        started = system_rebalance(self.admin, LAYOUT, list(self.names), limit)
+        if not started:
+            raise GuardFailed("AdminRebalance", "balanced, or no move may start")
+        self.counts["migrations"] += len(started)
+        return str(started)
+
+    def _mig(self, p):
+        mig = read_migration(self.admin, LAYOUT, self.pid[self.mv[p]])[0]
+        if not mig:
+            raise GuardFailed("migration step", f"no migration of {p}")
+        return mig
+
+    def _ReplicaCloneFetch(self, p):
+        mig = self._mig(p)
+        return str(replica_clone_fetch(self._rep(mig["dst"]), self.pid[self.mv[p]], self.reps))
+
+    def _CoordinatorSwitch(self, p):
+        mig = self._mig(p)
+        coordinator_switch(self.admin, LAYOUT, self.pid[self.mv[p]], mig["dst"], self.bugs)
+        return "switched"
+
+    def _ReplicaCleanup(self, p):
+        mig, part = self._mig(p), self.mv[p]
+        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
+        routed_here = any(x["st"] == "running" and part in x["pending"]
+                          and x["query"].routes[self.pid[part]] == leaver for x in self.qry.values())
+        replica_cleanup(self._rep(leaver), self.pid[part], self.bugs)
+        self.read_cleaned |= routed_here
+        return "cleaned"
+
+    def _CoordinatorCancel(self, p):
+        mig = self._mig(p)
+        coordinator_cancel(self.admin, LAYOUT, self.pid[self.mv[p]], self.reps.get(mig["dst"]), self.bugs)
+        return "cancelled"
+
+    def _ReplicaTakeOverMigration(self, p, r):
+        replica_take_over_migration(self.admin, LAYOUT, self.pid[self.mv[p]], r)
+        return "took over"
