@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,12 +134,19 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
             projected[n] = project(g.nodes[n]["state"])
         return projected[n]
 
+    # States at the depth bound have no edges in the dump: their steps cannot be checked.
+    frontier = set()
+    if depth is not None:
+        import networkx as nx
+        frontier = {n for n, d in nx.single_source_shortest_path_length(g, start[0]).items() if d >= depth}
     parent = {start[0]: None}
-    todo = [(start[0], system.snapshot())]
+    todo = deque([(start[0], system.snapshot())])  # breadth first: the first violation found is a shortest one
     covered = set()
     expanded = 0
     while todo and report.failure is None:
-        u, snap = todo.pop()
+        u, snap = todo.popleft()
+        if u in frontier:
+            continue
         system.restore(snap)
         here = proj(u)
         out_edges = list(g.out_edges(u, keys=True, data="action"))

@@ -213,7 +213,8 @@ ReplicaWriteInsert(r, i) ==
                THEN UNCHANGED <<log, parts, dedup>>   \* duplicate block: acknowledged, not written
                ELSE /\ parts' = [parts EXCEPT ![r] = AddPart(@, part)]
                     /\ log' = Append(log, Entry("GET", p, part, cache[r][p].version, Len(log) + 1))
-                    /\ dedup' = dedup \cup {i}
+                    \* no_dedup: the hash is not recorded in blocks/ at all (insert_deduplicate = 0)
+                    /\ dedup' = IF Bug("no_dedup") THEN dedup ELSE dedup \cup {i}
             /\ ins' = [ins EXCEPT ![i].st = "written"]
             /\ UNCHANGED cache
     /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
