@@ -6,12 +6,17 @@
 Stages, each printed with its figures:
   1. state-graph replay of the Assignment models (every edge; broken variants on the reference
      with the same switch, the spec's invariants checked on the reference's states);
-  2. the Assignment state machine against the model's state graph: fixed must pass, each switch
+  2. state-graph replay of SelectiveReplication models, both directions: every step the
+     reference takes from a spec state is an edge of the graph, every edge is a step of the
+     reference (graphs too big for the profile are cut at a depth, reported as such);
+  3. each broken SelectiveReplication variant's TLC counterexample carried to the reference with
+     the same switch: it must follow it and break the invariant, and not without the switch;
+  4. the Assignment state machine against the model's state graph: fixed must pass, each switch
      must be caught;
-  3. the whole-protocol state machine: fixed must pass; each switch of SelectiveReplication.tla
+  5. the whole-protocol state machine: fixed must pass; each switch of SelectiveReplication.tla
      tried, with time to first failure and the failing sequence's length, not shrunk (caught
      or not within the profile's budget, reported either way).
-Exit 1 when a fixed run fails, a replay mismatches, or a switch the profile requires is missed.
+Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-4 must catch is missed.
 """
 
 from __future__ import annotations
@@ -79,6 +84,53 @@ def stage_replay(profile: str, out: dict) -> bool:
     return ok
 
 
+# SelectiveReplication models replayed per profile: (cfg, depth bound or None for the whole graph).
+EXPLORE = {
+    "ci": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None)],
+    "dev": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
+            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6)],
+    "thorough": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
+                 ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None),
+                 ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
+                 ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
+                 ("MCMigrationCrash.cfg", 7), ("MCParallelMigration.cfg", 7), ("MCDrop.cfg", 8),
+                 ("MCFilteredLog.cfg", 9), ("MCLiveness.cfg", 8)],
+}
+
+
+def stage_explore(profile: str, out: dict) -> bool:
+    from .explore import explore
+    ok = True
+    for cfg, depth in EXPLORE[profile]:
+        r = explore(cfg, depth=depth, progress=print, failure_file=FAILURES / f"explore-{cfg}.json").as_dict()
+        good = r["failure"] is None and r["violation"] is None and r["coverage_without_refinements"] == 1.0
+        ok &= good
+        out.setdefault("explore", []).append(r)
+        refined = "".join(f", {n} {a} left out by refinement" for a, n in r["refined_by_action"].items())
+        print(f"  replay {cfg}{f' to depth {depth}' if depth else ''}: {r['covered']}/{r['edges']} edges "
+              f"({r['coverage']:.1%}{refined}), {r['states']} states, {r['steps_tried']} steps tried, "
+              f"{r['steps_taken']} taken, {r['seconds']} s -> {'ok' if good else 'FAILED'}", flush=True)
+        if r["failure"]:
+            print("    " + r["failure"].replace("\n", "\n    "))
+            print(f"    written to {FAILURES / f'explore-{cfg}.json'}; rerun: python -m conformance replay FILE")
+        if r["violation"]:
+            print(f"    {r['violation']['invariant']} broken on the reference after {r['violation']['steps']}")
+    return ok
+
+
+def stage_counterexamples(out: dict) -> bool:
+    from .counterexample import carry, variants
+    ok = True
+    for cfg in variants():
+        r = carry(cfg)
+        ok &= r.caught
+        out.setdefault("counterexamples", []).append(r.as_dict())
+        print(f"  {cfg}: " + (f"caught, {r.invariant} broken on the reference after TLC's {r.trace_length} steps "
+                              f"(TLC {r.tlc_seconds} s, {r.seconds} s in all); without the switch it {r.without_switch[:90]}"
+                              if r.caught else f"NOT CAUGHT: {r.stuck or r.without_switch}"), flush=True)
+    return ok
+
+
 def stage_assignment_machine(prof: settings, out: dict) -> bool:
     from .machines import assignment_machine
     from .stategraph import dump
@@ -133,9 +185,36 @@ def _print_counts(counts: Counter, refusals: Counter, names: list[str]) -> None:
         print(f"    rules that never fired: {', '.join(never)}")
 
 
+def _tuples(x):
+    return tuple(_tuples(y) for y in x) if isinstance(x, list) else x
+
+
+def replay_explore_file(rec: dict) -> int:
+    """Run a recorded SelectiveReplication failure's steps on a fresh reference and show the
+    variable where it left the spec."""
+    from .spec_model import load_model
+    from .spec_system import REFUSED, SpecSystem
+    from harness.tlc.values import to_json
+    system = SpecSystem(load_model(rec["cfg"]), frozenset(rec["bugs"]))
+    for i, (a, p) in enumerate(rec["steps"], 1):
+        try:
+            got = system.step(a, _tuples(p))
+        except REFUSED as e:
+            print(f"  {i}. {a}{_tuples(p)} -> refused: {e}")
+            return 1
+        print(f"  {i}. {a}{_tuples(p)} -> {got}")
+    var = rec.get("variable")
+    print(f"{rec['kind']} ({rec.get('action')}): {var}")
+    if var:
+        print(f"  spec:      {rec['spec']}\n  reference: {to_json(system.abstract()[var])}")
+    return 1
+
+
 def replay_file(path: str) -> int:
     from .replay import model_constants, run_steps
     rec = json.loads(Path(path).read_text())
+    if rec.get("module") == "SelectiveReplication":
+        return replay_explore_file(rec)
     steps = [(a, tuple(tuple(x) if isinstance(x, list) else x for x in p)) for a, p in rec["steps"]]
     constants = model_constants(rec["cfg"])
     mismatch, violated = run_steps(rec["module"], constants, steps, None, frozenset(rec["bugs"]))
@@ -161,16 +240,27 @@ def main(argv: list[str] | None = None) -> int:
     prof = profile()
     out: dict = {"profile": a.profile}
     t0 = time.perf_counter()
-    print("conformance 1/3: state-graph replay (Assignment)", flush=True)
+    print("conformance 1/5: state-graph replay (Assignment)", flush=True)
     ok = stage_replay(a.profile, out)
-    print("conformance 2/3: Assignment state machine against the state graph", flush=True)
+    print("conformance 2/5: state-graph replay (SelectiveReplication), both directions", flush=True)
+    ok &= stage_explore(a.profile, out)
+    carried = ""
+    if a.profile != "ci":  # tests/conformance carries three of them inside make test
+        print("conformance 3/5: broken variants' counterexamples carried to the reference", flush=True)
+        ok &= stage_counterexamples(out)
+        carried = (f"; {sum(r['caught'] for r in out['counterexamples'])}/{len(out['counterexamples'])} "
+                   "broken variants' counterexamples reproduced on the reference")
+    print("conformance 4/5: Assignment state machine against the state graph", flush=True)
     ok &= stage_assignment_machine(prof, out)
-    print("conformance 3/3: whole-protocol state machine", flush=True)
+    print("conformance 5/5: whole-protocol state machine", flush=True)
     ok &= stage_protocol(prof, a.profile, out)
     fixed = out["replay"][0]
     caught = sum(1 for r in out["protocol_switches"] if r["failed"])
+    explored = out["explore"]
     out["summary"] = (f"replay {fixed['covered']}/{fixed['edges']} edges of MCAssignment, "
-                      f"{sum(r['transitions'] for r in out['replay'])} transitions; protocol machine "
+                      f"{sum(r['transitions'] for r in out['replay'])} transitions; "
+                      f"{sum(r['covered'] for r in explored)}/{sum(r['edges'] for r in explored)} edges of "
+                      f"{len(explored)} SelectiveReplication graphs{carried}; protocol machine "
                       f"{'passed' if not out['protocol_fixed']['failed'] else 'FAILED'}"
                       + (f"; {caught}/{len(out['protocol_switches'])} protocol switches caught" if out["protocol_switches"] else ""))
     print(f"{out['summary']} ({time.perf_counter() - t0:.0f} s)")

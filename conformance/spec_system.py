@@ -248,9 +248,7 @@ class SpecSystem:
                 n = PartName.parse(e["part"])
                 get_idx.setdefault((n.partition, n.min_block), k)
         log = tuple(self._entry(e, k, get_idx) for k, e in enumerate(log_raw, 1))
-        index_of = {}
-        for k, e in enumerate(log_raw, 1):
-            index_of.setdefault(json.dumps(e, sort_keys=True), k)
+        index_of = {n: k for k, n in enumerate(self._children(LAYOUT.log), 1)}
         active = frozenset(self.mv[r] for r in self.names if LAYOUT.is_active(r) in nodes)
         asg = {p: self._assignment(read_assignment(self.admin, LAYOUT, pid)) for p, pid in self.pid.items()}
         ptr, queue, parts, meta = {}, {}, {}, {}
@@ -260,7 +258,7 @@ class SpecSystem:
             q = set()
             for n in self._children(LAYOUT.queue(r)):
                 e = self._json(f"{LAYOUT.queue(r)}/{n}")
-                k = 0 if e.get("source") == "clone" else index_of.get(json.dumps(e, sort_keys=True), -1)
+                k = index_of.get(e["log"], -1) if "log" in e else 0   # a CLONE's fetch has no log entry
                 q.add(self._entry(e, k, get_idx))
             queue[mr] = frozenset(q)
             store = self.stores[r]

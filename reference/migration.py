@@ -109,10 +109,12 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
             # F8: mutations and drops of the partition the target skipped before it became a keeper
             # may not be applied yet on the parts it fetches: queue them after the fetches.
             ptr = int(keeper.get(layout.log_pointer(dst.name))[0])
+            queued = {e.get("log") for _, e in dst.queue()}   # pulled after the target became a keeper
             for n in keeper.get_children(layout.log)[:ptr]:
                 e = json.loads(keeper.get(f"{layout.log}/{n}")[0])
-                if e.get("partition") == partition and e["type"] in ("MUTATE_PART", "DROP_RANGE"):
-                    keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps(e).encode(), sequential=True)
+                if e.get("partition") == partition and e["type"] in ("MUTATE_PART", "DROP_RANGE") and n not in queued:
+                    keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps({**e, "log": n}).encode(),
+                                  sequential=True)
     keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
     return len(names)
 

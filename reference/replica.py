@@ -167,7 +167,10 @@ class Replica:
             take = view is not None and self.name in view.keepers()
         ops = [SetData(self.layout.log_pointer(self.name), str(ptr + 1).encode(), ptr_version)]
         if take:
-            ops.append(Create(f"{self.layout.queue(self.name)}/queue-", json.dumps(entry).encode(), sequential=True))
+            # The queue entry names its log entry (ClickHouse's LogEntry::znode_name): MUTATE_PART
+            # and DROP_RANGE wait for the fetches that come before them in the log.
+            queued = {**entry, "log": name}
+            ops.append(Create(f"{self.layout.queue(self.name)}/queue-", json.dumps(queued).encode(), sequential=True))
         try:
             self.keeper.multi(ops)
         except Exception:
@@ -231,11 +234,14 @@ class Replica:
         return f"merged {got}"
 
     def _execute_range_entry(self, queue_node: str, path: str, entry: dict) -> str:
-        """MUTATE_PART / DROP_RANGE over the partition's parts, after every earlier fetch of the
-        partition in this queue (ClickHouse's queue orders them the same way)."""
+        """MUTATE_PART / DROP_RANGE over the partition's parts, after every fetch or merge (and,
+        for a drop, mutation) of the partition queued here from an earlier log entry, or by a CLONE."""
         p = entry["partition"]
+        # Earlier in the log, that is: a CLONE's fetches (no log entry) come before every entry
+        # (the parts they copy predate the mutations and drops re-queued with them).
+        waits_for = ("GET_PART", "MERGE_PARTS") + (("MUTATE_PART",) if entry["type"] == "DROP_RANGE" else ())
         earlier = [n for n, e in self.queue()
-                   if n < queue_node and e.get("partition") == p and e["type"] in ("GET_PART", "MERGE_PARTS")]
+                   if e.get("partition") == p and e["type"] in waits_for and e.get("log", "") < entry.get("log", "~")]
         if earlier:
             raise GuardFailed("ReplicaExecuteEntry", f"{entry['type']} waits for earlier fetches {earlier}")
         for name in self.store.names(p):
