@@ -403,12 +403,18 @@ AdminReassign(p, src, dst) ==
     /\ dst \in active
     /\ StartMigration(p, src, dst)
 
+\* The owners a partition will have once its CLONE in flight (if any) switches, and the load
+\* counted so: a REBALANCE that counted only today's owners would move a second partition to a
+\* replica already receiving one, and undo moves it planned itself.
+PlannedOwners(p) == IF mig[p].st = "clone" THEN (asg[p].owners \ {mig[p].src}) \cup {mig[p].dst} ELSE asg[p].owners
+PlannedLoad(r) == Cardinality({p \in Partitions : Assigned(p) /\ r \in PlannedOwners(p)})
+
 \* SYSTEM REBALANCE TABLE t: move a partition from a most loaded replica to a least loaded
 \* one, only when that narrows the gap (a plan of several moves is several such steps).
 AdminRebalance(p, src, dst) ==
     /\ dst \in active
-    /\ \A r \in active : Load(src) >= Load(r) /\ Load(dst) <= Load(r)
-    /\ Load(src) > Load(dst) + 1
+    /\ \A r \in active : PlannedLoad(src) >= PlannedLoad(r) /\ PlannedLoad(dst) <= PlannedLoad(r)
+    /\ PlannedLoad(src) > PlannedLoad(dst) + 1
     /\ StartMigration(p, src, dst)
 
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
