@@ -24,7 +24,7 @@ from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
 
 from .explore import first_difference, project
 from .spec_model import invariants, load_model
-from .spec_system import REFUSED, SpecSystem
+from .spec_system import SpecSystem
 from .stategraph import SPEC
 
 
@@ -64,12 +64,9 @@ def _follow(model, bugs, trace) -> tuple[list, str, SpecSystem]:
         for action, args in system.instances():
             if action != state.action:
                 continue
-            system.restore(snap)
-            try:
-                system.step(action, args)
-            except REFUSED:
+            got = system.attempt(snap, action, args)
+            if got is None:
                 continue
-            got = system.abstract()
             if got == want:
                 steps.append((action, args))
                 break

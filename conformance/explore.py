@@ -29,7 +29,7 @@ from pathlib import Path
 from harness.tlc.values import Fn, to_json
 
 from .spec_model import invariants, load_model
-from .spec_system import REFUSED, SpecSystem
+from .spec_system import SpecSystem
 from .stategraph import cfg_invariants, dump, SPEC
 
 # Spec steps the reference does not take, on purpose: the reference's choice is narrower than
@@ -165,13 +165,10 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
         out_edges = list(g.out_edges(u, keys=True, data="action"))
         taken = set()
         for action, args in system.instances():
-            system.restore(snap)
             report.steps_tried += 1
-            try:
-                system.step(action, args)
-            except REFUSED:
+            w = system.attempt(snap, action, args)
+            if w is None:
                 continue
-            w = system.abstract()
             if w == here:
                 continue  # a step that changes nothing is a stutter, allowed
             report.steps_taken += 1

@@ -229,29 +229,50 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     A model's constants are small (one or two partitions, one insert, one migration), so random
     choice reaches a model's deep states far more often than in the general protocol machine."""
     from .spec_model import invariants, load_model
-    from .spec_system import REFUSED as SPEC_REFUSED, SpecSystem
+    from .spec_system import SpecSystem
     from .stategraph import SPEC, cfg_invariants
     model = load_model(cfg)
     checked = [n for n in cfg_invariants((SPEC / cfg).read_text())]
     counts = Counter() if counts is None else counts
+
+    actions = [t.name for t in of_module("SelectiveReplication")]
 
     class ModelMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
             self.system = SpecSystem(model, bugs)
             self._enabled = None
+            self.order: list[str] | None = None
+            self.demote: dict[int, str] = {}
+            self.steps = 0
+
+        # Priority scheduling (PCT, Burckhardt et al. 2010), in half the runs: the actions get a
+        # random priority order and the highest-priority action that can run does, with up to two
+        # random points where an action drops to the lowest priority. Uniform choice starts a
+        # query or a CLONE as soon as it can; bugs that need one late (a query started against a
+        # stale map after a SWITCH) are then found at a rate PCT bounds from below.
+        @initialize(scheduled=st.booleans(), order=st.permutations(actions),
+                    demote=st.lists(st.tuples(st.integers(0, 24), st.sampled_from(actions)), max_size=2))
+        def schedule(self, scheduled, order, demote):
+            if scheduled:
+                self.order, self.demote = list(order), dict(demote)
+                note(f"priority order {order}, demoted at steps {dict(demote)}")
+
+        def allowed(self, name: str) -> bool:
+            en = self.enabled()
+            if not en.get(name):
+                return False
+            if self.order is None:
+                return True
+            return name == next(a for a in self.order if en.get(a))
 
         def enabled(self) -> dict:
             if self._enabled is None:
                 here, snap = self.system.abstract(), self.system.snapshot()
                 out: dict = {}
                 for action, args in self.system.instances():
-                    self.system.restore(snap)
-                    try:
-                        self.system.step(action, args)
-                    except SPEC_REFUSED:
-                        continue
-                    if self.system.abstract() != here:  # a step that changes nothing is a stutter
+                    got = self.system.attempt(snap, action, args)
+                    if got is not None and got != here:  # a step that changes nothing is a stutter
                         out.setdefault(action, []).append(args)
                 self.system.restore(snap)
                 self._enabled = out
@@ -266,8 +287,12 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
                 self.system.step(name, args)
                 counts[name] += 1
                 self._enabled = None
+                self.steps += 1
+                if self.order is not None and self.steps in self.demote:
+                    self.order.remove(self.demote[self.steps])
+                    self.order.append(self.demote[self.steps])
             _name(step, name)
-            return precondition(lambda self: bool(self.enabled().get(name)))(rule(choice=st.integers(0, 255))(step))
+            return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
         setattr(ModelMachine, t.name, make(t.name))
 
     # A model's behaviours end (its bounds run out): a state with no step left stutters, as the

@@ -22,7 +22,7 @@ import itertools
 import json
 from collections import Counter
 
-from harness.tlc.values import Fn, ModelValue
+from harness.tlc.values import Fn
 from reference.assignment import GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_allocate
 from reference.insert import replica_forward_insert, sub_block_hash
 from reference.keeper import MemoryEnsemble, SessionExpiredError
@@ -151,11 +151,7 @@ class SpecSystem:
             self.ins[i] = {"st": "acked", "at": NONE, "tries": 0}
             self.acked.add(i)
         for rep in self.reps.values():
-            while True:
-                try:
-                    rep.replica_pull_log()
-                except GuardFailed:
-                    break
+            rep.pull_whole_log()
             for node, _ in rep.queue():
                 rep.replica_execute_entry(node)
 
@@ -333,6 +329,15 @@ class SpecSystem:
 
     def step(self, action: str, args: tuple) -> str:
         return getattr(self, "_" + action)(*args)
+
+    def attempt(self, snap, action: str, args: tuple) -> dict | None:
+        """From the state of `snap`, take one step; its abstract state, or None when refused."""
+        self.restore(snap)
+        try:
+            self.step(action, args)
+        except REFUSED:
+            return None
+        return self.abstract()
 
     def _rep(self, r: str) -> Replica:
         if r not in self.reps:

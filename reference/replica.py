@@ -179,6 +179,16 @@ class Replica:
         self._ptr = (ptr + 1, ptr_version + 1)
         return {**entry, "queued": take}
 
+    def pull_whole_log(self) -> int:
+        """ReplicaPullLog until the log is used up; returns the entries pulled."""
+        n = 0
+        while True:
+            try:
+                self.replica_pull_log()
+            except GuardFailed:
+                return n
+            n += 1
+
     # --- ReplicaExecuteEntry (GET_PART, ALTER_METADATA) ----------------------------------
     def queue(self) -> list[tuple[str, dict]]:
         q = self.layout.queue(self.name)
