@@ -66,3 +66,17 @@ def test_counterexample_is_reproduced_on_the_reference(cfg):
     assert r.caught, r.stuck or r.without_switch
     assert r.without_switch.startswith("cannot follow")
     assert len(r.steps) == r.trace_length
+
+
+def test_model_machine_passes_fixed_and_catches_a_switch():
+    """The Hypothesis machine under one model's constants: the fixed model passes, and the
+    restart that serves before its map is loaded is caught."""
+    from hypothesis import settings
+
+    from conformance.__main__ import run_machine
+    from conformance.machines import model_machine, profile
+    ci = settings(profile(), max_examples=40, stateful_step_count=10)
+    fixed = run_machine(model_machine("MCRestartQuery.cfg"), ci, shrink=False)
+    assert not fixed["failed"], fixed
+    broken = run_machine(model_machine("MCRestartQuery_serve_before_map_loaded.cfg"), ci, shrink=False)
+    assert broken["failed"] and "QueryNoMissingInv" in broken["error"]
