@@ -76,3 +76,19 @@ def test_system_rebalance_starts_moves_up_to_the_limit(connect):
     for p, _, dst in started:
         assert read_assignment(admin, LAYOUT, p).target == dst
     assert len(system_rebalance(admin, LAYOUT, ["r1", "r2", "r3", "r4"], max_concurrent=2)) == 0  # limit reached
+
+
+def test_rebalance_counts_a_clone_in_flight_as_switched(connect):
+    """FINDINGS F13: p1 is in CLONE from r1 to r3. Counted by today's owners r3 holds nothing and
+    REBALANCE would send p2 to r3 too; counted as if the CLONE had switched, loads are 1, 2, 1
+    and nothing moves."""
+    from reference.migration import admin_reassign
+    admin = connect()
+    create_table_znodes(admin, LAYOUT, 2)
+    for r in ("r1", "r2", "r3"):
+        register_replica(connect(), LAYOUT, r)
+    for p in ("202401-0", "202401-1"):
+        admin.create(LAYOUT.assignment(p), Assignment(("r1", "r2")).encode())
+    admin_reassign(admin, LAYOUT, "202401-0", "r3", "r1")
+    assert system_rebalance(admin, LAYOUT, ["r1", "r2", "r3"], max_concurrent=2) == []
+    assert read_assignment(admin, LAYOUT, "202401-1").target is None
