@@ -92,13 +92,9 @@ def steps_per_second(connect, tmp: Path, backend: str, n_blocks: int) -> dict:
     c = Cluster(connect, tmp / f"steps-{backend}", replicas=[f"r{i}" for i in range(1, 11)], seed=3, backend=backend)
     try:
         t0 = time.perf_counter()
-        for block_id, rows in blocks(random.Random(3), n_blocks, 20, months=3):
-            c.insert(rows, block_id)
-            c.background_step()
+        c.load(blocks(random.Random(3), n_blocks, 20, months=3))
         c.settle()
-        c.add_replica("r11")
-        c.add_replica("r12")
-        moves = c.rebalance(interleave=lambda: c.query(interleave=2) if c.rng.random() < 0.1 else None)
+        moves = c.grow_and_rebalance(["r11", "r12"], lambda: c.query(interleave=2) if c.rng.random() < 0.1 else None)
         c.settle()
         secs = time.perf_counter() - t0
         return {"backend": backend, "steps": c.step, "seconds": round(secs, 2), "steps_per_second": round(c.step / secs, 1),

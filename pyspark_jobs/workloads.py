@@ -27,12 +27,8 @@ def reference_history(folder: Path, seed: int, scale: str = "small", bugs=frozen
     try:
         rng = random.Random(seed)
         work = blocks(rng, n_blocks, rows, months)
-        for _ in range(n_blocks // 2):
-            block_id, block = next(work)
-            c.insert(block, block_id)
-            c.background_step()
+        c.load(work, limit=n_blocks // 2)
         c.settle()
-        c.add_replica(f"r{n + 1}")
         state = {"steps": 0}
 
         def during():
@@ -48,7 +44,7 @@ def reference_history(folder: Path, seed: int, scale: str = "small", bugs=frozen
                 if nxt:
                     c.insert(nxt[1], nxt[0])
 
-        moves = c.rebalance(interleave=during)
+        moves = c.grow_and_rebalance([f"r{n + 1}"], during)
         if "r1" not in c.replicas:
             c.add_replica("r1")
         for block_id, block in work:

@@ -91,15 +91,11 @@ def cmd_run(a: argparse.Namespace) -> int:
                 root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
                 backend=backend, log=progress)
     try:
-        rng = random.Random(a.seed)
-        statuses = {"ok": 0, "failed": 0, "unknown": 0}
-        for i, (block_id, rows) in enumerate(blocks(rng, a.blocks, a.rows, a.months), 1):
-            for s in c.insert(rows, block_id).values():
-                statuses[s] += 1
-            c.background_step()
+        def loaded(i: int, statuses: dict) -> None:
             if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
                 progress(f"inserted {i}/{a.blocks} blocks; sub-blocks ok {statuses['ok']}, "
                          f"unknown {statuses['unknown']}, failed {statuses['failed']}")
+        statuses = c.load(blocks(random.Random(a.seed), a.blocks, a.rows, a.months), progress=loaded)
         c.settle()
         for r in a.crash or []:
             c.crash_replica(r)

@@ -271,6 +271,29 @@ class Cluster:
     def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:
         return admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
 
+    def load(self, work, limit: int | None = None,
+             progress: Callable[[int, dict], None] | None = None) -> dict[str, int]:
+        """The RFC scenario's first phase: INSERT blocks (block_id, rows) from `work`, at most
+        `limit`, with a background step after each; returns the sub-block statuses counted.
+        `progress(blocks so far, statuses)` after each block."""
+        statuses = {"ok": 0, "failed": 0, "unknown": 0}
+        for i, (block_id, rows) in enumerate(work, 1):
+            for st in self.insert(rows, block_id).values():
+                statuses[st] += 1
+            self.background_step()
+            if progress:
+                progress(i, statuses)
+            if i == limit:
+                break
+        return statuses
+
+    def grow_and_rebalance(self, new_replicas, interleave: Callable[[], None] | None = None) -> list:
+        """Its second phase: add replicas, then SYSTEM REBALANCE with `interleave` (queries,
+        inserts, crashes) between its steps; returns the moves."""
+        for r in new_replicas:
+            self.add_replica(r)
+        return self.rebalance(interleave=interleave)
+
     def rebalance(self, interleave: Callable[[], None] | None = None, max_rounds: int = 1000) -> list:
         """SYSTEM REBALANCE until the plan is empty: start moves up to the concurrency limit, run
         background steps (and `interleave`, e.g. queries) until one finishes, repeat."""

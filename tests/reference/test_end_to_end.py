@@ -18,9 +18,7 @@ def run_rfc_scenario(connect, tmp_path, backend, seed=7, n_blocks=20):
     c = Cluster(connect, tmp_path / "data", replicas=[f"r{i}" for i in range(1, 11)], seed=seed,
                 fault_rate=0.05, backend=backend)
     rng = random.Random(seed)
-    for block_id, rows in blocks(rng, n_blocks, 20, months=3):
-        c.insert(rows, block_id)
-        c.background_step()
+    c.load(blocks(rng, n_blocks, 20, months=3))
     c.settle()
     late = blocks(rng, 10, 5, months=3, first_row_id=10_000)
 
@@ -32,9 +30,7 @@ def run_rfc_scenario(connect, tmp_path, backend, seed=7, n_blocks=20):
             if nxt:
                 c.insert(nxt[1], nxt[0])
 
-    c.add_replica("r11")
-    c.add_replica("r12")
-    moves = c.rebalance(interleave=during_rebalance)
+    moves = c.grow_and_rebalance(["r11", "r12"], during_rebalance)
     c.settle()
     for at in sorted(c.replicas):
         c.query(at=at)  # one query from every replica after the rebalance
@@ -86,10 +82,8 @@ def test_a_crash_and_restart_during_rebalance_loses_nothing(tmp_path, seed):
                 fault_rate=0.05)
     try:
         rng = random.Random(seed)
-        for block_id, rows in blocks(rng, 10, 10, months=2):
-            c.insert(rows, block_id)
+        c.load(blocks(rng, 10, 10, months=2))
         c.settle()
-        c.add_replica("r6")
         state = {"steps": 0}
 
         def chaos():
@@ -101,7 +95,7 @@ def test_a_crash_and_restart_during_rebalance_loses_nothing(tmp_path, seed):
             if c.rng.random() < 0.1:
                 c.query(interleave=1)
 
-        c.rebalance(interleave=chaos)
+        c.grow_and_rebalance(["r6"], chaos)
         if "r1" not in c.replicas:
             c.add_replica("r1")
         c.settle()
