@@ -51,8 +51,12 @@ def run_machine(machine, prof: settings, shrink: bool) -> dict:
         notes = "\n".join(getattr(e, "__notes__", []))
         # The failing sequence as Hypothesis prints it: one `state.<Action>(...)` line per step,
         # each preceded by the instance it took (a note); invariant checks left out.
-        lines = [x for x in notes.splitlines() if x and not x.endswith("Inv()") and not x.startswith(("Explanation", " "))]
-        steps = [x for x in lines if x.startswith("state.") and "teardown" not in x]
+        lines = [x for x in notes.splitlines() if x and not x.endswith(("Inv()", "Invariants()"))
+                 and not x.startswith(("Explanation", " "))]
+        # Steps are the spec's actions: not the teardown, the model machine's schedule draw or its
+        # stutters once nothing can run.
+        steps = [x for x in lines if x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule",
+                                                                                  "state.swarm", "state.Stutter"))]
         first = e.exceptions[0] if isinstance(e, BaseExceptionGroup) else e
         return {"failed": True, "error": f"{type(first).__name__}: {str(first)[:200]}", "steps": steps, "sequence": lines,
                 "seconds": round(time.perf_counter() - t0, 1)}
@@ -89,8 +93,8 @@ EXPLORE = {
                  ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None),
                  ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
                  ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
-                 ("MCMigrationCrash.cfg", 7), ("MCParallelMigration.cfg", 7), ("MCDrop.cfg", 8),
-                 ("MCFilteredLog.cfg", 9), ("MCLiveness.cfg", 8)],
+                 ("MCMigrationCrash.cfg", 6), ("MCParallelMigration.cfg", 6), ("MCDrop.cfg", 7),
+                 ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7)],
 }
 
 
@@ -166,7 +170,8 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     # partitions, one insert, one migration), where random choice reaches the deep states.
     from .counterexample import variants
     from .machines import model_machine
-    steps = settings(prof, stateful_step_count=20)
+    # At most 300 examples of 20 steps each: every example tries every instance at every step.
+    steps = settings(prof, max_examples=min(prof.max_examples, 300), stateful_step_count=20)
     for fixed in ("MCMigration.cfg", "MCMigrationWrites.cfg"):
         r = run_machine(model_machine(fixed), steps, shrink=True)
         ok &= not r["failed"]
