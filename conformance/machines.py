@@ -142,14 +142,17 @@ SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry",
 
 
 def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts: Counter | None = None,
-                     refusals: Counter | None = None):
+                     refusals: Counter | None = None, namespace=None):
+    """`namespace`: makes a `connect` into a fresh, empty Keeper namespace for each example (real
+    ZooKeeper); by default each example gets its own in-memory ensemble."""
     counts = Counter() if counts is None else counts
     refusals = Counter() if refusals is None else refusals
 
     class ProtocolMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
-            self.system = ProtocolSystem(bugs=bugs, block_during_clone=block_during_clone)
+            self.system = ProtocolSystem(bugs=bugs, block_during_clone=block_during_clone,
+                                         connect=namespace() if namespace else None)
             self._inv = None
             self._enabled = {}
 

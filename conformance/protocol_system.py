@@ -40,13 +40,16 @@ BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "mig
 
 class ProtocolSystem:
     def __init__(self, bugs=frozenset(), max_concurrent: int = 2, block_during_clone: bool = False,
-                 replicas=("r1", "r2", "r3"), rf: int = 2):
+                 replicas=("r1", "r2", "r3"), rf: int = 2, connect=None):
+        """`connect`: opens a Keeper session in an empty namespace (real ZooKeeper); by default a
+        fresh in-memory ensemble."""
         self.bugs, self.rf, self.max_concurrent = frozenset(bugs), rf, max_concurrent
         self.block_during_clone = block_during_clone
         self.names = tuple(replicas)
         self.folder = Path(tempfile.mkdtemp(prefix="conformance-"))
-        self.ensemble = MemoryEnsemble()
-        self.admin = self.ensemble.connect()
+        self.ensemble = None if connect else MemoryEnsemble()
+        self.connect = connect or self.ensemble.connect
+        self.admin = self.connect()
         create_table_znodes(self.admin, LAYOUT, rf)
         self.stores = {r: PartStore(self.folder / r) for r in self.names}
         self.peers: dict[str, PartStore] = dict(self.stores)
@@ -63,7 +66,7 @@ class ProtocolSystem:
         self._rows: dict = {}
 
     def _start(self, r: str) -> None:
-        k = self.ensemble.connect()
+        k = self.connect()
         register_replica(k, LAYOUT, r)
         self.peers[r] = self.stores[r]
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
@@ -216,11 +219,20 @@ class ProtocolSystem:
     def fingerprint(self):
         """Keeper's tree (paths and versions) and every replica's parts and map: a refused step
         must leave all of it as it was."""
-        with self.ensemble.lock:
-            tree = frozenset((k, n.version, n.value) for k, n in self.ensemble.nodes.items())
+        if self.ensemble is not None:
+            with self.ensemble.lock:
+                tree = frozenset((k, n.version, n.value) for k, n in self.ensemble.nodes.items())
+        else:
+            tree = frozenset(self._walk(LAYOUT.root))
         disk = tuple((r, tuple(self.stores[r].names())) for r in self.names)
         maps = tuple((r, tuple(sorted((p, a.version) for p, a in rep.cache.items()))) for r, rep in sorted(self.reps.items()))
         return tree, disk, maps
+
+    def _walk(self, path: str):
+        data, stat = self.admin.get(path)
+        yield path, stat.version, data
+        for child in self.admin.get_children(path):
+            yield from self._walk(f"{path}/{child}")
 
     def step(self, action: str, params: tuple) -> str:
         """Run one step; raises one of REFUSED when the reference refuses it."""
@@ -246,7 +258,7 @@ class ProtocolSystem:
         if self.counts["crashes"] >= BOUNDS["crashes"]:
             raise GuardFailed("ReplicaCrash", "bound")
         self.counts["crashes"] += 1
-        self.ensemble.expire(rep.keeper.session_id)
+        rep.keeper.close()   # the session ends: is_active goes, as on a crash
         del self.reps[r]
         del self.peers[r]
         for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it

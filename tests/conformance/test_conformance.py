@@ -80,3 +80,34 @@ def test_protocol_machine_catches_a_switch():
     res = run_machine(protocol_machine(frozenset({"filter_with_stale_cache"})), settings(profile(), max_examples=300),
                       shrink=False)
     assert res["failed"] and "OwnersCompleteInv" in res["error"], res
+
+
+@pytest.mark.zookeeper
+def test_protocol_machine_on_real_zookeeper(zk_server_hosts):
+    """The same machine with every session on a real ZooKeeper server (fewer examples): each
+    example in a namespace of its own, removed after."""
+    import uuid
+
+    from hypothesis import settings
+    from kazoo.client import KazooClient
+
+    from reference.keeper.zookeeper import ZooKeeperKeeper
+    root = KazooClient(hosts=zk_server_hosts, timeout=10)
+    root.start(timeout=15)
+    made = []
+
+    def namespace():
+        path = f"/conformance/{uuid.uuid4().hex[:12]}"
+        root.ensure_path(path)
+        made.append(path)
+        return lambda: ZooKeeperKeeper(f"{zk_server_hosts}{path}")
+    counts, refusals = Counter(), Counter()
+    try:
+        res = run_machine(protocol_machine(counts=counts, refusals=refusals, namespace=namespace),
+                          settings(profile(), max_examples=6, stateful_step_count=30), shrink=False)
+        assert not res["failed"], res
+        assert counts["ReplicaWriteInsert"] > 0 and counts["ReplicaExecuteEntry"] > 0
+    finally:
+        root.delete("/conformance", recursive=True)
+        root.stop()
+        root.close()
