@@ -26,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
 from harness.tlc.values import Fn, to_json
 
 from .spec_model import invariants, load_model
@@ -83,8 +85,8 @@ class Failure:
         lines = [f"  {i}. {a}{tuple(p)}" for i, (a, p) in enumerate(self.steps, 1)]
         if self.kind == "spec-only step":
             what = (f"the spec takes {self.action} from the state after these steps; no step of the reference "
-                    f"does.\n    spec's next state differs from the nearest the reference reached in "
-                    f"{self.variable}:\n    spec:      {self.spec}\n    reference: {self.reference}")
+                    f"does.\n    the spec's next state changes {self.variable}; the reference stays at:\n"
+                    f"    spec:      {self.spec}\n    reference: {self.reference}")
         else:
             what = (f"{self.kind}: first differing variable {self.variable}\n"
                     f"    spec:      {self.spec}\n    reference: {self.reference}")
@@ -150,7 +152,6 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
     # States at the depth bound have no edges in the dump: their steps cannot be checked.
     frontier = set()
     if depth is not None:
-        import networkx as nx
         frontier = {n for n, d in nx.single_source_shortest_path_length(g, start[0]).items() if d >= depth}
     parent = {start[0]: None}
     todo = deque([(start[0], system.snapshot())])  # breadth first: the first violation found is a shortest one

@@ -245,6 +245,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
             super().__init__()
             self.system = SpecSystem(model, bugs)
             self._enabled = None
+            self._state = None        # the abstract state of now: read once per step
             self.order: list[str] | None = None
             self.demote: dict[int, str] = {}
             self.steps = 0
@@ -261,6 +262,11 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
                 self.order, self.demote = list(order), dict(demote)
                 note(f"priority order {order}, demoted at steps {dict(demote)}")
 
+        def state(self) -> dict:
+            if self._state is None:
+                self._state = self.system.abstract()
+            return self._state
+
         def allowed(self, name: str) -> bool:
             en = self.enabled()
             if not en.get(name):
@@ -271,7 +277,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
 
         def enabled(self) -> dict:
             if self._enabled is None:
-                here, snap = self.system.abstract(), self.system.snapshot()
+                here, snap = self.state(), self.system.snapshot()
                 out: dict = {}
                 for action, args in self.system.instances():
                     got = self.system.attempt(snap, action, args)
@@ -289,7 +295,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
                 note(f"{name}{args}")
                 self.system.step(name, args)
                 counts[name] += 1
-                self._enabled = None
+                self._enabled = self._state = None
                 self.steps += 1
                 if self.order is not None and self.steps in self.demote:
                     self.order.remove(self.demote[self.steps])
@@ -303,7 +309,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     ModelMachine.Stutter = precondition(lambda self: not self.enabled())(rule()(lambda self: None))
 
     def check(self):
-        broken = [n for n, ok in invariants(self.system.abstract(), model).items() if n in checked and not ok]
+        broken = [n for n, ok in invariants(self.state(), model).items() if n in checked and not ok]
         if broken:
             raise ConformanceFailure(f"{broken[0]} violated")
     _name(check, "SpecInvariants")

@@ -397,19 +397,21 @@ class ProtocolSystem:
         client_alter_metadata(self.admin, LAYOUT, "ADD COLUMN x")
         return "alter"
 
-    def _ClientMutatePartition(self, p):
+    def _alterable(self, action, p):
+        """The guard MUTATE and DROP PARTITION share: assigned, and not in a CLONE that blocks them."""
         if read_assignment(self.admin, LAYOUT, PIDS[p]) is None or (
                 self.block_during_clone and (read_migration(self.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"):
-            raise GuardFailed("ClientMutatePartition", f"{p} unassigned or in CLONE")
+            raise GuardFailed(action, f"{p} unassigned or in CLONE")
+
+    def _ClientMutatePartition(self, p):
+        self._alterable("ClientMutatePartition", p)
         self._bounded("mutations")
         self.mutation_no[p] += 1
         client_mutate_partition(self.admin, LAYOUT, PIDS[p], self.mutation_no[p], {"event": f"m{self.mutation_no[p]}"})
         return "mutate"
 
     def _ClientDropPartition(self, p):
-        if read_assignment(self.admin, LAYOUT, PIDS[p]) is None or (
-                self.block_during_clone and (read_migration(self.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"):
-            raise GuardFailed("ClientDropPartition", f"{p} unassigned or in CLONE")
+        self._alterable("ClientDropPartition", p)
         self._bounded("drops")
         client_drop_partition(self.admin, LAYOUT, PIDS[p])
         return "drop"

@@ -92,7 +92,7 @@ class MemoryPartStore(PartStore):
 
 
 class Pick:
-    """A random.Random stand-in whose choice is the one the replay asks for."""
+    """A random.Random stand-in (for `choice`) whose choice is the one the replay asks for."""
 
     def __init__(self, want):
         self.want = want
@@ -101,9 +101,6 @@ class Pick:
         if self.want not in seq:
             raise GuardFailed("choice", f"{self.want} is not among {list(seq)}")
         return self.want
-
-    def shuffle(self, seq):
-        pass
 
 
 class SpecSystem:

@@ -195,7 +195,7 @@ class Cluster:
                         replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
                     if mig["coord"] == rep.name:
-                        coordinator_switch(rep.keeper, self.layout, p, self.replicas[mig["dst"]], self.bugs)
+                        coordinator_switch(rep.keeper, self.layout, p, mig["dst"], self.bugs)
                         self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}")
                         return f"CoordinatorSwitch({p})"
                 if mig["state"] in ("switched", "cancelling") and rep.name == (

@@ -138,19 +138,18 @@ def caught_up(keeper: Keeper, layout: Layout, dst: str, partition: str) -> bool:
     return all(json.loads(keeper.get(f"{layout.log}/{n}")[0]).get("partition") != partition for n in log[ptr:])
 
 
-def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: Replica | str = "",
+def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,
                        bugs: frozenset[str] = frozenset()) -> Assignment:
     """SWITCH: the source becomes `leaving` (fixed, F6) or is dropped (source_stops_at_switch).
-    `dst` (a name or the Replica; the migration's own when empty) only names the target."""
+    `dst` names the target the coordinator switches to; it must be the migration's."""
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone" or not mig["fetched"]:
         raise GuardFailed("CoordinatorSwitch", f"{partition} is not a fetched CLONE: {mig}")
     _require_live_coordinator(keeper, layout, "CoordinatorSwitch", partition, mig)
-    target = getattr(dst, "name", dst) or mig["dst"]
-    if target != mig["dst"]:
-        raise GuardFailed("CoordinatorSwitch", f"{target} is not the target of {partition}'s migration ({mig['dst']} is)")
-    if "switch_without_catchup" not in bugs and not caught_up(keeper, layout, target, partition):
-        raise GuardFailed("CoordinatorSwitch", f"target {target} has not caught up on {partition}")
+    if dst != mig["dst"]:
+        raise GuardFailed("CoordinatorSwitch", f"{dst} is not the target of {partition}'s migration ({mig['dst']} is)")
+    if "switch_without_catchup" not in bugs and not caught_up(keeper, layout, dst, partition):
+        raise GuardFailed("CoordinatorSwitch", f"target {dst} has not caught up on {partition}")
     a = read_assignment(keeper, layout, partition)
     owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
     leaving = None if "source_stops_at_switch" in bugs else mig["src"]

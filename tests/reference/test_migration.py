@@ -23,7 +23,7 @@ def test_full_migration_moves_the_data_and_cleans_the_source(make_cluster):
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     assert replica_clone_fetch(reps["r3"], P, reps) == 1
     drain(reps["r3"])
-    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
     with pytest.raises(GuardFailed, match="have not seen"):
         replica_cleanup(reps["r1"], P)  # r2's map still shows r1 as an owner: a SELECT may go there
     refresh_all(reps)
@@ -45,7 +45,7 @@ def test_clone_must_fetch_what_the_source_has_not_fetched_yet(make_cluster, bugs
     admin_reassign(admin, LAYOUT, P, "r3", src="r2")
     replica_clone_fetch(reps["r3"], P, reps)
     drain(reps["r3"])
-    coordinator_switch(admin, LAYOUT, P, reps["r3"])  # r3 has nothing left to do for p
+    coordinator_switch(admin, LAYOUT, P, "r3")  # r3 has nothing left to do for p
     assert read_assignment(admin, LAYOUT, P).owners == ("r1", "r3")
     assert (reps["r3"].has_rows_of(P) == ROWS) == complete
     if not complete:
@@ -58,8 +58,8 @@ def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     replica_clone_fetch(reps["r3"], P, reps)  # queued, not yet fetched
     with pytest.raises(GuardFailed, match="not caught up"):
-        coordinator_switch(admin, LAYOUT, P, reps["r3"])
-    coordinator_switch(admin, LAYOUT, P, reps["r3"], frozenset({"switch_without_catchup"}))
+        coordinator_switch(admin, LAYOUT, P, "r3")
+    coordinator_switch(admin, LAYOUT, P, "r3", frozenset({"switch_without_catchup"}))
     refresh_all(reps)
     replica_cleanup(reps["r1"], P)  # the only copy goes: r2 never fetched, r3 had not yet
     survivors = [r for r in ("r2", "r3") if reps[r].has_rows_of(P)]
@@ -73,7 +73,7 @@ def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     replica_clone_fetch(reps["r3"], P, reps)
     drain(reps["r3"])
-    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
     replica_cleanup(reps["r1"], P, frozenset({"cleanup_no_delay"}))
     # r2's map still routes SELECTs of p to r1, which no longer has it (CleanupSafeInv's concern).
     assert "r1" in reps["r2"].cache[P].owners and reps["r1"].has_rows_of(P) == []
@@ -165,9 +165,9 @@ def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_clu
     drain(reps["r3"])
     connect.expire(reps["r1"].keeper)  # the coordinator crashes
     with pytest.raises(GuardFailed, match="not active"):
-        coordinator_switch(admin, LAYOUT, P, reps["r3"])
+        coordinator_switch(admin, LAYOUT, P, "r3")
     assert replica_take_over_migration(admin, LAYOUT, P, "r2")["coord"] == "r2"
-    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
     a = read_assignment(admin, LAYOUT, P)
     assert a.owners == ("r2", "r3") and a.leaving == "r1"
     assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS

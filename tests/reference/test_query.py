@@ -40,7 +40,7 @@ def test_stale_map_reads_a_source_that_still_replicates(make_cluster, bugs, miss
     admin, reps = make_cluster(bugs)
     admin_reassign(admin, LAYOUT, P, "r3", src="r2")
     replica_clone_fetch(reps["r3"], P, reps)
-    coordinator_switch(admin, LAYOUT, P, reps["r3"], bugs)
+    coordinator_switch(admin, LAYOUT, P, "r3", bugs)
     reps["r1"].replica_refresh_cache(P)
     reps["r1"].replica_write_insert(P, [ROW2], "h2")  # after SWITCH, acknowledged
     drain(reps["r2"])  # the source pulls it: keeps it as leaving, or skips it as written
@@ -89,7 +89,7 @@ def test_cleanup_waits_for_a_started_query_routed_to_the_source(make_cluster, bu
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     replica_clone_fetch(reps["r3"], P, reps)
     drain(reps["r3"])
-    coordinator_switch(admin, LAYOUT, P, reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
     for rep in reps.values():
         rep.replica_refresh_cache(P)
     if "cleanup_no_delay" in bugs:
