@@ -20,6 +20,7 @@ and no action of the spec reads it before ReplicaRestart replaces it.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import deque
@@ -70,6 +71,48 @@ def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None
         if spec[var] != ref.get(var):
             return var, spec[var], ref.get(var)
     return None
+
+
+class SpecGraph:
+    """A model's state graph for checking one step at a time: the other direction for a random
+    walk (conformance/machines.py model_machine). A step from a state of the graph must be an
+    edge of it, with the same action, to a state equal to the reference's. With `depth`, only
+    steps from states fewer than `depth` steps from the initial state are checked: the dump has
+    every out-edge of those, and none of the states at the bound."""
+
+    def __init__(self, cfg: str, depth: int | None = None):
+        self.cfg, self.depth = cfg, depth
+        g = dump(cfg, depth=depth)
+        start = [n for n, d in g.nodes(data=True) if d["init"]]
+        near = nx.single_source_shortest_path_length(g, start[0])
+        self.states = g.number_of_nodes()
+        seen = {n: project(d["state"]) for n, d in g.nodes(data=True)}  # one copy per state, shared by its edges
+        self._node = {_key(state): n for n, state in seen.items()}
+        self._edges = {u: [(act, seen[v]) for _, v, act in g.out_edges(u, data="action")]
+                       for u in g.nodes if depth is None or near.get(u, depth) < depth}
+
+    def check(self, before: dict, action: str, after: dict) -> str | None:
+        """None when the step is an edge or cannot be checked; else what is wrong with it."""
+        edges = self._edges.get(self._node.get(_key(before)))
+        if edges is None:
+            return None
+        if any(a == action and v == after for a, v in edges):
+            return None
+        near = [v for a, v in edges if a == action]
+        var, spec, ref = first_difference(near[0], after) if near else first_difference(before, after)
+        return (f"{action} is not a step the spec takes here ({self.cfg}): "
+                + (f"its {action} changes {var} to {spec}, the reference's to {ref}" if near else
+                   f"the spec has no {action} from this state; the reference changed {var} to {ref}"))
+
+
+@functools.lru_cache(maxsize=4)
+def spec_graph(cfg: str, depth: int | None = None) -> SpecGraph:
+    """One dump per model and depth in a process (TLC takes seconds to a minute)."""
+    return SpecGraph(cfg, depth)
+
+
+def _key(state: dict) -> frozenset:
+    return frozenset(state.items())
 
 
 @dataclass

@@ -222,20 +222,26 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
 
 
 # --- the whole protocol under one TLC model's constants ----------------------------------------
-def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None):
+def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None, graph=None,
+                  walks: list | None = None):
     """The reference under the constants of spec/{cfg} (conformance/spec_system.py), with the
     cfg's switches unless `bugs` is given. Precondition, as for Assignment: the reference takes
     some instance of the action here that changes its state (every instance is tried on a
     snapshot and taken back); the rule takes one. The cfg's invariants, evaluated on the
     reference's state read as the spec's variables (conformance/spec_model.py).
 
+    `graph` (conformance/explore.py SpecGraph): the state graph of a model with the same
+    constants, usually the fixed model a broken variant is made from. Every step taken from one
+    of its states must then be one of its edges: a reference that does what the fixed spec does
+    not allow fails at that step, before any invariant breaks. `walks`: each failing walk is
+    appended to it, as (action, args) steps, for conformance/walk.py to shrink and replay.
+
     A model's constants are small (one or two partitions, one insert, one migration), so random
     choice reaches a model's deep states far more often than in the general protocol machine."""
-    from .spec_model import invariants, load_model
+    from .spec_model import load_model
     from .spec_system import SpecSystem
-    from .stategraph import SPEC, cfg_invariants
-    model = load_model(cfg)
-    checked = [n for n in cfg_invariants((SPEC / cfg).read_text())]
+    from .walk import WalkChecks
+    checks = WalkChecks(load_model(cfg), graph)
     counts = Counter() if counts is None else counts
 
     actions = [t.name for t in of_module("SelectiveReplication")]
@@ -243,7 +249,8 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     class ModelMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
-            self.system = SpecSystem(model, bugs)
+            self.system = SpecSystem(checks.model, bugs)
+            self.walk: list = []
             self._enabled = None
             self._state = None        # the abstract state of now: read once per step
             self.order: list[str] | None = None
@@ -261,6 +268,11 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
             if scheduled:
                 self.order, self.demote = list(order), dict(demote)
                 note(f"priority order {order}, demoted at steps {dict(demote)}")
+
+        def fail(self, failed: tuple[str, str]):
+            if walks is not None:
+                walks.append(list(self.walk))
+            raise ConformanceFailure(failed[1])
 
         def state(self) -> dict:
             if self._state is None:
@@ -293,9 +305,14 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
                 options = self.enabled()[name]
                 args = options[choice % len(options)]
                 note(f"{name}{args}")
+                before = self.state()
                 self.system.step(name, args)
+                self.walk.append((name, args))
                 counts[name] += 1
                 self._enabled = self._state = None
+                failed = checks.step(before, name, self.state())
+                if failed:
+                    self.fail(failed)
                 self.steps += 1
                 if self.order is not None and self.steps in self.demote:
                     self.order.remove(self.demote[self.steps])
@@ -309,9 +326,9 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     ModelMachine.Stutter = precondition(lambda self: not self.enabled())(rule()(lambda self: None))
 
     def check(self):
-        broken = [n for n, ok in invariants(self.state(), model).items() if n in checked and not ok]
-        if broken:
-            raise ConformanceFailure(f"{broken[0]} violated")
+        failed = checks.broken(self.state())
+        if failed:
+            self.fail(failed)
     _name(check, "SpecInvariants")
     ModelMachine.SpecInvariants = invariant()(check)
     return ModelMachine

@@ -10,7 +10,7 @@ state that breaks one is as long as TLC's counterexample.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 
 from harness.tlc.values import Fn, ModelValue, parse_value
@@ -47,6 +47,10 @@ class Model:
     @property
     def inserts(self) -> tuple[int, ...]:
         return tuple(sorted(self.insert_partition))
+
+    def same_constants(self, other: "Model") -> bool:
+        """Equal but for the switches (a broken variant and the fixed model it is made from)."""
+        return replace(self, cfg=other.cfg, bugs=other.bugs) == other
 
 
 def _definitions() -> dict[str, str]:

@@ -165,7 +165,21 @@ def _wait(pred, timeout: float, what: str, members: list[_Member]) -> None:
     raise ZooKeeperUnavailable(f"{what} not ready after {timeout:.0f}s:\n" + "\n".join(m.log_tail() for m in members))
 
 
-class ZooKeeperServer:
+class _Started:
+    """`with` starts and stops the server(s); a start that fails part-way stops what it started."""
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class ZooKeeperServer(_Started):
     """A standalone server on a free 127.0.0.1 port. Use as a context manager."""
 
     def __init__(self, tick_ms: int = 500, start_timeout: float = 30.0):
@@ -195,18 +209,8 @@ class ZooKeeperServer:
         self._member.stop()
         shutil.rmtree(self._root, ignore_errors=True)
 
-    def __enter__(self) -> "ZooKeeperServer":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(_Started):
     """A quorum of ``size`` servers on loopback ports; members can be stopped and started."""
 
     def __init__(self, size: int = 3, tick_ms: int = 500, start_timeout: float = 60.0):
@@ -250,16 +254,6 @@ class ZooKeeperEnsemble:
         for m in self.members:
             m.stop()
         shutil.rmtree(self._root, ignore_errors=True)
-
-    def __enter__(self) -> "ZooKeeperEnsemble":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 @atexit.register

@@ -83,3 +83,57 @@ def test_model_machine_passes_fixed_and_catches_a_switch():
     assert not fixed["failed"], fixed
     broken = run_machine(model_machine("MCRestartQuery_serve_before_map_loaded.cfg"), ci, shrink=False)
     assert broken["failed"] and "QueryNoMissingInv" in broken["error"]
+
+
+@pytest.fixture(scope="module")
+def migration_graph():
+    from conformance.explore import spec_graph
+    return spec_graph("MCMigration.cfg", 6)
+
+
+def _walks(steps: int):
+    from hypothesis import settings
+
+    from conformance.machines import profile
+    return settings(profile(), max_examples=300, stateful_step_count=steps, database=None)
+
+
+def test_model_machine_steps_are_edges_of_the_fixed_graph(migration_graph):
+    """The other direction for Hypothesis: every step of the fixed reference, from a state of
+    MCMigration's graph, is one of its edges."""
+    from conformance.__main__ import run_machine
+    from conformance.machines import model_machine
+    r = run_machine(model_machine("MCMigration.cfg", graph=migration_graph), _walks(8), shrink=False)
+    assert not r["failed"], r
+
+
+@pytest.mark.parametrize("cfg, action, steps", [
+    ("MCMigration_route_to_clone_target.cfg", "ClientStartQuery", 3),   # a query routed to the CLONE target
+    ("MCMigration_source_stops_at_switch.cfg", "CoordinatorSwitch", 3),  # SWITCH drops the source at once
+])
+def test_model_machine_catches_a_switch_off_the_fixed_graph(migration_graph, cfg, action, steps, tmp_path):
+    """The two switches the invariants alone miss within a Hypothesis budget (F5, F6): the step
+    that leaves the fixed spec is caught where it is taken, shrunk to a walk from which no step
+    can be left out, and the file written replays to the same failure."""
+    from conformance.__main__ import hunt, replay_file
+    r = hunt(cfg, migration_graph, _walks(8), failures=tmp_path)
+    assert r["failed"], r
+    assert r["error"].startswith(f"{action} is not a step the spec takes here")
+    assert len(r["steps"]) == steps and r["steps"][-1].startswith(action)
+    assert replay_file(r["failure_file"]) == 1
+    # Without the switch (the fixed model, whose invariants read no switch) the reference refuses
+    # the walk or takes it within the spec: the switch, not the harness, is what fails it.
+    from conformance.spec_model import load_model
+    from conformance.walk import WalkChecks, replay
+    walk = json.load(open(r["failure_file"]))["steps"]
+    walk = [(a, tuple(tuple(x) if isinstance(x, list) else x for x in p)) for a, p in walk]
+    _, failed = replay(WalkChecks(load_model("MCMigration.cfg"), migration_graph), frozenset(), walk)
+    assert failed is None or failed[0] == "refused", failed
+
+
+def test_walk_checks_refuse_a_graph_of_other_constants():
+    from conformance.explore import spec_graph
+    from conformance.spec_model import load_model
+    from conformance.walk import WalkChecks
+    with pytest.raises(ValueError, match="constants"):
+        WalkChecks(load_model("MCMigration.cfg"), spec_graph("MCRestartQuery.cfg"))
