@@ -67,25 +67,14 @@ def run_machine(machine, prof: settings, shrink: bool) -> dict:
     return {"failed": False, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-# The state graph a model machine's steps are checked against is the fixed model's a variant is
-# made from (MCMigration_route_to_clone_target.cfg -> MCMigration.cfg): whole where TLC dumps it
-# in about a minute, cut at a depth where not.
-GRAPH_DEPTH = {"MCMigration.cfg": 7, "MCFilteredLog.cfg": 8}
-
-
-def fixed_model(cfg: str) -> str:
-    return cfg.split("_")[0].removesuffix(".cfg") + ".cfg"
+# A model machine's steps are checked against the state graph of its model with no switch on
+# (the variant's fixed twin): whole where TLC dumps it in about a minute, cut at a depth where not.
+GRAPH_DEPTH = {"MCMigration": 7, "MCFilteredLog": 8}
 
 
 def graph_of(cfg: str):
     from .explore import spec_graph
-    base = fixed_model(cfg)
-    return spec_graph(base, GRAPH_DEPTH.get(base))
-
-
-def graph_name(cfg: str) -> str:
-    base = fixed_model(cfg)
-    return f"{base}'s graph" + (f" to depth {GRAPH_DEPTH[base]}" if base in GRAPH_DEPTH else "")
+    return spec_graph(cfg, GRAPH_DEPTH.get(cfg.split("_")[0].removesuffix(".cfg")), without_switches=True)
 
 
 def hunt(cfg: str, graph, prof: settings, failures: Path = FAILURES) -> dict:
@@ -108,7 +97,7 @@ def hunt(cfg: str, graph, prof: settings, failures: Path = FAILURES) -> dict:
     failure = failures / f"machine-{cfg}{'' if graph else '-invariants'}.json"
     failure.parent.mkdir(parents=True, exist_ok=True)
     failure.write_text(json.dumps({"module": "SelectiveReplication", "kind": "model machine", "cfg": cfg,
-                                   "bugs": sorted(model.bugs), "graph": [graph.cfg, graph.depth] if graph else None,
+                                   "bugs": sorted(model.bugs), "graph": [graph.cfg, graph.depth, graph.without_switches] if graph else None,
                                    "steps": walk, "message": message}, indent=1))
     r.update(walk_length=len(walks[0]), steps=[f"{a}{tuple(p)}" for a, p in walk], error=message,
              shrink_seconds=round(time.perf_counter() - t0, 1), failure_file=str(failure))
@@ -232,14 +221,14 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
         r = run_machine(model_machine(fixed, graph=graph_of(fixed)), steps, shrink=False)
         ok &= not r["failed"]
         out.setdefault("model_machines_fixed", []).append({"model": fixed, **r})
-        print(f"  model machine {fixed} (fixed), each step checked against {graph_name(fixed)}: "
+        print(f"  model machine {fixed} (fixed), each step checked against {graph_of(fixed).name}: "
               f"{'FAILED: ' + r['error'] if r['failed'] else 'passed'} ({r['seconds']} s)", flush=True)
     for cfg in variants():
         # Against the fixed model's graph (each step must be one of its edges), then with the
         # spec's invariants alone: whether they catch the switch without being told the spec's steps.
         for graph in (graph_of(cfg), None):
             r = hunt(cfg, graph, steps)
-            r["checked_against"] = graph_name(cfg) if graph else "invariants only"
+            r["checked_against"] = graph.name if graph else "invariants only"
             out["protocol_switches"].append(r)
             if graph:
                 ok &= r["failed"]

@@ -20,11 +20,10 @@ and no action of the spec reads it before ReplicaRestart replaces it.
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import networkx as nx
@@ -33,7 +32,7 @@ from harness.tlc.values import Fn, to_json
 
 from .spec_model import invariants, load_model
 from .spec_system import SpecSystem
-from .stategraph import cfg_invariants, dump, SPEC
+from .stategraph import SPEC, cfg_invariants, dump, graph_cfg, wrapper_of
 
 # Spec steps the reference does not take, on purpose: the reference's choice is narrower than
 # the spec's "some", and the narrower choice is the safe one. Each is a refinement, not a gap,
@@ -78,11 +77,16 @@ class SpecGraph:
     walk (conformance/machines.py model_machine). A step from a state of the graph must be an
     edge of it, with the same action, to a state equal to the reference's. With `depth`, only
     steps from states fewer than `depth` steps from the initial state are checked: the dump has
-    every out-edge of those, and none of the states at the bound."""
+    every out-edge of those, and none of the states at the bound. `without_switches`: the graph
+    of the cfg's constants with no switch on, the fixed spec a broken variant is judged by."""
 
-    def __init__(self, cfg: str, depth: int | None = None):
-        self.cfg, self.depth = cfg, depth
-        g = dump(cfg, depth=depth)
+    def __init__(self, cfg: str, depth: int | None = None, without_switches: bool = False):
+        self.cfg, self.depth, self.without_switches = cfg, depth, without_switches
+        model = load_model(cfg)
+        self.model = replace(model, bugs=frozenset()) if without_switches else model
+        self.name = (f"{cfg} without {', '.join(sorted(model.bugs))}" if without_switches and model.bugs else cfg) \
+            + (f" to depth {depth}" if depth is not None else "")
+        g = dump(cfg, depth=depth, without_switches=without_switches)
         start = [n for n, d in g.nodes(data=True) if d["init"]]
         near = nx.single_source_shortest_path_length(g, start[0])
         self.states = g.number_of_nodes()
@@ -100,15 +104,22 @@ class SpecGraph:
             return None
         near = [v for a, v in edges if a == action]
         var, spec, ref = first_difference(near[0], after) if near else first_difference(before, after)
-        return (f"{action} is not a step the spec takes here ({self.cfg}): "
+        return (f"{action} is not a step the spec takes here ({self.name}): "
                 + (f"its {action} changes {var} to {spec}, the reference's to {ref}" if near else
                    f"the spec has no {action} from this state; the reference changed {var} to {ref}"))
 
 
-@functools.lru_cache(maxsize=4)
-def spec_graph(cfg: str, depth: int | None = None) -> SpecGraph:
-    """One dump per model and depth in a process (TLC takes seconds to a minute)."""
-    return SpecGraph(cfg, depth)
+_graphs: dict = {}
+
+
+def spec_graph(cfg: str, depth: int | None = None, without_switches: bool = False) -> SpecGraph:
+    """One dump per distinct model and depth in a process (TLC takes seconds to a minute): the
+    fixed twins of MCMigration's six variants are one graph."""
+    text = graph_cfg((SPEC / cfg).read_text(), without_switches)
+    key = (wrapper_of(cfg), "\n".join(x for x in text.splitlines() if not x.startswith("\\*")), depth)
+    if key not in _graphs:
+        _graphs[key] = SpecGraph(cfg, depth, without_switches)
+    return _graphs[key]
 
 
 def _key(state: dict) -> frozenset:

@@ -39,15 +39,16 @@ def wrapper_of(cfg: str) -> str:
     raise StateGraphError(f"{cfg} is not a model of spec/models.json")
 
 
-def dump(cfg: str, timeout: float = 600, depth: int | None = None) -> nx.MultiDiGraph:
+def dump(cfg: str, timeout: float = 600, depth: int | None = None, without_switches: bool = False) -> nx.MultiDiGraph:
     """Run TLC on the model of spec/{cfg} (SYMMETRY dropped) and load its graph; with `depth`,
-    only the states at most that many steps from an initial state (and the edges between them)."""
+    only the states at most that many steps from an initial state (and the edges between them);
+    `without_switches`: the same constants with `Bugs = {}` (the fixed twin of a broken variant)."""
     spec = wrapper_of(cfg)
     with tempfile.TemporaryDirectory(prefix="stategraph-") as d:
         work = Path(d)
         for f in SPEC.glob("*.tla"):
             shutil.copy(f, work)
-        text = graph_cfg((SPEC / cfg).read_text())
+        text = graph_cfg((SPEC / cfg).read_text(), without_switches)
         if depth is not None:
             # TLCGet("level") is 0 in an initial state; a state the constraint rejects is left out.
             module = spec.removesuffix(".tla")
@@ -68,9 +69,13 @@ def dump(cfg: str, timeout: float = 600, depth: int | None = None) -> nx.MultiDi
         return load_dot(dot.read_text())
 
 
-def graph_cfg(text: str) -> str:
+def graph_cfg(text: str, without_switches: bool = False) -> str:
     """The cfg without SYMMETRY, invariants and properties: TLC stops at a violation, and the
     graph of a broken variant is wanted whole (its invariants are checked on the reference)."""
+    if without_switches:
+        text, n = re.subn(r"^(\s+Bugs = ).*$", r"\1{}", text, flags=re.M)
+        if n != 1:
+            raise StateGraphError("the cfg has no `Bugs = ...` line to empty")
     out, skipping = [], False
     for line in text.splitlines():
         head = line.split()[0] if line.strip() else ""

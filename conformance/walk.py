@@ -10,7 +10,7 @@ replay of one sub-walk takes milliseconds.
 
 from __future__ import annotations
 
-from .spec_model import Model, invariants, load_model
+from .spec_model import Model, invariants
 from .spec_system import REFUSED, SpecSystem
 from .stategraph import SPEC, cfg_invariants
 
@@ -20,8 +20,8 @@ class WalkChecks:
     of its edges; after it, the cfg's invariants hold."""
 
     def __init__(self, model: Model, graph=None):
-        if graph is not None and not load_model(graph.cfg).same_constants(model):
-            raise ValueError(f"{graph.cfg}'s constants are not {model.cfg}'s: its graph cannot judge {model.cfg}'s steps")
+        if graph is not None and not graph.model.same_constants(model):
+            raise ValueError(f"{graph.name}'s constants are not {model.cfg}'s: its graph cannot judge {model.cfg}'s steps")
         self.model, self.graph = model, graph
         self.names = cfg_invariants((SPEC / model.cfg).read_text())
 

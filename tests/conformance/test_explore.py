@@ -131,9 +131,15 @@ def test_model_machine_catches_a_switch_off_the_fixed_graph(migration_graph, cfg
     assert failed is None or failed[0] == "refused", failed
 
 
-def test_walk_checks_refuse_a_graph_of_other_constants():
+def test_walk_checks_judge_a_variant_by_its_fixed_twin(migration_graph):
+    """A variant's steps are judged by the graph of its own constants with no switch on (one dump
+    shared by every variant of a model), never by a graph of other constants."""
     from conformance.explore import spec_graph
     from conformance.spec_model import load_model
     from conformance.walk import WalkChecks
+    assert spec_graph("MCMigration_source_stops_at_switch.cfg", 6, without_switches=True) is migration_graph
+    twin = spec_graph("MCFilteredLog_filter_with_stale_cache.cfg", 3, without_switches=True)
+    assert twin.model.bugs == frozenset() and "without filter_with_stale_cache" in twin.name
+    WalkChecks(load_model("MCFilteredLog_filter_with_stale_cache.cfg"), twin)
     with pytest.raises(ValueError, match="constants"):
-        WalkChecks(load_model("MCMigration.cfg"), spec_graph("MCRestartQuery.cfg"))
+        WalkChecks(load_model("MCFilteredLog_filter_with_stale_cache.cfg"), spec_graph("MCFilteredLog.cfg", 3))
