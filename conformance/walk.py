@@ -38,8 +38,10 @@ class WalkChecks:
 
 
 def replay(checks: WalkChecks, bugs, steps: list) -> tuple[int, tuple[str, str] | None]:
-    """Take `steps` on a fresh reference: how many were taken, and the first failure (a refused
-    step fails as ("refused", ...))."""
+    """Take `steps` on a fresh reference: how many were taken, and the first failure. A refused
+    step fails as ("refused", ...); one that raises anything else as ("raised", ...): in a
+    sub-walk a step's argument can name what no longer exists (a queue entry's znode is named by
+    a sequence number that earlier steps set)."""
     system = SpecSystem(checks.model, bugs)
     state = system.abstract()
     for n, (action, args) in enumerate(steps, 1):
@@ -47,6 +49,8 @@ def replay(checks: WalkChecks, bugs, steps: list) -> tuple[int, tuple[str, str] 
             system.step(action, args)
         except REFUSED as e:
             return n, ("refused", f"{action}{args} refused: {e}")
+        except Exception as e:  # noqa: BLE001 - reported, not hidden: the caller sees what raised
+            return n, ("raised", f"{action}{args} raised {type(e).__name__}: {e}")
         after = system.abstract()
         failed = checks.step(state, action, after) or checks.broken(after)
         if failed:
@@ -59,7 +63,7 @@ def shrink(checks: WalkChecks, bugs, steps: list) -> tuple[list, str]:
     """A sub-walk of `steps` that fails the same way (same invariant, or the same action off the
     graph) and from which no single step can be left out: 1-minimal, not always the shortest."""
     n, failed = replay(checks, bugs, steps)
-    if failed is None or failed[0] == "refused":
+    if failed is None or failed[0] in ("refused", "raised"):
         raise ValueError(f"the walk does not fail on a fresh reference ({failed and failed[1]}): "
                          "it cannot be shrunk")
     what = failed[0]
