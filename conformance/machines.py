@@ -13,6 +13,10 @@ instance. Should the reference still refuse it (GuardFailed), that is counted an
 the refused step must leave Keeper, every disk and every map as they were. The spec's invariants
 are evaluated on the reference's state after each step.
 
+Whole protocol under one TLC model's constants (model_machine): the precondition as for
+Assignment; each step must be an edge of the graph of the same constants with no switch on, and
+the cfg's invariants must hold after it (conformance/walk.py WalkChecks).
+
 Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
 """
 
