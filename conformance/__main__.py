@@ -226,10 +226,11 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     # the time, so the time to first failure is the run's time.
     steps = settings(prof, max_examples=HUNT_EXAMPLES[profile], stateful_step_count=20, database=None)
     for fixed in ("MCMigration.cfg", "MCMigrationWrites.cfg"):
-        r = run_machine(model_machine(fixed, graph=graph_of(fixed)), steps, shrink=False)
+        graph = graph_of(fixed)
+        r = run_machine(model_machine(fixed, graph=graph), steps, shrink=False)
         ok &= not r["failed"]
         out.setdefault("model_machines_fixed", []).append({"model": fixed, **r})
-        print(f"  model machine {fixed} (fixed), each step checked against {graph_of(fixed).name}: "
+        print(f"  model machine {fixed} (fixed), each step checked against {graph.name}: "
               f"{'FAILED: ' + r['error'] if r['failed'] else 'passed'} ({r['seconds']} s)", flush=True)
     for cfg in variants():
         # Against the fixed model's graph (each step must be one of its edges), then with the
@@ -310,7 +311,7 @@ def replay_file(path: str) -> int:
         return replay_walk_file(rec)
     if rec.get("module") == "SelectiveReplication":
         return replay_explore_file(rec)
-    steps = [(a, tuple(tuple(x) if isinstance(x, list) else x for x in p)) for a, p in rec["steps"]]
+    steps = [(a, _tuples(p)) for a, p in rec["steps"]]
     constants = model_constants(rec["cfg"])
     mismatch, violated = run_steps(rec["module"], constants, steps, None, frozenset(rec["bugs"]))
     for i, (a, p) in enumerate(steps, 1):

@@ -26,13 +26,12 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import networkx as nx
 
 from harness.tlc.values import Fn, to_json
 
 from .spec_model import invariants, load_model
 from .spec_system import SpecSystem
-from .stategraph import SPEC, cfg_invariants, dump, graph_cfg, wrapper_of
+from .stategraph import SPEC, cfg_invariants, dump, expanded, graph_cfg, state_key, wrapper_of
 
 # Spec steps the reference does not take, on purpose: the reference's choice is narrower than
 # the spec's "some", and the narrower choice is the safe one. Each is a refinement, not a gap,
@@ -72,6 +71,12 @@ def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None
     return None
 
 
+def off_graph(near: list[dict], here: dict, reached: dict) -> tuple[str, object, object]:
+    """Why a step the reference took from `here` to `reached` is not an edge: against the spec's
+    first next state by the same action (`near`), or, when the spec has none, against `here`."""
+    return first_difference(near[0], reached) if near else first_difference(here, reached)
+
+
 class SpecGraph:
     """A model's state graph for checking one step at a time: the other direction for a random
     walk (conformance/machines.py model_machine). A step from a state of the graph must be an
@@ -87,23 +92,20 @@ class SpecGraph:
         self.name = (f"{cfg} without {', '.join(sorted(model.bugs))}" if without_switches and model.bugs else cfg) \
             + (f" to depth {depth}" if depth is not None else "")
         g = dump(cfg, depth=depth, without_switches=without_switches)
-        start = [n for n, d in g.nodes(data=True) if d["init"]]
-        near = nx.single_source_shortest_path_length(g, start[0])
         self.states = g.number_of_nodes()
         seen = {n: project(d["state"]) for n, d in g.nodes(data=True)}  # one copy per state, shared by its edges
-        self._node = {_key(state): n for n, state in seen.items()}
-        self._edges = {u: [(act, seen[v]) for _, v, act in g.out_edges(u, data="action")]
-                       for u in g.nodes if depth is None or near.get(u, depth) < depth}
+        self._node = {state_key(state): n for n, state in seen.items()}
+        self._edges = {u: [(act, seen[v]) for _, v, act in g.out_edges(u, data="action")] for u in expanded(g, depth)}
 
     def check(self, before: dict, action: str, after: dict) -> str | None:
         """None when the step is an edge or cannot be checked; else what is wrong with it."""
-        edges = self._edges.get(self._node.get(_key(before)))
+        edges = self._edges.get(self._node.get(state_key(before)))
         if edges is None:
             return None
         if any(a == action and v == after for a, v in edges):
             return None
         near = [v for a, v in edges if a == action]
-        var, spec, ref = first_difference(near[0], after) if near else first_difference(before, after)
+        var, spec, ref = off_graph(near, before, after)
         return (f"{action} is not a step the spec takes here ({self.name}): "
                 + (f"its {action} changes {var} to {spec}, the reference's to {ref}" if near else
                    f"the spec has no {action} from this state; the reference changed {var} to {ref}"))
@@ -120,10 +122,6 @@ def spec_graph(cfg: str, depth: int | None = None, without_switches: bool = Fals
     if key not in _graphs:
         _graphs[key] = SpecGraph(cfg, depth, without_switches)
     return _graphs[key]
-
-
-def _key(state: dict) -> frozenset:
-    return frozenset(state.items())
 
 
 @dataclass
@@ -204,16 +202,14 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
         return projected[n]
 
     # States at the depth bound have no edges in the dump: their steps cannot be checked.
-    frontier = set()
-    if depth is not None:
-        frontier = {n for n, d in nx.single_source_shortest_path_length(g, start[0]).items() if d >= depth}
+    checkable = expanded(g, depth)
     parent = {start[0]: None}
     todo = deque([(start[0], system.snapshot())])  # breadth first: the first violation found is a shortest one
     covered = set()
-    expanded = 0
+    done = 0
     while todo and report.failure is None:
         u, snap = todo.popleft()
-        if u in frontier:
+        if u not in checkable:
             continue
         system.restore(snap)
         here = proj(u)
@@ -229,8 +225,7 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
             report.steps_taken += 1
             match = [(a, v, k) for a, v, k, act in out_edges if act == action and proj(v) == w]
             if not match:
-                near = [v for _, v, _, act in out_edges if act == action]
-                var, s, r = first_difference(proj(near[0]), w) if near else first_difference(here, w)
+                var, s, r = off_graph([proj(v) for _, v, _, act in out_edges if act == action], here, w)
                 report.failure = Failure("reference-only step", _path(parent, u) + [(action, args)], action,
                                          var, s, r)
                 break
@@ -266,9 +261,9 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
                 var, s, r = first_difference(proj(v), here) or ("", None, None)
                 report.failure = Failure("spec-only step", _path(parent, u), act, var, s, r)
                 break
-        expanded += 1
-        if progress and expanded % 2000 == 0:
-            progress(f"  {cfg}: {expanded}/{report.states} states expanded, {len(covered)}/{report.edges} edges, "
+        done += 1
+        if progress and done % 2000 == 0:
+            progress(f"  {cfg}: {done}/{report.states} states expanded, {len(covered)}/{report.edges} edges, "
                      f"{time.perf_counter() - t0:.0f} s")
     report.covered = len(covered)
     return _finish(report, t0, failure_file, cfg, bugs, model)

@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from .assignment_system import AssignmentSystem
 from .protocol_system import REFUSED, ProtocolSystem, enabled
+from .stategraph import state_key
 from .transitions import of_module
 
 settings.register_profile("ci", max_examples=60, stateful_step_count=40, deadline=None, derandomize=True,
@@ -61,7 +62,7 @@ def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = No
     counts = Counter() if counts is None else counts
     index = None
     if graph is not None:  # state -> node, node -> {(action, params)} of its out-edges
-        index = {_freeze(d["state"]): n for n, d in graph.nodes(data=True)}
+        index = {state_key(d["state"]): n for n, d in graph.nodes(data=True)}
         outs = {}
         for u, v, k in graph.edges(keys=True):
             a = graph.edges[u, v, k]["action"]
@@ -88,7 +89,7 @@ def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = No
             note(f"{action}{params}")
             before = self.system.abstract()
             if index is not None:
-                node = index.get(_freeze(before))
+                node = index.get(state_key(before))
                 if node is None:
                     raise ConformanceFailure(f"the reference reached a state outside the spec's graph: {before}")
                 spec = {(a, p) for a, p, _ in outs.get(node, ())}
@@ -100,7 +101,7 @@ def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = No
             self._accepted = {}
             counts[action] += 1
             if index is not None:
-                after = index.get(_freeze(self.system.abstract()))
+                after = index.get(state_key(self.system.abstract()))
                 if not any(a == action and p == params and v == after for a, p, v in outs.get(node, ())):
                     raise ConformanceFailure(f"{action}{params} is not an edge of the spec's graph")
 
@@ -127,10 +128,6 @@ def assignment_machine(bugs=frozenset(), graph=None, counts: Counter | None = No
 def _name(fn, name: str) -> None:
     """Rules and invariants carry the spec's names (Hypothesis prints them in failing runs)."""
     fn.__name__ = fn.__qualname__ = name
-
-
-def _freeze(state: dict):
-    return frozenset(state.items())
 
 
 # --- the whole protocol ------------------------------------------------------------------------

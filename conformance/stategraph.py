@@ -120,6 +120,20 @@ def initial_states(g: nx.MultiDiGraph) -> list[str]:
     return [n for n, d in g.nodes(data=True) if d["init"]]
 
 
+def expanded(g: nx.MultiDiGraph, depth: int | None) -> set[str]:
+    """The states whose every out-edge is in a dump cut at `depth`: those fewer than `depth`
+    steps from an initial state (a state at the bound was never expanded)."""
+    if depth is None:
+        return set(g.nodes)
+    near = nx.multi_source_dijkstra_path_length(g, initial_states(g))  # edges carry no weight: 1 each
+    return {n for n, d in near.items() if d < depth}
+
+
+def state_key(state: dict) -> frozenset:
+    """A hashable key of a state (variable -> value), to find the node of a state."""
+    return frozenset(state.items())
+
+
 def edge_cover(g: nx.MultiDiGraph) -> list[list[tuple[str, str, int]]]:
     """Paths from an initial state that together take every edge reachable from one.
 

@@ -115,7 +115,7 @@ def test_model_machine_catches_a_switch_off_the_fixed_graph(migration_graph, cfg
     """The two switches the invariants alone miss within a Hypothesis budget (F5, F6): the step
     that leaves the fixed spec is caught where it is taken, shrunk to a walk from which no step
     can be left out, and the file written replays to the same failure."""
-    from conformance.__main__ import hunt, replay_file
+    from conformance.__main__ import _tuples, hunt, replay_file
     r = hunt(cfg, migration_graph, _walks(8), failures=tmp_path)
     assert r["failed"], r
     assert r["error"].startswith(f"{action} is not a step the spec takes here")
@@ -126,7 +126,7 @@ def test_model_machine_catches_a_switch_off_the_fixed_graph(migration_graph, cfg
     from conformance.spec_model import load_model
     from conformance.walk import WalkChecks, replay
     walk = json.load(open(r["failure_file"]))["steps"]
-    walk = [(a, tuple(tuple(x) if isinstance(x, list) else x for x in p)) for a, p in walk]
+    walk = [(a, _tuples(p)) for a, p in walk]
     _, failed = replay(WalkChecks(load_model("MCMigration.cfg"), migration_graph), frozenset(), walk)
     assert failed is None or failed[0] == "refused", failed
 
