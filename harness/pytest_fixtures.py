@@ -88,7 +88,8 @@ def clickhouse_cluster(clickhouse_command, zk_chroot):
     """Start real ClickHouse replicas in this test's own ZooKeeper namespace; stopped after the test.
 
     ``clickhouse_cluster(2)`` starts r1 and r2, ``clickhouse_cluster(["a", "b", "c"])`` names them;
-    keyword arguments go to ``ClickHouseCluster`` (``shard``, ``start_timeout``...).
+    keyword arguments go to ``ClickHouseCluster`` (``shard``, ``start_timeout``...). A second call
+    starts another cluster in the same namespace: give it other replica names or another shard.
     """
     from .clickhouse import ClickHouseCluster
 
