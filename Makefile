@@ -15,7 +15,7 @@ help:
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark invariant job on a reference run's history"
 	@echo "make bench        benchmarks; figures written to build/reports/"
-	@echo "make setup        venv, TLC jar, ZooKeeper server, Java check (idempotent; run by all of the above)"
+	@echo "make setup        venv, TLC jar, ZooKeeper and ClickHouse servers, Java check (idempotent; run by all of the above)"
 
 # The venv is rebuilt only when the pinned dependencies change.
 $(STAMP): pyproject.toml

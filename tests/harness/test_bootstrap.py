@@ -1,3 +1,6 @@
+import re
+import subprocess
+
 from harness import bootstrap
 
 
@@ -31,3 +34,31 @@ def test_zookeeper_home_without_jars_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
     ok, msg = bootstrap.ensure_zookeeper()
     assert not ok and str(tmp_path) in msg
+
+
+def test_clickhouse_is_ready_after_setup():
+    ok, msg = bootstrap.ensure_clickhouse()
+    assert ok, msg
+    assert re.match(r"clickhouse-server \d+\.\d+\.\d+ \(/", msg), msg
+
+
+def test_bad_clickhouse_bin_is_reported_not_replaced(monkeypatch, tmp_path):
+    installs = []
+    monkeypatch.setattr(bootstrap, "_apt_install", lambda *pkgs, **kw: installs.append(pkgs) or (True, "installed"))
+    monkeypatch.setenv("CLICKHOUSE_BIN", str(tmp_path / "no-server"))
+    ok, msg = bootstrap.ensure_clickhouse()
+    assert not ok and str(tmp_path / "no-server") in msg
+    assert installs == []  # the user asked for that binary: installing another would hide the mistake
+
+
+def test_apt_lists_are_updated_once_per_setup(monkeypatch):
+    commands = []
+    monkeypatch.setattr(bootstrap, "_APT_LISTS_FRESH", False)
+    monkeypatch.setattr(bootstrap.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(bootstrap.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(bootstrap.subprocess, "run",
+                        lambda cmd, **kw: commands.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert bootstrap._apt_install("zookeeper")[0]
+    assert bootstrap._apt_install("clickhouse-server", "clickhouse-client")[0]
+    assert [c[:2] for c in commands] == [["apt-get", "update"], ["apt-get", "install"], ["apt-get", "install"]]
+    assert commands[-1][-2:] == ["clickhouse-server", "clickhouse-client"]
