@@ -138,7 +138,7 @@ PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCom
 
 ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication")]
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
-                 "ClientMutatePartition", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
+                 "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
                  "ReplicaSelectMerge", "ClientStartQuery"]
 
 

@@ -10,7 +10,6 @@ client's view of an insert (the spec's `ins`) and of a query (`qry`, with `expec
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import tempfile
@@ -26,9 +25,12 @@ from reference.migration import (MigrationError, admin_reassign, coordinator_can
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
+from reference.log_entry import (ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING,
+                                 LogEntry)
+from reference.mutations import owed
 from reference.registration import create_table_znodes, register_replica
-from reference.replica import (InsertRejected, Replica, client_alter_metadata, client_drop_partition,
-                               client_mutate_partition)
+from reference.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
+                               client_mutate)
 from reference.keeper import SessionExpiredError
 
 LAYOUT = Layout("/clickhouse/tables/conformance/events")
@@ -61,7 +63,6 @@ class ProtocolSystem:
         self.blocks: dict[str, set[str]] = {i: set() for i in INSERT_PARTITION}  # parts written per insert
         self.qry = {q: {"st": "idle"} for q in ("q1", "q2")}
         self.counts = {k: 0 for k in BOUNDS}
-        self.mutation_no = {p: 0 for p in PIDS}
         self.read_cleaned = False
         self._rows: dict = {}
 
@@ -86,15 +87,15 @@ class ProtocolSystem:
     def active(self) -> set[str]:
         return {r for r in self.names if self.admin.exists(LAYOUT.is_active(r)) is not None}
 
-    def log(self) -> list[dict]:
-        return [json.loads(self.admin.get(f"{LAYOUT.log}/{n}")[0]) for n in self.admin.get_children(LAYOUT.log)]
+    def log(self) -> list[LogEntry]:
+        return [LogEntry.parse(self.admin.get(f"{LAYOUT.log}/{n}")[0]) for n in self.admin.get_children(LAYOUT.log)]
 
     def ptr(self, r: str) -> int:
         return int(self.admin.get(LAYOUT.log_pointer(r))[0])
 
-    def queue(self, r: str) -> list[dict]:
+    def queue(self, r: str) -> list[LogEntry]:
         q = LAYOUT.queue(r)
-        return [json.loads(self.admin.get(f"{q}/{n}")[0]) for n in self.admin.get_children(q)]
+        return [LogEntry.parse(self.admin.get(f"{q}/{n}")[0]) for n in self.admin.get_children(q)]
 
     def held(self, r: str, pid: str) -> list[tuple[PartName, list[dict]]]:
         # Parts are immutable: a part's rows are read from disk once (a mutation or merge makes
@@ -108,34 +109,39 @@ class ProtocolSystem:
             out.append((n, [{"row_id": x} for x in self._rows[key]]))
         return out
 
-    def first_idx(self, i: str, log: list[dict]) -> int:
-        """1-based index of the first GET_PART committing insert i (0: none)."""
-        for k, e in enumerate(log, 1):
-            if e["type"] == "GET_PART" and e["part"] in self.blocks[i]:
-                return k
-        return 0
+    def get_idx(self, i: str, log: list[LogEntry]) -> list[int]:
+        """1-based indices of the GET_PARTs committing insert i (a retry after a DROP PARTITION
+        cleared its hash writes it again)."""
+        return [k for k, e in enumerate(log, 1) if e.type == GET_PART and e.new_part_name in self.blocks[i]]
+
+    def first_idx(self, i: str, log: list[LogEntry]) -> int:
+        return min(self.get_idx(i, log), default=0)
+
+    def last_idx(self, i: str, log: list[LogEntry]) -> int:
+        return max(self.get_idx(i, log), default=0)
 
     def block_no(self, i: str) -> int | None:
+        """The block of i's last write (the spec's LastIdx)."""
         nums = [PartName.parse(n).min_block for n in self.blocks[i]]
-        return min(nums) if nums else None
+        return max(nums) if nums else None
 
-    def drop_point(self, pid: str, entries: list[dict]) -> int:
-        return max([e["max_block"] for e in entries if e["type"] == "DROP_RANGE" and e["partition"] == pid], default=-1)
+    def drop_point(self, pid: str, entries: list[LogEntry]) -> int:
+        return max([e.part.max_block for e in entries if e.type == DROP_RANGE and e.partition == pid], default=-1)
 
-    def live(self, i: str, log: list[dict]) -> bool:
+    def live(self, i: str, log: list[LogEntry]) -> bool:
         b = self.block_no(i)
         return b is not None and b > self.drop_point(PIDS[INSERT_PARTITION[i]], log)
 
-    def live_acked(self, log: list[dict]) -> set[str]:
+    def live_acked(self, log: list[LogEntry]) -> set[str]:
         return {i for i, x in self.ins.items() if x.get("acked") and self.live(i, log)}
 
-    def in_flight_to(self, r: str, i: str, log: list[dict], ptr: int | None = None,
-                     queue: list[dict] | None = None) -> bool:
+    def in_flight_to(self, r: str, i: str, log: list[LogEntry], ptr: int | None = None,
+                     queue: list[LogEntry] | None = None) -> bool:
         """`ptr` and `queue`: r's, when the caller already read them (one Keeper read per check)."""
-        if (self.ptr(r) if ptr is None else ptr) < self.first_idx(i, log):
+        if (self.ptr(r) if ptr is None else ptr) < self.last_idx(i, log):
             return True
         mine = [PartName.parse(n) for n in self.blocks[i]]
-        return any(e["type"] in ("GET_PART", "MERGE_PARTS") and any(PartName.parse(e["part"]).covers(b) for b in mine)
+        return any(e.type in PART_PRODUCING and any(e.part.covers(b) for b in mine)
                    for e in (self.queue(r) if queue is None else queue))
 
     def has_block(self, r: str, i: str) -> bool:
@@ -176,8 +182,8 @@ class ProtocolSystem:
         foreign = mutations = drops = alters = True
         for r in self.names:
             passed, queued = log[:ptrs[r]], queues[r]
-            alters &= self.reps[r].metadata_version + sum(e["type"] == "ALTER_METADATA" for e in queued) == sum(
-                e["type"] == "ALTER_METADATA" for e in passed) if r in self.reps else True
+            alters &= self.reps[r].metadata_version + sum(e.type == ALTER_METADATA for e in queued) == sum(
+                e.type == ALTER_METADATA for e in passed) if r in self.reps else True
             for p, pid in PIDS.items():
                 a, mig = asg[p], migs[p] or {}
                 names = self.stores[r].names(pid)
@@ -187,13 +193,14 @@ class ProtocolSystem:
                 leaver = mig.get("src") if mig.get("state") == "switched" else mig.get("dst")
                 foreign &= keeper or (mig.get("state") in ("switched", "cancelling") and r == leaver)
                 if keeper:
-                    # MutationsOwed: the last passed mutation issued after some of the part's data.
-                    muts = [e for e in passed if e["type"] == "MUTATE_PART" and e["partition"] == pid]
-                    pending_mut = any(e["type"] == "MUTATE_PART" and e.get("partition") == pid for e in queued)
-                    owed = lambda x: max([e["mutation"] for e in muts if x.min_block < e["block"]], default=0)  # noqa: E731
-                    mutations &= all(x.mutation >= owed(x) for x in names) or pending_mut
+                    # MutationsOwed: the highest MUTATE_PART of the part's data r has passed.
+                    muts = [e.part for e in passed if e.type == MUTATE_PART and e.partition == pid]
+                    pending_mut = any(e.type == MUTATE_PART and e.partition == pid for e in queued)
+                    owed_by = lambda x: max([m.mutation for m in muts if m.min_block <= x.max_block  # noqa: E731
+                                             and x.min_block <= m.max_block], default=0)
+                    mutations &= all(x.mutation >= owed_by(x) for x in names) or pending_mut
                     point = self.drop_point(pid, passed)
-                    pending_drop = any(e["type"] == "DROP_RANGE" and e.get("partition") == pid for e in queued)
+                    pending_drop = any(e.type == DROP_RANGE and e.partition == pid for e in queued)
                     drops &= all(x.min_block > point for x in names) or pending_drop
         out["NoForeignPartsInv"] = foreign
         out["MutationsAppliedInv"] = mutations
@@ -205,11 +212,12 @@ class ProtocolSystem:
     # --- the steps -------------------------------------------------------------------------
     PARAMS = {
         "ReplicaPullLog": ("r",), "ReplicaExecuteEntry": ("r",), "ReplicaCrash": ("r",), "ReplicaRestart": ("r",),
-        "ReplicaRefreshCache": ("r", "p"), "ReplicaSelectMerge": ("r", "p"), "ClientSendInsert": ("i", "r"),
+        "ReplicaRefreshCache": ("r", "p"), "ReplicaSelectMerge": ("r", "p"), "ReplicaSelectMutation": ("r", "p"),
+        "ClientSendInsert": ("i", "r"),
         "ReplicaAllocate": ("r", "i"), "ReplicaForwardInsert": ("r", "i"), "ReplicaWriteInsert": ("r", "i"),
         "ClientStartQuery": ("q", "r"), "ClientReceiveAck": ("i",), "ClientTimeout": ("i",),
         "ClientQueryFails": ("q",), "ReplicaReadPartition": ("q", "p"), "ClientAlterMetadata": (),
-        "ClientMutatePartition": ("p",), "ClientDropPartition": ("p",), "ReplicaCloneFetch": ("p",),
+        "ClientMutate": (), "ClientDropPartition": ("p",), "ReplicaCloneFetch": ("p",),
         "CoordinatorSwitch": ("p",), "ReplicaCleanup": ("p",), "CoordinatorCancel": ("p",),
         "ReplicaTakeOverMigration": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
     }
@@ -281,7 +289,10 @@ class ProtocolSystem:
             raise GuardFailed("ReplicaSelectMerge", "bound")
         e = self._rep(r).replica_select_merge(PIDS[p], self.block_during_clone)
         self.counts["merges"] += 1
-        return e["part"]
+        return e.new_part_name
+
+    def _ReplicaSelectMutation(self, r, p):
+        return self._rep(r).replica_select_mutation(PIDS[p], block_during_clone=self.block_during_clone).new_part_name
 
     def _ClientSendInsert(self, i, r):
         x = self.ins[i]
@@ -398,16 +409,14 @@ class ProtocolSystem:
         return "alter"
 
     def _alterable(self, action, p):
-        """The guard MUTATE and DROP PARTITION share: assigned, and not in a CLONE that blocks them."""
+        """DROP PARTITION's guard: assigned, and not in a CLONE that blocks it."""
         if read_assignment(self.admin, LAYOUT, PIDS[p]) is None or (
                 self.block_during_clone and (read_migration(self.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"):
             raise GuardFailed(action, f"{p} unassigned or in CLONE")
 
-    def _ClientMutatePartition(self, p):
-        self._alterable("ClientMutatePartition", p)
+    def _ClientMutate(self):
         self._bounded("mutations")
-        self.mutation_no[p] += 1
-        client_mutate_partition(self.admin, LAYOUT, PIDS[p], self.mutation_no[p], {"event": f"m{self.mutation_no[p]}"})
+        client_mutate(self.admin, LAYOUT, f"UPDATE event = 'm{self.counts['mutations']}' WHERE 1")
         return "mutate"
 
     def _ClientDropPartition(self, p):
@@ -501,8 +510,18 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                     a = s.reps[r].cache.get(PIDS[p])
                     names = s.stores[r].names(PIDS[p])
                     if a and r in a.owners and any(y.min_block == x.max_block + 1 and x.mutation == y.mutation
-                                                   for x, y in zip(names, names[1:])):
+                                                   for x, y in zip(names, names[1:])) \
+                            and caught_up(s.admin, LAYOUT, r, PIDS[p]):
                         out.append((r, p))
+    elif action == "ReplicaSelectMutation":
+        for r in up:
+            for p in P:
+                a = s.reps[r].cache.get(PIDS[p])
+                muts = s.reps[r].mutations()
+                blocked = s.block_during_clone and (read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}).get("state") == "clone"
+                if a and r in a.owners and not blocked and any(owed(n, muts) for n in s.stores[r].names(PIDS[p])) \
+                        and caught_up(s.admin, LAYOUT, r, PIDS[p]):
+                    out.append((r, p))
     elif action == "ClientSendInsert":
         out = [(i, r) for i, x in s.ins.items() if x["st"] in ("idle", "unknown", "failed")
                and x["tries"] < BOUNDS["tries"] for r in up]
@@ -531,12 +550,14 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                and any(x["query"].routes[p] not in s.reps for p in x["query"].pending)]
     elif action == "ClientAlterMetadata":
         out = [()] if s.counts["alters"] < BOUNDS["alters"] else []
-    elif action in ("ClientMutatePartition", "ClientDropPartition"):
-        kind = "mutations" if action == "ClientMutatePartition" else "drops"
-        if s.counts[kind] < BOUNDS[kind]:
+    elif action == "ClientMutate":
+        out = [()] if s.counts["mutations"] < BOUNDS["mutations"] else []
+    elif action == "ClientDropPartition":
+        if s.counts["drops"] < BOUNDS["drops"]:
             for p in P:
                 mig = read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}
-                if read_assignment(s.admin, LAYOUT, PIDS[p]) and not (s.block_during_clone and mig.get("state") == "clone"):
+                if read_assignment(s.admin, LAYOUT, PIDS[p]) and not (s.block_during_clone and mig.get("state") == "clone") \
+                        and s.admin.exists(LAYOUT.block_numbers(PIDS[p])) is not None:
                     out.append((p,))
     elif action in ("AdminReassign", "AdminRebalance"):
         in_flight = migrations_in_flight(s.admin, LAYOUT)

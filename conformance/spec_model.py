@@ -130,17 +130,18 @@ class View:
     def __init__(self, s: dict, m: Model):
         self.s, self.m = s, m
         self.log = s["log"]
-        self.first_idx = {}
+        self.first_idx, self.last_idx = {}, {}
         for k, e in enumerate(self.log, 1):
             if e["type"] == "GET":
                 for i in ids(e["part"]["b"]):
                     self.first_idx.setdefault(i, k)
+                    self.last_idx[i] = k
 
     def drop_point(self, p, upto: int) -> int:
         return max((k for k, e in enumerate(self.log[:upto], 1) if e["type"] == "DROP" and e["p"] == p), default=0)
 
     def live(self, i) -> bool:
-        return self.first_idx.get(i, 0) > self.drop_point(self.m.insert_partition[i], len(self.log))
+        return self.last_idx.get(i, 0) > self.drop_point(self.m.insert_partition[i], len(self.log))
 
     def live_acked(self) -> set:
         return {i for i in self.s["inv_acked"] if self.live(i)}
@@ -149,13 +150,12 @@ class View:
         return any(i in ids(x["b"]) for x in at(self.s["parts"], r))
 
     def in_flight_to(self, r, i) -> bool:
-        return at(self.s["ptr"], r) < self.first_idx.get(i, 0) or any(
-            e["type"] in ("GET", "MERGE") and i in ids(e["part"]["b"]) for e in at(self.s["queue"], r))
+        return at(self.s["ptr"], r) < self.last_idx.get(i, 0) or any(
+            e["type"] in ("GET", "MERGE", "MUTATE") and i in ids(e["part"]["b"]) for e in at(self.s["queue"], r))
 
     def mutations_owed(self, r, x) -> int:
-        ks = [k for k, e in enumerate(self.log[:at(self.s["ptr"], r)], 1)
-              if e["type"] == "MUTATE" and e["p"] == x["p"] and any(b[1] < k for b in x["b"])]
-        return self.log[max(ks) - 1]["part"]["mv"] if ks else 0
+        return max((e["part"]["mv"] for e in self.log[:at(self.s["ptr"], r)]
+                    if e["type"] == "MUTATE" and e["p"] == x["p"] and e["part"]["b"] & x["b"]), default=0)
 
     def leaver(self, p):
         mig = at(self.s["mig"], p)

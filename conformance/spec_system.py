@@ -33,8 +33,10 @@ from reference.migration import (MigrationError, admin_reassign, coordinator_can
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
+from reference.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
+from reference.mutations import owed
 from reference.registration import create_table_znodes, register_replica
-from reference.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate_partition
+from reference.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 
 from .spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
 
@@ -42,8 +44,7 @@ LAYOUT = Layout("/clickhouse/tables/replay/events")
 REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 NO_ASG = Fn({"owners": frozenset(), "target": NONE, "leaving": NONE, "version": ABSENT})
 NO_PART = Fn({"p": NONE, "b": frozenset(), "mv": 0})
-SPEC_TYPE = {"GET_PART": "GET", "MERGE_PARTS": "MERGE", "MUTATE_PART": "MUTATE", "DROP_RANGE": "DROP",
-             "ALTER_METADATA": "ALTER"}
+SPEC_TYPE = {GET_PART: "GET", MERGE_PARTS: "MERGE", MUTATE_PART: "MUTATE", DROP_RANGE: "DROP", ALTER_METADATA: "ALTER"}
 
 
 class MemoryPartStore(PartStore):
@@ -132,6 +133,10 @@ class SpecSystem:
         self.counts = {"merges": 0, "alters": 0, "mutations": 0, "drops": 0, "migrations": 0, "crashes": 0}
         self.writer = {}        # (partition id, block number) -> insert id whose GET_PART wrote it
         self.hashes = {}        # blocks/ node name -> insert id
+        # (partition id, block number a mutation took there) -> the spec's number of that mutation
+        # (the log index the next INSERT would take when it was issued)
+        self.mutation_k: dict = {}
+        self.muts_k: list[int] = []   # the spec's muts: each mutation's number, in creation order
         self._init_blocks()
 
     @staticmethod
@@ -171,10 +176,11 @@ class SpecSystem:
         return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps,
                 {i: dict(x) for i, x in self.ins.items()},
                 {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in self.qry.items()},
-                set(self.acked), self.read_cleaned, dict(self.counts), dict(self.writer), dict(self.hashes))
+                set(self.acked), self.read_cleaned, dict(self.counts), dict(self.writer), dict(self.hashes),
+                dict(self.mutation_k), list(self.muts_k))
 
     def restore(self, snap) -> None:
-        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes = snap
+        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes, mutation_k, muts_k = snap
         self.ensemble.restore(ens)
         for r, s in stores.items():
             self.stores[r].restore(s)
@@ -187,7 +193,7 @@ class SpecSystem:
         self.ins = {i: dict(x) for i, x in ins.items()}
         self.qry = {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in qry.items()}
         self.acked, self.read_cleaned, self.counts = set(acked), cleaned, dict(counts)
-        self.writer, self.hashes = dict(writer), dict(hashes)
+        self.writer, self.hashes, self.mutation_k, self.muts_k = dict(writer), dict(hashes), dict(mutation_k), list(muts_k)
 
     # --- the abstraction: reference state -> the spec's variables ---------------------------
     def _assignment(self, a) -> Fn:
@@ -212,36 +218,39 @@ class SpecSystem:
             if want != got:
                 blocks = frozenset(b for b in blocks if got[b[0]]) | frozenset(
                     (i, -1) for i in (got - want))
-        return Fn({"p": self.part_of[name.partition], "b": blocks, "mv": name.mutation})
+        mv = self.mutation_k[(name.partition, name.mutation)] if name.mutation else 0
+        return Fn({"p": self.part_of[name.partition], "b": blocks, "mv": mv})
 
-    def _entry(self, e: dict, k: int, get_idx: dict) -> Fn:
-        kind = SPEC_TYPE[e["type"]]
+    def _entry(self, e: LogEntry, k: int, get_idx: dict) -> Fn:
+        kind = SPEC_TYPE[e.type]
         if kind == "ALTER":
-            return Fn({"type": kind, "p": NONE, "part": NO_PART, "v": 0, "k": k})
-        p = self.part_of[e["partition"]]
-        if kind in ("GET", "MERGE"):
-            part = self._part(PartName.parse(e["part"]), get_idx)
+            return Fn({"type": kind, "p": NONE, "part": NO_PART, "k": k})
+        p = self.part_of[e.partition]
+        if kind in ("GET", "MERGE", "MUTATE"):
+            part = self._part(e.part, get_idx)
         else:
-            part = Fn({"p": p, "b": frozenset(), "mv": e.get("mutation", 0)})
-        return Fn({"type": kind, "p": p, "part": part, "v": e["assignment_version"], "k": k})
+            part = Fn({"p": p, "b": frozenset(), "mv": 0})
+        return Fn({"type": kind, "p": p, "part": part, "k": k})
 
     def _children(self, path: str) -> list[str]:
         node = self.ensemble.nodes.get(path)
         return sorted(node.children) if node else []
 
-    def _json(self, path: str) -> dict:
-        return json.loads(self.ensemble.nodes[path].value)
+    def _text(self, path: str) -> bytes:
+        return self.ensemble.nodes[path].value
 
     def abstract(self) -> dict:
         nodes = self.ensemble.nodes
-        log_raw = [self._json(f"{LAYOUT.log}/{n}") for n in self._children(LAYOUT.log)]
+        texts = [self._text(f"{LAYOUT.log}/{n}") for n in self._children(LAYOUT.log)]
+        log_raw = [LogEntry.parse(t) for t in texts]
         get_idx = {}
         for k, e in enumerate(log_raw, 1):
-            if e["type"] == "GET_PART":
-                n = PartName.parse(e["part"])
-                get_idx.setdefault((n.partition, n.min_block), k)
+            if e.type == GET_PART:
+                get_idx.setdefault((e.part.partition, e.part.min_block), k)
         log = tuple(self._entry(e, k, get_idx) for k, e in enumerate(log_raw, 1))
-        index_of = {n: k for k, n in enumerate(self._children(LAYOUT.log), 1)}
+        # A queue entry is its log entry's text (pullLogsToQueue copies it; so does a CLONE that
+        # re-queues a skipped one); an entry a CLONE queues itself has no log entry: index 0.
+        index_of = {t: k for k, t in enumerate(texts, 1)}
         active = frozenset(self.mv[r] for r in self.names if LAYOUT.is_active(r) in nodes)
         asg = {p: self._assignment(read_assignment(self.admin, LAYOUT, pid)) for p, pid in self.pid.items()}
         ptr, queue, parts, meta = {}, {}, {}, {}
@@ -250,17 +259,16 @@ class SpecSystem:
             ptr[mr] = int(nodes[LAYOUT.log_pointer(r)].value)
             q = set()
             for n in self._children(LAYOUT.queue(r)):
-                e = self._json(f"{LAYOUT.queue(r)}/{n}")
-                k = index_of.get(e["log"], -1) if "log" in e else 0   # a CLONE's fetch has no log entry
-                q.add(self._entry(e, k, get_idx))
+                text = self._text(f"{LAYOUT.queue(r)}/{n}")
+                q.add(self._entry(LogEntry.parse(text), index_of.get(text, 0), get_idx))
             queue[mr] = frozenset(q)
             store = self.stores[r]
             parts[mr] = frozenset(self._part(n, get_idx, store.read(n)) for n in store.names())
             state = store.load_state()
             drop_k = {}
             for pid, upto in state.get("dropped", {}).items():
-                drop_k[pid] = next((k for k, e in enumerate(log_raw, 1) if e["type"] == "DROP_RANGE"
-                                    and e["partition"] == pid and e["max_block"] == upto), -1)
+                drop_k[pid] = next((k for k, e in enumerate(log_raw, 1) if e.type == DROP_RANGE
+                                    and e.partition == pid and e.part.max_block == upto), -1)
             meta[mr] = Fn({"alters": state.get("metadata_version", 0),
                            "dropped": Fn({p: drop_k.get(pid, 0) for p, pid in self.pid.items()})})
         cache = {self.mv[r]: Fn({p: self._assignment(rep.cache.get(pid)) for p, pid in self.pid.items()})
@@ -275,13 +283,19 @@ class SpecSystem:
         return {
             "active": active, "asg": seq_or_fn(asg), "cache": seq_or_fn(cache), "log": log,
             "ptr": seq_or_fn(ptr), "queue": seq_or_fn(queue), "parts": seq_or_fn(parts), "meta": seq_or_fn(meta),
-            "dedup": dedup, "mig": seq_or_fn(mig),
+            "dedup": dedup, "muts": self._muts(), "mig": seq_or_fn(mig),
             "ins": seq_or_fn({i: Fn({"st": x["st"], "at": self.mv.get(x["at"], NONE), "tries": x["tries"]})
                               for i, x in self.ins.items()}),
             "qry": seq_or_fn({q: Fn({k: v for k, v in x.items() if k != "query"}) for q, x in self.qry.items()}),
             "inv_acked": frozenset(self.acked), "inv_read_cleaned": self.read_cleaned,
             "aux_counts": Fn(self.counts),
         }
+
+    def _muts(self) -> tuple:
+        """mutations/ as the spec's muts: the number recorded when each was issued (a znode the
+        harness did not see issued shows as -1, so the states differ)."""
+        n = len(self._children(LAYOUT.mutations))
+        return tuple(self.muts_k[:n]) + (-1,) * (n - len(self.muts_k))
 
     # --- the steps ------------------------------------------------------------------------
     def instances(self) -> list[tuple[str, tuple]]:
@@ -294,13 +308,16 @@ class SpecSystem:
         for r in up:
             out += [("ReplicaPullLog", (r,)), ("ReplicaCrash", (r,))]
             for node, e in self.reps[r].queue():
-                if e["type"] in ("GET_PART", "MERGE_PARTS"):
+                if e.type in (GET_PART, MERGE_PARTS, MUTATE_PART):   # these may fetch: which peer is a choice
                     out += [("ReplicaExecuteEntry", (r, node, s)) for s in up if s != r] or [
                         ("ReplicaExecuteEntry", (r, node, None))]
                 else:
                     out.append(("ReplicaExecuteEntry", (r, node, None)))
             for p in P:
                 out += [("ReplicaRefreshCache", (r, p)), ("ReplicaSelectMerge", (r, p))]
+                rep, pid = self.reps[r], self.pid[self.mv[p]]
+                muts = rep.mutations()
+                out += [("ReplicaSelectMutation", (r, p, str(n))) for n in rep.store.names(pid) if owed(n, muts)]
         out += [("ReplicaRestart", (r,)) for r in R if r not in self.reps]
         for i, x in self.ins.items():
             out += [("ClientSendInsert", (i, r)) for r in up]
@@ -316,8 +333,9 @@ class SpecSystem:
                 out += [("ClientStartQuery", (q, r, routes)) for routes in itertools.product(R, repeat=len(known))]
             out.append(("ClientQueryFails", (q,)))
             out += [("ReplicaReadPartition", (q, p)) for p in P]
+        out.append(("ClientMutate", ()))
         for p in P:
-            out += [(a, (p,)) for a in ("ClientMutatePartition", "ClientDropPartition", "ReplicaCloneFetch",
+            out += [(a, (p,)) for a in ("ClientDropPartition", "ReplicaCloneFetch",
                                         "CoordinatorSwitch", "ReplicaCleanup", "CoordinatorCancel")]
             out += [("ReplicaTakeOverMigration", (p, r)) for r in R]
             out += [("AdminReassign", (p, s, d)) for s in R for d in R]
@@ -377,7 +395,10 @@ class SpecSystem:
         self._bounded("merges", "MaxMerges")
         e = self._rep(r).replica_select_merge(self.pid[self.mv[p]], self.m.block_during_clone)
         self.counts["merges"] += 1
-        return e["part"]
+        return e.new_part_name
+
+    def _ReplicaSelectMutation(self, r, p, part):
+        return self._rep(r).replica_select_mutation(self.pid[self.mv[p]], part, self.m.block_during_clone).new_part_name
 
     def _ClientSendInsert(self, i, r):
         x = self.ins[i]
@@ -502,14 +523,13 @@ class SpecSystem:
         self.counts["alters"] += 1
         return "alter"
 
-    def _ClientMutatePartition(self, p):
-        pid = self.pid[self.mv[p]]
+    def _ClientMutate(self):
         self._bounded("mutations", "MaxMutations")
-        if self._blocked(p):
-            raise GuardFailed("ClientMutatePartition", f"{p} is in CLONE and mutations are blocked")
-        number = sum(1 for n in self._children(LAYOUT.log) if (e := self._json(f"{LAYOUT.log}/{n}"))["type"]
-                     == "MUTATE_PART" and e["partition"] == pid) + 1
-        client_mutate_partition(self.admin, LAYOUT, pid, number, {"event": f"m{number}"})
+        k = len(self._children(LAYOUT.log)) + 1   # the spec's number: the next INSERT's log index
+        m = client_mutate(self.admin, LAYOUT, f"UPDATE event = 'm{self.counts['mutations'] + 1}' WHERE 1")
+        for key in m.block_numbers:
+            self.mutation_k[key] = k
+        self.muts_k.append(k)
         self.counts["mutations"] += 1
         return "mutate"
 

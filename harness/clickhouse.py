@@ -152,7 +152,8 @@ _CONFIG = """<?xml version="1.0"?>
     <uncompressed_cache_size>16777216</uncompressed_cache_size>
     <mlock_executable>false</mlock_executable>
     <zookeeper>
-{nodes}{chroot}    </zookeeper>
+{nodes}{chroot}        <session_timeout_ms>{session_timeout_ms}</session_timeout_ms>
+    </zookeeper>
     <macros>
         <shard>{shard}</shard>
         <replica>{replica}</replica>
@@ -185,7 +186,7 @@ class _Replica:
         self.proc: subprocess.Popen | None = None
         self.http = self.tcp = self.interserver = 0
 
-    def configure(self, config_root: str, zookeeper: str, shard: str) -> None:
+    def configure(self, config_root: str, zookeeper: str, shard: str, session_timeout_ms: int = 30_000) -> None:
         """Write the config with fresh free ports (again after a port was taken under us)."""
         self.http, self.tcp, self.interserver = free_port(), free_port(), free_port()
         for sub in ("data", "tmp", "user_files", "format_schemas", "log"):
@@ -197,7 +198,7 @@ class _Replica:
         chroot_xml = f"        <root>{chroot}</root>\n" if chroot else ""
         (self.dir / "config.xml").write_text(_CONFIG.format(
             root=config_root, dir=self.dir, http=self.http, tcp=self.tcp, interserver=self.interserver,
-            nodes=node_xml, chroot=chroot_xml, shard=shard, replica=self.name))
+            nodes=node_xml, chroot=chroot_xml, shard=shard, replica=self.name, session_timeout_ms=session_timeout_ms))
         (self.dir / "users.xml").write_text(_USERS.format(root=config_root))
 
     def start(self) -> None:
@@ -244,7 +245,10 @@ class ClickHouseCluster(_Started):
     """
 
     def __init__(self, zookeeper: str, replicas: Iterable[str] = ("r1", "r2"), shard: str = "01",
-                 binary: str | None = None, start_timeout: float = 60.0, query_timeout: float = 120.0):
+                 binary: str | None = None, start_timeout: float = 60.0, query_timeout: float = 120.0,
+                 session_timeout_ms: int = 30_000):
+        """`session_timeout_ms`: the replicas' ZooKeeper session timeout (ClickHouse's default 30 s);
+        a short one lets a test see a killed replica's is_active go, and the replica marked lost."""
         names = list(replicas)
         if not names or len(set(names)) != len(names):
             raise ValueError(f"replica names must be distinct and at least one: {names}")
@@ -253,6 +257,7 @@ class ClickHouseCluster(_Started):
         self._version = server_version(self._command)
         self._zookeeper, self._shard = zookeeper, shard
         self._start_timeout, self._query_timeout = start_timeout, query_timeout
+        self._session_timeout_ms = session_timeout_ms
         self._root = Path(tempfile.mkdtemp(prefix="clickhouse-cluster-"))
         self._replicas = {n: _Replica(self._root, n, self._command) for n in names}
         _LIVE.add(self)  # from here on the folder exists: the atexit hook removes it even if never started
@@ -293,7 +298,7 @@ class ClickHouseCluster(_Started):
             return self
         root = config_root(self._version)
         for r in self._replicas.values():
-            r.configure(root, self._zookeeper, self._shard)
+            r.configure(root, self._zookeeper, self._shard, self._session_timeout_ms)
             r.start()
         for _ in range(3):
             # Between free_port() and the server's bind another process can take a port; only a
@@ -302,7 +307,7 @@ class ClickHouseCluster(_Started):
             if not taken:
                 return self
             for r in taken:
-                r.configure(root, self._zookeeper, self._shard)
+                r.configure(root, self._zookeeper, self._shard, self._session_timeout_ms)
                 r.start()
         raise ClickHouseUnavailable("ports kept being taken while ClickHouse started")
 

@@ -160,11 +160,19 @@ class Cluster:
                         break
                 return f"ReplicaExecuteEntry({rep.name}) {'; '.join(done)}" if done else None
             if kind == "merge":
+                # The merge-selecting thread: a part mutation owed first (ClickHouse also prefers
+                # finishing mutations), else, half the time, a merge.
+                for p in partitions:
+                    try:
+                        e = rep.replica_select_mutation(p)
+                        return f"ReplicaSelectMutation({rep.name}, {p}) {e.new_part_name}"
+                    except GuardFailed:
+                        continue
                 if self.rng.random() < 0.5:
                     for p in partitions:
                         try:
                             e = rep.replica_select_merge(p)
-                            return f"ReplicaSelectMerge({rep.name}, {p}) {e['part']}"
+                            return f"ReplicaSelectMerge({rep.name}, {p}) {e.new_part_name}"
                         except GuardFailed:
                             continue
                 return None
@@ -230,7 +238,7 @@ class Cluster:
         while self._try("pull", rep):
             pass
         for node, e in rep.queue():
-            if e.get("partition") == partition:
+            if e.partition == partition:
                 try:
                     rep.replica_execute_entry(node)
                 except GuardFailed:

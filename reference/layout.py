@@ -44,6 +44,24 @@ class Layout:
     def blocks(self) -> str:
         return f"{self.root}/blocks"
 
+    def block_numbers(self, partition: str) -> str:
+        """Where INSERTs, mutations and drops of a partition take their block numbers."""
+        return f"{self.root}/block_numbers/{check_partition_id(partition)}"
+
+    @property
+    def all_block_numbers(self) -> str:
+        return f"{self.root}/block_numbers"
+
+    @property
+    def mutations(self) -> str:
+        """ALTER UPDATE/DELETE, table-wide (ReplicatedMergeTreeMutationEntry)."""
+        return f"{self.root}/mutations"
+
+    @property
+    def columns(self) -> str:
+        """The table's columns; its version is the ALTER_METADATA entry's alter_version."""
+        return f"{self.root}/columns"
+
     @property
     def config(self) -> str:
         return f"{self.root}/selective/config"

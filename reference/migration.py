@@ -15,8 +15,9 @@ import json
 from .assignment import Assignment, GuardFailed, active_replicas, read_assignment
 from .keeper import BadVersionError, Create, Keeper, MultiError, NoNodeError, SetData
 from .layout import Layout
+from .log_entry import DROP_RANGE, GET_PART, MUTATE_PART, LogEntry
 from .parts import PartName
-from .replica import Replica
+from .replica import Replica, _children, caught_up
 
 IN_FLIGHT = ("clone", "switched", "cancelling")
 
@@ -97,45 +98,26 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
             dst.store.fetch_from(src.store, n)
             keeper.create(f"{layout.parts(dst.name)}/{n}")
     else:
-        a = dst.replica_refresh_cache(partition)
+        dst.replica_refresh_cache(partition)
         registered = {n for r in keeper.get_children(layout.replicas)
                       for n in _children(keeper, layout.parts(r)) if PartName.parse(n).partition == partition}
         names = sorted(registered)
         for n in names:
-            entry = {"type": "GET_PART", "partition": partition, "part": n, "source": "clone",
-                     "assignment_version": a.version}
-            keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps(entry).encode(), sequential=True)
+            # As cloneReplica queues them: no source replica, no block id.
+            entry = LogEntry(GET_PART, new_part_name=n, create_time=int(dst.clock()))
+            keeper.create(f"{layout.queue(dst.name)}/queue-", entry.format(), sequential=True)
         if "clone_ignores_skipped_entries" not in dst.bugs:
             # F8: mutations and drops of the partition the target skipped before it became a keeper
             # may not be applied yet on the parts it fetches: queue them after the fetches.
             ptr = int(keeper.get(layout.log_pointer(dst.name))[0])
-            queued = {e.get("log") for _, e in dst.queue()}   # pulled after the target became a keeper
+            queued = {e.format() for _, e in dst.queue()}   # pulled after the target became a keeper
             for n in keeper.get_children(layout.log)[:ptr]:
-                e = json.loads(keeper.get(f"{layout.log}/{n}")[0])
-                if e.get("partition") == partition and e["type"] in ("MUTATE_PART", "DROP_RANGE") and n not in queued:
-                    keeper.create(f"{layout.queue(dst.name)}/queue-", json.dumps({**e, "log": n}).encode(),
-                                  sequential=True)
+                data = keeper.get(f"{layout.log}/{n}")[0]
+                e = LogEntry.parse(data, f"{layout.log}/{n}")
+                if e.type in (MUTATE_PART, DROP_RANGE) and e.partition == partition and data not in queued:
+                    keeper.create(f"{layout.queue(dst.name)}/queue-", data, sequential=True)
     keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
     return len(names)
-
-
-def _children(keeper: Keeper, path: str) -> list[str]:
-    try:
-        return keeper.get_children(path)
-    except NoNodeError:
-        return []
-
-
-def caught_up(keeper: Keeper, layout: Layout, dst: str, partition: str) -> bool:
-    """Nothing of the partition in dst's queue, nor in the log beyond dst's log_pointer. Read
-    from Keeper by the coordinator: the target itself may be down (its queue and log_pointer
-    are in Keeper, and a down target that has caught up may be switched to)."""
-    ptr = int(keeper.get(layout.log_pointer(dst))[0])
-    queue = layout.queue(dst)
-    if any(json.loads(keeper.get(f"{queue}/{n}")[0]).get("partition") == partition for n in _children(keeper, queue)):
-        return False
-    log = keeper.get_children(layout.log)
-    return all(json.loads(keeper.get(f"{layout.log}/{n}")[0]).get("partition") != partition for n in log[ptr:])
 
 
 def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,

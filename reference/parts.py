@@ -111,6 +111,11 @@ class PartStore:
             raise BadPart(f"part {name} on {self.folder} fails its checksum")
         return obj["rows"]
 
+    def rewrite(self, name: PartName, rows: list[dict[str, Any]]) -> None:
+        """Replace a part's rows under the same name (CLEAR COLUMN of 18.16 did; nothing else may)."""
+        self.remove(name)
+        self.write(name, rows)
+
     def remove(self, name: PartName) -> None:
         self._path(name).unlink(missing_ok=True)
         self._index.get(name.partition, set()).discard(name)

@@ -26,8 +26,14 @@ def create_table_znodes(keeper: Keeper, layout: Layout, replication_factor: int)
         if existing != replication_factor:
             raise RegistrationError(f"{layout.root} exists with replication_factor {existing}, not {replication_factor}")
         return
-    for path in (layout.log, layout.replicas, layout.blocks, layout.assignments, layout.migrations):
+    for path in (layout.log, layout.replicas, layout.blocks, layout.all_block_numbers, layout.mutations,
+                 layout.assignments, layout.migrations):
         keeper.ensure_path(path)
+    if keeper.exists(layout.columns) is None:
+        try:
+            keeper.create(layout.columns, b"columns format version: 1\n")
+        except NodeExistsError:
+            pass
     try:
         keeper.create(layout.config, config)
     except NodeExistsError:

@@ -4,11 +4,10 @@ the parts a replica holds, from its PartStore), as ClickHouse reads them."""
 
 from __future__ import annotations
 
-import json
-
 from .assignment import read_assignment, selective_assignments_rows
 from .keeper import Keeper, NoNodeError
 from .layout import Layout
+from .log_entry import LogEntry
 from .migration import migrations_rows
 from .parts import PartStore
 
@@ -39,12 +38,12 @@ def replication_queue_rows(keeper: Keeper, layout: Layout) -> list[dict]:
         q = layout.queue(r)
         for node in keeper.get_children(q):
             try:
-                entry = json.loads(keeper.get(f"{q}/{node}")[0])
+                entry = LogEntry.parse(keeper.get(f"{q}/{node}")[0], f"{q}/{node}")
             except NoNodeError:
                 continue  # executed between the listing and the read
-            rows.append({"replica_name": r, "node_name": node, "type": entry["type"],
-                         "partition_id": entry.get("partition"), "new_part_name": entry.get("part"),
-                         "source_replica": entry.get("source")})
+            rows.append({"replica_name": r, "node_name": node, "type": entry.type,
+                         "partition_id": entry.partition, "new_part_name": entry.new_part_name or None,
+                         "source_replica": entry.source_replica})
     return rows
 
 

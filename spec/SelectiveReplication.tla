@@ -48,6 +48,7 @@ VARIABLES
     parts,    \* r -> set of parts on r's disk
     meta,     \* r -> [alters |-> ALTER_METADATA entries applied, dropped |-> p -> highest DROP_RANGE executed]
     dedup,    \* blocks/: block ids already committed
+    muts,     \* mutations/: one block number per ALTER UPDATE/DELETE, table-wide (the data below it is owed it)
     ins,      \* insert id -> [st, at, tries] as the client and the routing replica see it
     mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched]
     qry,      \* query id -> [st, at, routes, pending, expected, seen, dup, lost]
@@ -55,7 +56,7 @@ VARIABLES
     inv_read_cleaned,  \* TRUE once CLEANUP removed data an in-flight query was routed to
     aux_counts         \* [merges, alters, migrations, crashes] for bounds
 
-vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry,
+vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry,
           inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
@@ -81,17 +82,23 @@ HasBlock(r, i) == \E x \in parts[r] : i \in Ids(x.b)
 \* Two different blocks of the same insert: its rows would be read twice.
 Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
 
-Entry(type, p, part, v, k) == [type |-> type, p |-> p, part |-> part, v |-> v, k |-> k]
+Entry(type, p, part, k) == [type |-> type, p |-> p, part |-> part, k |-> k]
 NoPart == [p |-> None, b |-> {}, mv |-> 0]
 Max(S) == CHOOSE m \in S : \A n \in S : n <= m
 IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
-\* The mutation number part x must have reached on r: that of the last MUTATE of its partition
-\* r's log_pointer has passed that was issued after one of x's blocks. A part whose blocks all
-\* came after a mutation was born mutated (block number = log index; ClickHouse compares a
-\* part's data version with the mutation's block number the same way).
+\* A mutation (ALTER UPDATE/DELETE) is table-wide: mutations/ holds its block number, which in
+\* the model is the log index the next INSERT would take, so the data it applies to is the
+\* blocks below it, and a part whose blocks all came after it was born mutated. A part's mv is
+\* the number of the last mutation applied to it, as ClickHouse names a mutated part
+\* <part>_<mutation block number>. Two mutations with no INSERT between them share a number here
+\* (they apply to the same data); every model issues at most one, so no mutation is folded away.
+Owed(x) == LET ns == {muts[j] : j \in {j \in DOMAIN muts : \E blk \in x.b : blk[2] < muts[j]}}
+           IN IF ns = {} THEN 0 ELSE Max(ns)
+\* The mutation number part x must have reached on r: the highest MUTATE_PART of x's data that
+\* r's log_pointer has passed.
 MutationsOwed(r, x) ==
-    LET ks == {k \in 1..ptr[r] : IsMutationOf(k, x.p) /\ \E blk \in x.b : blk[2] < k}
-    IN IF ks = {} THEN 0 ELSE log[Max(ks)].part.mv
+    LET ks == {k \in 1..ptr[r] : IsMutationOf(k, x.p) /\ log[k].part.b \cap x.b # {}}
+    IN IF ks = {} THEN 0 ELSE Max({log[k].part.mv : k \in ks})
 
 \* DROP_RANGE of p at log index k removes p's blocks numbered below k (block number = log
 \* index of the commit). DropPoint is the highest such k among the given indices, 0 if none.
@@ -99,33 +106,47 @@ IsDropOf(k, p) == log[k].type = "DROP" /\ log[k].p = p
 DropPoint(p, ks) == LET d == {k \in ks : IsDropOf(k, p)} IN IF d = {} THEN 0 ELSE Max(d)
 Trim(x, d) == [x EXCEPT !.b = {blk \in @ : blk[2] > d}]
 
-\* Log index of the first GET_PART of insert i (0 if none yet).
+\* Log index of the first (and of the last) GET_PART of insert i, 0 if none yet. A second one
+\* comes from a retry that blocks/ did not deduplicate: after a DROP PARTITION cleared the hash,
+\* or with no_dedup.
 IsGetOf(k, i) == log[k].type = "GET" /\ i \in Ids(log[k].part.b)
 FirstIdx(i) == IF \E k \in 1..Len(log) : IsGetOf(k, i)
                THEN CHOOSE k \in 1..Len(log) : IsGetOf(k, i) /\ \A j \in 1..(k-1) : ~IsGetOf(j, i)
                ELSE 0
+LastIdx(i) == IF \E k \in 1..Len(log) : IsGetOf(k, i)
+              THEN CHOOSE k \in 1..Len(log) : IsGetOf(k, i) /\ \A j \in (k+1)..Len(log) : ~IsGetOf(j, i)
+              ELSE 0
 
 \* r will still learn of insert i by replication: it has not pulled i's entry yet, or a queue
 \* entry that brings i is pending. Missing such rows is replication lag, not loss.
 InFlightTo(r, i) ==
-    \/ ptr[r] < FirstIdx(i)
-    \/ \E e \in queue[r] : e.type \in {"GET", "MERGE"} /\ i \in Ids(e.part.b)
+    \/ ptr[r] < LastIdx(i)
+    \/ \E e \in queue[r] : e.type \in {"GET", "MERGE", "MUTATE"} /\ i \in Ids(e.part.b)
 
 \* r will still apply a mutation of p: one is pending in its queue.
 MutationPending(r, p) == \E e \in queue[r] : e.type = "MUTATE" /\ e.p = p
 DropPending(r, p) == \E e \in queue[r] : e.type = "DROP" /\ e.p = p
 
-\* Insert i's rows are still in the table: committed after its partition's last DROP_RANGE.
-Live(i) == FirstIdx(i) > DropPoint(InsertPartition[i], 1..Len(log))
+\* Insert i's rows are still in the table: committed (last) after its partition's last DROP_RANGE.
+Live(i) == LastIdx(i) > DropPoint(InsertPartition[i], 1..Len(log))
 LiveAcked == {i \in inv_acked : Live(i)}
 
 Running(q) == qry[q].st = "running"
+
+\* r is caught up on p: nothing for p in its queue or in the log beyond its log_pointer. SWITCH
+\* waits for it on the target; merges and mutations are selected only by an owner caught up on
+\* the partition, whose parts are then what the whole log makes of it (ClickHouse selects from
+\* its "virtual parts" and creates the entry with a check on the log's version, so no two
+\* selections overlap).
+CaughtUp(r, p) ==
+    /\ \A e \in queue[r] : e.p # p
+    /\ \A k \in (ptr[r] + 1)..Len(log) : log[k].p # p
 MigrationsInFlight == {p \in Partitions : mig[p].st \in {"clone", "switched", "cancelling"}}
 
 \* The log and parts of a table whose InitBlocks were inserted and replicated before the model starts.
 InitLog == [k \in 1..Cardinality(InitBlocks) |->
                LET i == CHOOSE j \in InitBlocks : Cardinality({x \in InitBlocks : x < j}) = k - 1 IN
-               Entry("GET", InsertPartition[i], [p |-> InsertPartition[i], b |-> {<<i, k>>}, mv |-> 0], 0, k)]
+               Entry("GET", InsertPartition[i], [p |-> InsertPartition[i], b |-> {<<i, k>>}, mv |-> 0], k)]
 
 Init ==
     /\ active = Replicas
@@ -139,6 +160,7 @@ Init ==
     /\ parts = [r \in Replicas |-> {InitLog[k].part : k \in {k \in DOMAIN InitLog : r \in InitOwners[InitLog[k].p]}}]
     /\ meta = [r \in Replicas |-> [alters |-> 0, dropped |-> [p \in Partitions |-> 0]]]
     /\ dedup = InitBlocks
+    /\ muts = <<>>
     /\ ins = [i \in Inserts |-> [st |-> IF i \in InitBlocks THEN "acked" ELSE "idle", at |-> None, tries |-> 0]]
     /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
     /\ qry = [q \in Queries |-> [st |-> "idle", at |-> None, routes |-> <<>>, pending |-> {},
@@ -154,7 +176,7 @@ ReplicaRefreshCache(r, p) ==
     /\ r \in active
     /\ cache[r][p] # asg[p]
     /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
-    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* INSERT (RFC "INSERT routing", base protocol's blocks/ dedup).           *)
@@ -165,7 +187,7 @@ ClientSendInsert(i, r) ==
     /\ ins[i].tries < MaxTries
     /\ r \in active
     /\ ins' = [ins EXCEPT ![i] = [st |-> "sent", at |-> r, tries |-> @.tries + 1]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* First INSERT into a partition unknown to r: allocate by CAS-create (the race and the
 \* fewer-than-RF case are model-checked in Assignment.tla); a lost race adopts the winner.
@@ -175,7 +197,7 @@ ReplicaAllocate(r, i) ==
     /\ cache[r][p].version = Absent
     /\ IF Assigned(p)
        THEN /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
-            /\ UNCHANGED <<asg, ins>>
+            /\ UNCHANGED <<asg, ins, muts>>
        ELSE IF Cardinality(active) >= RF
             THEN \E S \in LeastLoaded(RF) :
                     LET a == [owners |-> S, target |-> None, leaving |-> None, version |-> 0] IN
@@ -183,8 +205,8 @@ ReplicaAllocate(r, i) ==
                     /\ cache' = [cache EXCEPT ![r][p] = a]
                     /\ UNCHANGED ins
             ELSE /\ ins' = [ins EXCEPT ![i].st = "failed"]
-                 /\ UNCHANGED <<asg, cache>>
-    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+                 /\ UNCHANGED <<asg, cache, muts>>
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* r's map says another replica owns the partition: forward the sub-block to an owner.
 ReplicaForwardInsert(r, i) ==
@@ -193,7 +215,7 @@ ReplicaForwardInsert(r, i) ==
     /\ cache[r][p].version # Absent
     /\ r \notin cache[r][p].owners
     /\ \E o \in cache[r][p].owners : ins' = [ins EXCEPT ![i].at = o]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* r's map says r owns the partition: write the part locally and commit it in one Keeper
 \* multi (blocks/ hash, GET_PART in log/). The fixed protocol also checks, in that multi,
@@ -212,18 +234,18 @@ ReplicaWriteInsert(r, i) ==
        ELSE /\ IF i \in dedup /\ ~Bug("no_dedup")
                THEN UNCHANGED <<log, parts, dedup>>   \* duplicate block: acknowledged, not written
                ELSE /\ parts' = [parts EXCEPT ![r] = AddPart(@, part)]
-                    /\ log' = Append(log, Entry("GET", p, part, cache[r][p].version, Len(log) + 1))
+                    /\ log' = Append(log, Entry("GET", p, part, Len(log) + 1))
                     \* no_dedup: the hash is not recorded in blocks/ at all (insert_deduplicate = 0)
                     /\ dedup' = IF Bug("no_dedup") THEN dedup ELSE dedup \cup {i}
             /\ ins' = [ins EXCEPT ![i].st = "written"]
             /\ UNCHANGED cache
-    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts, muts>>
 
 ClientReceiveAck(i) ==
     /\ ins[i].st = "written"
     /\ ins' = [ins EXCEPT ![i].st = "acked"]
     /\ inv_acked' = inv_acked \cup {i}
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_read_cleaned, aux_counts>>
 
 \* The connection breaks before the write (sent) or after it (written): the client cannot tell.
 \* Only a timeout that a retry can follow is modelled; without one it only hides an ack.
@@ -231,7 +253,7 @@ ClientTimeout(i) ==
     /\ ins[i].st \in {"sent", "written"}
     /\ ins[i].tries < MaxTries
     /\ ins' = [ins EXCEPT ![i].st = "unknown"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Replication log and filtered pullLogsToQueue (RFC table).               *)
@@ -242,45 +264,64 @@ ReplicaSelectMerge(r, p) ==
     /\ aux_counts.merges < MaxMerges
     /\ ~(BlockDuringClone /\ mig[p].st = "clone")
     /\ r \in cache[r][p].owners
+    /\ CaughtUp(r, p)
     /\ \E x, y \in PartsOf(r, p) :
         /\ x # y /\ x.mv = y.mv
-        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b, mv |-> x.mv], cache[r][p].version, Len(log) + 1))
+        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b, mv |-> x.mv], Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
-\* ALTER TABLE UPDATE/DELETE on a partition: MUTATE_PART, which every keeper applies to its parts.
-ClientMutatePartition(p) ==
-    /\ Assigned(p)
+\* ALTER TABLE UPDATE/DELETE: a table-wide mutation in mutations/ with a block number (in every
+\* partition in ClickHouse); nothing goes into log/ yet.
+ClientMutate ==
     /\ aux_counts.mutations < MaxMutations
-    /\ ~(BlockDuringClone /\ mig[p].st = "clone")
-    /\ LET m == Cardinality({k \in 1..Len(log) : IsMutationOf(k, p)}) + 1 IN
-       log' = Append(log, Entry("MUTATE", p, [p |-> p, b |-> {}, mv |-> m], asg[p].version, Len(log) + 1))
+    /\ muts' = Append(muts, Len(log) + 1)
     /\ aux_counts' = [aux_counts EXCEPT !.mutations = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+\* The owner that selects merges of p also selects part mutations: MUTATE_PART "mutate x to
+\* x_m" for one of its parts whose data is older than a mutation, to the latest such mutation.
+\* Every keeper executes it. With BlockDuringClone, none is selected for a partition in CLONE.
+ReplicaSelectMutation(r, p) ==
+    /\ r \in active
+    /\ r \in cache[r][p].owners
+    /\ CaughtUp(r, p)
+    /\ ~(BlockDuringClone /\ mig[p].st = "clone")
+    /\ \E x \in PartsOf(r, p) :
+        /\ x.mv < Owed(x)
+        /\ log' = Append(log, Entry("MUTATE", p, [x EXCEPT !.mv = Owed(x)], Len(log) + 1))
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* ALTER TABLE DROP PARTITION: DROP_RANGE over the partition's blocks committed so far.
 ClientDropPartition(p) ==
     /\ Assigned(p)
+    \* A partition that never took a block number has nothing to drop: ClickHouse writes no entry.
+    /\ \E k \in 1..Len(log) : log[k].p = p
     /\ aux_counts.drops < MaxDrops
     /\ ~(BlockDuringClone /\ mig[p].st = "clone")
-    /\ log' = Append(log, Entry("DROP", p, [p |-> p, b |-> {}, mv |-> 0], asg[p].version, Len(log) + 1))
+    /\ log' = Append(log, Entry("DROP", p, [p |-> p, b |-> {}, mv |-> 0], Len(log) + 1))
+    \* ClickHouse removes the dropped blocks' hashes from blocks/: the same INSERT sent again
+    \* is written again (every committed block of p is below the drop's number here).
+    /\ dedup' = {i \in dedup : InsertPartition[i] # p}
     /\ aux_counts' = [aux_counts EXCEPT !.drops = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER_METADATA: a global entry every replica must apply.
 ClientAlterMetadata ==
     /\ aux_counts.alters < MaxAlters
-    /\ log' = Append(log, Entry("ALTER", None, NoPart, 0, Len(log) + 1))
+    /\ log' = Append(log, Entry("ALTER", None, NoPart, Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.alters = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* Pull the next log entry: global entries are always queued; partition-scoped ones only
 \* when the map says r keeps the partition; skipped entries still advance log_pointer.
-\* Fixed protocol: an entry written under a newer assignment version than r's map holds
-\* makes r re-read the assignment from Keeper before deciding (background path, not SELECT).
+\* Fixed protocol: an entry of a partition r's map does not know makes r read the assignment
+\* from Keeper before deciding (background path, not SELECT). No version in the entry is
+\* needed: a replica becomes a keeper of a partition it knows only as a CLONE target, and the
+\* CLONE's fetch covers what it skipped before.
 ReplicaPullLog(r) ==
     LET e == log[ptr[r] + 1]
-        stale == e.type # "ALTER" /\ cache[r][e.p].version < e.v /\ ~Bug("filter_with_stale_cache")
+        stale == e.type # "ALTER" /\ cache[r][e.p].version = Absent /\ ~Bug("filter_with_stale_cache")
         view == IF stale THEN asg[e.p] ELSE cache[r][e.p]
         take == IF e.type = "ALTER" THEN ~Bug("filter_skips_global") ELSE r \in Keepers(view) IN
     /\ r \in active
@@ -288,7 +329,7 @@ ReplicaPullLog(r) ==
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
     /\ queue' = [queue EXCEPT ![r] = IF take THEN @ \cup {e} ELSE @]
     /\ cache' = IF stale THEN [cache EXCEPT ![r][e.p] = asg[e.p]] ELSE cache
-    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* Execute a queue entry: GET_PART fetches the part (or a covering one) from an active replica
 \* that has it; MERGE_PARTS merges locally when all sources are here, else fetches the result;
@@ -304,12 +345,13 @@ ReplicaExecuteEntry(r) ==
            \* already covered here, or made obsolete by a DROP_RANGE r has executed
            /\ HasCovering(r, e.part) \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
-           /\ UNCHANGED <<parts, meta>>
-        \/ \* DROP_RANGE, after the earlier fetches, merges and mutations of its partition.
+           /\ UNCHANGED <<parts, meta, muts>>
+        \/ \* DROP_RANGE: the parts in its range go, and so do the queued fetches, merges and
+           \* mutations whose part lies in the range (removePartProducingOpsInRange).
            /\ e.type = "DROP"
-           /\ ~\E d \in queue[r] : d.type \in {"GET", "MERGE", "MUTATE"} /\ d.p = e.p /\ d.k < e.k
            /\ parts' = [parts EXCEPT ![r] = NoEmpty({IF x.p = e.p THEN Trim(x, e.k) ELSE x : x \in @})]
-           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ queue' = [queue EXCEPT ![r] = {d \in @ \ {e} : ~(d.type \in {"GET", "MERGE", "MUTATE"} /\ d.p = e.p
+                                                                  /\ \A blk \in d.part.b : blk[2] < e.k)}]
            /\ meta' = [meta EXCEPT ![r].dropped[e.p] = Max({@, e.k})]
         \/ /\ e.type = "MERGE"
            /\ ~HasCovering(r, e.part)
@@ -318,11 +360,26 @@ ReplicaExecuteEntry(r) ==
               /\ parts' = [parts EXCEPT ![r] = AddPart(@, [e.part EXCEPT !.mv = Max({y.mv : y \in srcs})])]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
-        \/ \* Like the ordered queue: a mutation waits for earlier fetches and merges of its partition.
+        \/ \* MUTATE_PART with its source part here: rewrite it.
            /\ e.type = "MUTATE"
-           /\ ~\E d \in queue[r] : d.type \in {"GET", "MERGE"} /\ d.p = e.p /\ d.k < e.k
-           /\ parts' = [parts EXCEPT ![r] = {IF x.p = e.p /\ x.mv < e.part.mv THEN [x EXCEPT !.mv = e.part.mv] ELSE x
-                                             : x \in @}]
+           /\ \E x \in PartsOf(r, e.p) :
+                /\ x.b = e.part.b /\ x.mv < e.part.mv
+                /\ parts' = [parts EXCEPT ![r] = (@ \ {x}) \cup {[x EXCEPT !.mv = e.part.mv]}]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED meta
+        \/ \* MUTATE_PART already done here (a part at least as new covers it), or dropped.
+           /\ e.type = "MUTATE"
+           /\ \/ \E y \in parts[r] : Covers(y, e.part) /\ y.mv >= e.part.mv
+              \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
+           /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
+           /\ UNCHANGED <<parts, meta>>
+        \/ \* MUTATE_PART without its source: fetch the mutated part (or one covering it) instead.
+           /\ e.type = "MUTATE"
+           /\ ~\E x \in PartsOf(r, e.p) : x.b = e.part.b /\ x.mv < e.part.mv
+           /\ ~\E y \in parts[r] : Covers(y, e.part) /\ y.mv >= e.part.mv
+           /\ \E s \in active \ {r} : \E y \in parts[s] :
+                /\ Covers(y, e.part) /\ y.mv >= e.part.mv
+                /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
         \/ /\ e.type \in {"GET", "MERGE"}
@@ -333,7 +390,7 @@ ReplicaExecuteEntry(r) ==
                 /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
-    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* SELECT routing: the query takes its replica's map, picks one replica per *)
@@ -353,7 +410,7 @@ ClientStartQuery(q, r) ==
                      \* Acked blocks of partitions r does not know and whose entry r has pulled
                      \* are missed for good, not by lag.
                      lost |-> {i \in LiveAcked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* Read one partition from the replica chosen for it (locally or ReadFromRemote).
 ReplicaReadPartition(q, p) ==
@@ -370,14 +427,14 @@ ReplicaReadPartition(q, p) ==
                           ![q].lost = @ \cup {i \in qry[q].expected :
                                                 InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)
                                                 /\ Live(i)}]  \* rows dropped since the start are not owed
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
 ClientQueryFails(q) ==
     /\ Running(q)
     /\ \E p \in qry[q].pending : qry[q].routes[p] \notin active
     /\ qry' = [qry EXCEPT ![q].st = "failed"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Migration CLONE -> SWITCH -> CLEANUP (RFC "Rebalancing"). Every step is  *)
@@ -396,7 +453,7 @@ StartMigration(p, src, dst) ==
     /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
     /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE]]
     /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst (refused for a replica that is not active).
 AdminReassign(p, src, dst) ==
@@ -430,20 +487,15 @@ ReplicaCloneFetch(p) ==
     /\ IF Bug("clone_from_source_only")
        THEN /\ src \in active
             /\ parts' = [parts EXCEPT ![dst] = PartsOf(src, p) \cup {x \in @ : x.p # p}]
-            /\ UNCHANGED <<queue, cache>>
+            /\ UNCHANGED <<queue, cache, muts>>
        ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
             /\ queue' = [queue EXCEPT ![dst] = @ \cup
-                            {Entry("GET", p, x, asg[p].version, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}
+                            {Entry("GET", p, x, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}
                             \cup (IF Bug("clone_ignores_skipped_entries") THEN {}
                                   ELSE {log[k] : k \in {k \in 1..ptr[dst] : IsMutationOf(k, p) \/ IsDropOf(k, p)}})]
             /\ UNCHANGED parts
     /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
-    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
-
-\* dst is caught up on p: nothing for p in its queue or in the log beyond its log_pointer.
-CaughtUp(dst, p) ==
-    /\ \A e \in queue[dst] : e.p # p
-    /\ \A k \in (ptr[dst] + 1)..Len(log) : log[k].p # p
+    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* SWITCH: CAS the assignment to replace the source with the target. Fixed: the source stays
 \* a leaving keeper, still replicating the partition, because maps that have not seen the
@@ -456,7 +508,7 @@ CoordinatorSwitch(p) ==
                                   leaving |-> IF Bug("source_stops_at_switch") THEN None ELSE mig[p].src,
                                   version |-> @.version + 1]]
     /\ mig' = [mig EXCEPT ![p].st = "switched"]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
 Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
@@ -479,7 +531,7 @@ ReplicaCleanup(p) ==
     /\ queue' = [queue EXCEPT ![r] = {e \in @ : e.p # p}]
     /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
     /\ inv_read_cleaned' = (inv_read_cleaned \/ routedHere)
-    /\ UNCHANGED <<active, log, ptr, meta, dedup, ins, qry, inv_acked, aux_counts>>
+    /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, ins, qry, inv_acked, aux_counts>>
 
 \* Cancel before SWITCH: CAS the target out of the assignment into "leaving"; it leaves through
 \* ReplicaCleanup like a switched source. With cancel_drops_target_at_once it is dropped and
@@ -495,8 +547,8 @@ CoordinatorCancel(p) ==
             /\ queue' = [queue EXCEPT ![dst] = {e \in @ : e.p # p}]
        ELSE /\ asg' = [asg EXCEPT ![p].target = None, ![p].leaving = dst, ![p].version = @ + 1]
             /\ mig' = [mig EXCEPT ![p].st = "cancelling"]
-            /\ UNCHANGED <<parts, queue>>
-    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+            /\ UNCHANGED <<parts, queue, muts>>
+    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The coordinator's session is gone: another active replica takes the migration over.
 ReplicaTakeOverMigration(p, r) ==
@@ -504,7 +556,7 @@ ReplicaTakeOverMigration(p, r) ==
     /\ mig[p].coord \notin active
     /\ r \in active
     /\ mig' = [mig EXCEPT ![p].coord = r]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Crashes: the is_active node goes; disk (parts) and Keeper (queue,        *)
@@ -516,7 +568,7 @@ ReplicaCrash(r) ==
     /\ aux_counts.crashes < MaxCrashes
     /\ active' = active \ {r}
     /\ aux_counts' = [aux_counts EXCEPT !.crashes = @ + 1]
-    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* Restart. Fixed: the replica loads its map from Keeper before it serves (is_active again);
 \* with serve_before_map_loaded it serves with an empty map that fills in asynchronously.
@@ -524,20 +576,21 @@ ReplicaRestart(r) ==
     /\ r \notin active
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
-    /\ UNCHANGED <<asg, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<asg, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 Next ==
     \/ \E r \in Replicas :
         \/ ReplicaPullLog(r) \/ ReplicaExecuteEntry(r) \/ ReplicaCrash(r) \/ ReplicaRestart(r)
-        \/ \E p \in Partitions : ReplicaRefreshCache(r, p) \/ ReplicaSelectMerge(r, p)
+        \/ \E p \in Partitions : ReplicaRefreshCache(r, p) \/ ReplicaSelectMerge(r, p) \/ ReplicaSelectMutation(r, p)
         \/ \E i \in Inserts : ClientSendInsert(i, r) \/ ReplicaAllocate(r, i)
                                \/ ReplicaForwardInsert(r, i) \/ ReplicaWriteInsert(r, i)
         \/ \E q \in Queries : ClientStartQuery(q, r)
     \/ \E i \in Inserts : ClientReceiveAck(i) \/ ClientTimeout(i)
     \/ \E q \in Queries : ClientQueryFails(q) \/ \E p \in Partitions : ReplicaReadPartition(q, p)
     \/ ClientAlterMetadata
-    \/ \E p \in Partitions : ClientMutatePartition(p) \/ ClientDropPartition(p)
+    \/ ClientMutate
+    \/ \E p \in Partitions : ClientDropPartition(p)
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
         \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)

@@ -87,8 +87,11 @@ def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 
 
-def check_path(path: str) -> None:
-    if not path.startswith("/") or (len(path) > 1 and path.endswith("/")) or "//" in path:
+def check_path(path: str, sequential: bool = False) -> None:
+    """Absolute, no double slash, no trailing slash, except for a sequential create whose node
+    name is the number alone (ClickHouse's mutations/NNNNNNNNNN are made so)."""
+    body = path[:-1] if sequential and path.endswith("/") else path
+    if not body.startswith("/") or (len(body) > 1 and body.endswith("/")) or "//" in body:
         raise ValueError(f"malformed znode path {path!r}: absolute, no trailing or double slash")
 
 

@@ -113,7 +113,7 @@ class MemoryKeeper(Keeper):
     # Each primitive works on a given `nodes` dict so that multi can apply ops to a copy and
     # swap it in only when every op succeeded.
     def _create(self, nodes, path, value, ephemeral, sequential, makepath=False) -> str:
-        check_path(path)
+        check_path(path, sequential)
         if path == "/":
             raise NodeExistsError(path)
         parent = parent_of(path)

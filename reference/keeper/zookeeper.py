@@ -60,7 +60,7 @@ class ZooKeeperKeeper(Keeper):
         return self.client.client_id[0] if self.client.client_id else 0
 
     def create(self, path, value=b"", *, ephemeral=False, sequential=False, makepath=False) -> str:
-        check_path(path)
+        check_path(path, sequential)
         return self._call("create", self.client.create, path, bytes(value), ephemeral=ephemeral,
                           sequence=sequential, makepath=makepath)
 
@@ -90,7 +90,7 @@ class ZooKeeperKeeper(Keeper):
         self.ops["multi_ops"] += len(ops)  # the entries a multi writes or checks, for benchmarks
         tx = self.client.transaction()
         for op in ops:
-            check_path(op.path)
+            check_path(op.path, isinstance(op, Create) and op.sequential)
             if isinstance(op, Create):
                 tx.create(op.path, bytes(op.value), ephemeral=op.ephemeral, sequence=op.sequential)
             elif isinstance(op, SetData):

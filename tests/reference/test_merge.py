@@ -29,7 +29,9 @@ def test_merge_on_the_selecting_owner_and_the_other_owner(cluster):
     for r in reps.values():
         drain(r)
     entry = reps["r1"].replica_select_merge(P)
-    assert entry["sources"] == [f"{P}_0_0_0", f"{P}_1_1_0"] and entry["part"] == f"{P}_0_1_1"
+    assert entry.source_parts == (f"{P}_0_0_0", f"{P}_1_1_0") and entry.new_part_name == f"{P}_0_1_1"
+    assert admin.get(f"{LAYOUT.log}/{admin.get_children(LAYOUT.log)[-1]}")[0].decode().endswith(
+        f"merge\n{P}_0_0_0\n{P}_1_1_0\ninto\n{P}_0_1_1\ndeduplicate: 0\n")  # ClickHouse's own text
     for r in reps.values():
         drain(r)
     for r in ("r1", "r2"):
@@ -59,6 +61,7 @@ def test_merge_skips_a_block_number_with_no_part_yet(cluster):
     reps["r1"].replica_write_insert(P, [row(0)], "h0")
     assert next_block_number(admin, LAYOUT, P) == 1  # an INSERT in flight takes block 1
     reps["r1"].replica_write_insert(P, [row(2)], "h2")
+    drain(reps["r1"])
     with pytest.raises(GuardFailed, match="no two adjacent parts"):
         reps["r1"].replica_select_merge(P)
 
@@ -77,9 +80,21 @@ def test_merge_blocked_during_clone_when_the_policy_says_so(cluster):
     drain(reps["r1"])
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     reps["r1"].replica_refresh_cache(P)
-    with pytest.raises(GuardFailed, match="merges are blocked"):
+    with pytest.raises(GuardFailed, match="merges and mutations are blocked"):
         reps["r1"].replica_select_merge(P, block_during_clone=True)
-    assert reps["r1"].replica_select_merge(P)["type"] == "MERGE_PARTS"  # the other policy merges
+    assert reps["r1"].replica_select_merge(P).type == "MERGE_PARTS"  # the other policy merges
+
+
+def test_only_an_owner_caught_up_on_the_partition_selects(cluster):
+    """Its parts are then what the whole log makes of the partition: a merge selected from a
+    view that misses a pending entry could overlap one already in the log."""
+    admin, reps = cluster
+    for i in range(2):
+        reps["r1"].replica_write_insert(P, [row(i)], f"h{i}")
+    with pytest.raises(GuardFailed, match="not caught up"):
+        reps["r1"].replica_select_merge(P)   # its own GET_PARTs are in the log, not pulled yet
+    drain(reps["r1"])
+    reps["r1"].replica_select_merge(P)
 
 
 def test_system_tables_show_the_queue_and_the_assignment(cluster):

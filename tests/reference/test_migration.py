@@ -125,15 +125,19 @@ def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
 @pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
                                              (frozenset({"clone_ignores_skipped_entries"}), False)])
 def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind, bugs, converged):
-    """F8, as MC{Mutation,Drop}DuringClone_clone_ignores_skipped_entries: issued before CLONE,
-    applied by neither owner yet, skipped by the target; the target clones from r1."""
-    from reference.replica import client_drop_partition, client_mutate_partition
+    """F8, as MC{Mutation,Drop}DuringClone_clone_ignores_skipped_entries: the owner r1 put a
+    MUTATE_PART of its part (or the DROP_RANGE) into the log before CLONE, neither owner applied
+    it yet, the target skipped it; the target clones from r1, whose part predates it."""
+    from reference.replica import client_drop_partition, client_mutate
 
     admin, reps = make_cluster(bugs)
     reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r1"])
     drain(reps["r2"])
     if kind == "mutation":
-        client_mutate_partition(admin, LAYOUT, P, 1, {"event": "updated"})
+        client_mutate(admin, LAYOUT, "UPDATE event = 'updated' WHERE 1")
+        entry = reps["r1"].replica_select_mutation(P)   # the table-wide mutation, for r1's part
+        assert (entry.source_parts, entry.new_part_name) == ((f"{P}_0_0_0",), f"{P}_0_0_0_1")
         expected = [{**ROWS[0], "event": "updated"}]
     else:
         client_drop_partition(admin, LAYOUT, P)

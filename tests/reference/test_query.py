@@ -43,6 +43,7 @@ def test_stale_map_reads_a_source_that_still_replicates(make_cluster, bugs, miss
     coordinator_switch(admin, LAYOUT, P, "r3", bugs)
     reps["r1"].replica_refresh_cache(P)
     reps["r1"].replica_write_insert(P, [ROW2], "h2")  # after SWITCH, acknowledged
+    reps["r2"].replica_refresh_cache(P)  # the source's map timer: it learns the SWITCH
     drain(reps["r2"])  # the source pulls it: keeps it as leaving, or skips it as written
     stale = Assignment(("r1", "r2"), version=0)
     reps["r3"].cache[P] = stale  # r3's map has not refreshed since before the CLONE

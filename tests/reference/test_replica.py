@@ -5,7 +5,8 @@ import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import Assignment, GuardFailed, cas_update
-from reference.replica import InsertRejected
+from reference.log_entry import GET_PART, LogEntry
+from reference.replica import InsertRejected, client_alter_metadata
 
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
@@ -22,7 +23,7 @@ def test_owner_write_reaches_the_other_owner_and_skips_the_non_owner(make_cluste
     assert reps["r1"].replica_write_insert(P, ROWS, "h1") == f"{P}_0_0_0"
     for r in ("r2", "r3"):
         drain(reps[r])
-    assert reps["r2"].has_rows_of(P) == ROWS  # the newer entry made r2 read the assignment (F2 fix)
+    assert reps["r2"].has_rows_of(P) == ROWS  # an entry of a partition it does not know made r2 read it (F2)
     assert reps["r3"].has_rows_of(P) == []
     assert reps["r3"].queue() == []
 
@@ -86,7 +87,7 @@ def test_insert_without_assignment_check_commits_on_a_non_owner(make_cluster):
 @pytest.mark.parametrize("bugs, applied", [(frozenset(), True), (frozenset({"filter_skips_global"}), False)])
 def test_global_entries_reach_every_replica(make_cluster, bugs, applied):
     admin, reps = make_cluster(bugs)
-    admin.create(f"{LAYOUT.log}/log-", b'{"type": "ALTER_METADATA", "assignment_version": 0}', sequential=True)
+    client_alter_metadata(admin, LAYOUT, "`x` UInt8")
     drain(reps["r3"])  # r3 owns no partition at all
     assert (reps["r3"].metadata_version == 1) == applied
 
@@ -97,7 +98,8 @@ def test_steps_refuse_when_their_guard_is_false(make_cluster):
         reps["r3"].replica_write_insert(P, ROWS, "h1")  # r3's map: not an owner
     with pytest.raises(GuardFailed, match="pulled all"):
         reps["r3"].replica_pull_log()
-    admin.create(f"{LAYOUT.queue('r3')}/queue-", b'{"type": "GET_PART", "part": "202401-5_7_7_0"}', sequential=True)
+    admin.create(f"{LAYOUT.queue('r3')}/queue-", LogEntry(GET_PART, new_part_name="202401-5_7_7_0").format(),
+                 sequential=True)
     node, _ = reps["r3"].queue()[0]
     with pytest.raises(GuardFailed, match="no replica has a part covering"):
         reps["r3"].replica_execute_entry(node)
