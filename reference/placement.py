@@ -158,3 +158,47 @@ def read_placement(keeper: Keeper, layout: Layout, replicas: list[str]) -> Place
     if tables["used"] and len(tables["used"]) < len(replicas):
         tables["used"] = None  # bytes in use are compared only when every replica has published them
     return Placement(**tables).check(replicas)
+
+
+# --- allocation on first INSERT -------------------------------------------------------------
+
+def fill(placement: Placement, replica: str, load: int) -> tuple[Fraction, Fraction, int]:
+    """How full a replica is, for allocation: bytes in use per byte of capacity when every active
+    replica has published its bytes, else partitions per byte of capacity; then partitions per
+    capacity, so replicas of equal bytes (all new: none written yet) still spread; then the
+    larger disk, which a partition can give at most one copy to (it would fall behind its share
+    if equal fills went to the smaller ones)."""
+    by_count = Fraction(load, placement.capacity(replica))
+    by_bytes = Fraction(placement.used[replica], placement.capacity(replica)) if placement.used else by_count
+    return by_bytes, by_count, -placement.capacity(replica)
+
+
+def least_filled(active: list[str], load: dict[str, int], rf: int, placement: Placement, order: list[str]) -> list[str]:
+    """The spec's LeastLoaded(rf) with domains and capacities: least full first (ties in the given
+    `order`), skipping a replica whose domain is already chosen. Raises PlacementError when the
+    active replicas span fewer than rf domains."""
+    domains = {placement.domain(r) for r in active}
+    if len(domains) < rf:
+        raise PlacementError(f"replication_factor {rf} but the active replicas span {len(domains)} fault domains "
+                             f"({', '.join(sorted(domains))})")
+    chosen, taken = [], set()
+    for r in sorted(order, key=lambda r: fill(placement, r, load.get(r, 0))):
+        if placement.domain(r) not in taken:
+            chosen.append(r)
+            taken.add(placement.domain(r))
+            if len(chosen) == rf:
+                break
+    return chosen
+
+
+def is_least_filled(owners, active: list[str], load: dict[str, int], rf: int, placement: Placement) -> bool:
+    """May an allocator choose `owners`? rf distinct active replicas in distinct domains, none of
+    which could be swapped for a less full active replica without two owners in one domain."""
+    owners = set(owners)
+    if len(owners) != rf or not owners <= set(active):
+        return False
+    if len({placement.domain(o) for o in owners}) != rf:
+        return False
+    key = {r: fill(placement, r, load.get(r, 0))[:2] for r in active}  # the larger-disk tie-break is a preference
+    return all(key[x] <= key[y] or placement.domain(y) in {placement.domain(z) for z in owners - {x}}
+               for x in owners for y in set(active) - owners)
