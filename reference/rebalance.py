@@ -27,7 +27,7 @@ When direct moves run out (a partition in flight may not move, or a domain forbi
 the naive greedy is stuck although a plan of LB moves may exist by re-routing an earlier move
 (an augmenting swap). Then the plan goes on by successive shortest paths in the residual graph
 of replicas: an edge x -> y is a partition x holds now that y may take, costing one move, or
-minus one when it undoes a planned move (networkx.single_source_bellman_ford: costs are
+minus one when it undoes a planned move (networkx.bellman_ford_path: some costs are
 negative). That is the min-cost flow again, so the plan stays minimal; only when no path is left
 is there no balanced plan (RebalanceError). It builds |partitions| x |replicas| edges per
 augmentation, so it is for the small leftovers that direct moves cannot place, not for a
@@ -47,7 +47,7 @@ import networkx as nx
 from .assignment import read_assignment
 from .keeper import Keeper
 from .layout import Layout
-from .migration import IN_FLIGHT, MigrationError, admin_reassign, migrations_in_flight, read_migration
+from .migration import MigrationError, admin_reassign, migrations_in_flight, read_migration
 from .placement import NONE, Placement, PlacementError, allowed_owner, read_placement, shares
 
 Move = tuple[str, str, str]  # (partition, from replica, to replica)
@@ -446,4 +446,4 @@ def system_rebalance(keeper: Keeper, layout: Layout, replicas: list[str], max_co
 
 
 __all__ = ["RebalanceError", "plan_rebalance", "system_rebalance", "lower_bound", "bands", "targets",
-           "apply_moves", "is_balanced", "planned_assignments", "IN_FLIGHT"]
+           "apply_moves", "is_balanced", "planned_assignments"]

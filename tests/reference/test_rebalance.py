@@ -2,12 +2,17 @@ import itertools
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from rebalance_oracle import min_moves
 from reference.assignment import Assignment, read_assignment
 from reference.layout import Layout
 from reference.migration import migrations_rows
-from reference.rebalance import RebalanceError, plan_rebalance, system_rebalance, targets
+from reference.placement import Placement
+from reference.rebalance import (RebalanceError, apply_moves, bands, is_balanced, lower_bound, plan_rebalance,
+                                 system_rebalance, targets)
 from reference.registration import create_table_znodes, register_replica
+from reference.scheduler import Schedule
 
 
 def apply(assignments, moves):
@@ -95,12 +100,6 @@ def test_rebalance_counts_a_clone_in_flight_as_switched(connect):
 
 
 # --- the planner against its lower bound and an exact min-cost flow ---------------------------
-
-from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
-
-from rebalance_oracle import min_moves  # noqa: E402
-from reference.placement import Placement  # noqa: E402
-from reference.rebalance import apply_moves, bands, is_balanced, lower_bound  # noqa: E402
 
 
 @st.composite
@@ -255,8 +254,6 @@ def test_placement_gaps_are_named():
 
 
 # --- SYSTEM REBALANCE with the least-busy schedule ----------------------------------------------
-
-from reference.scheduler import Schedule  # noqa: E402
 
 
 def test_least_busy_schedule_spreads_starts_over_sources_and_targets(connect):
