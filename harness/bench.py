@@ -4,10 +4,15 @@ Sections (all by default, or `--only NAME`):
   reference  Keeper requests per INSERT (new / existing partition) beside plain replication,
              replication cost per block cluster-wide, Keeper requests per SELECT, steps per
              second on the in-memory keeper and on real ZooKeeper.
+  rebalance  (harness/bench_rebalance.py) SYSTEM REBALANCE's planner from 12 x 192 to
+             1,000 x 100,000 (time, moves against the lower bound, peak memory), and the makespan
+             of the RFC scenario's migrations under the landed and the least-busy start rule
+             (fluid simulation), with Gantt charts in build/reports/.
   spark      (pyspark_jobs/bench.py) rows checked per second by the PySpark checker at
              several sizes, peak memory, and the same checks in a single-process script.
 
 Figures go to BENCHMARKS.md (committed: the figures a reader sees) and build/reports/bench.json.
+A run of one section (--only) replaces that section of BENCHMARKS.md and keeps the others.
 """
 
 from __future__ import annotations
@@ -152,7 +157,7 @@ def reference_markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["reference", "spark"])
+    ap.add_argument("--only", choices=["reference", "rebalance", "spark"])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (for a smoke run)")
     ap.add_argument("--report", default=str(ROOT / "build" / "reports" / "bench.json"))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"))
@@ -162,10 +167,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.only in (None, "reference"):
         print("bench: reference ...", flush=True)
         r = results["reference"] = bench_reference(a.quick)
-        sections.append(reference_markdown(r))
+        sections.append(("reference", reference_markdown(r)))
         summary.append(f"INSERT requests new/existing {r['insert_selective']['new_partition']['insert']['requests']}/"
                        f"{r['insert_selective']['existing_partition']['insert']['requests']}, SELECT "
                        f"{r['insert_selective']['select']['requests']}, {r['steps_memory']['steps_per_second']} steps/s memory")
+    if a.only in (None, "rebalance"):
+        from harness.bench_rebalance import bench_rebalance, rebalance_markdown
+        from harness.bench_rebalance import summary as rebalance_summary
+        print("bench: rebalance ...", flush=True)
+        r = results["rebalance"] = bench_rebalance(a.quick)
+        sections.append(("rebalance", rebalance_markdown(r, f"`{command}` on {dt.date.today()}, {platform.machine()}, "
+                                                               f"Python {platform.python_version()}, {_cores()} cores")))
+        summary.append(rebalance_summary(r))
     if a.only in (None, "spark"):
         try:
             from pyspark_jobs.bench import bench_spark, spark_markdown
@@ -174,11 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("bench: spark ...", flush=True)
             r = results["spark"] = bench_spark(a.quick)
-            sections.append(spark_markdown(r))
+            sections.append(("spark", spark_markdown(r)))
             summary.append(r["summary"])
     header = (f"# Benchmarks\n\nProduced by `{command}` (run by `make bench`) on {dt.date.today()}, "
               f"{platform.machine()}, Python {platform.python_version()}, {_cores()} cores.\n\n")
-    Path(a.markdown).write_text(header + "\n".join(sections))
+    from harness.bench_rebalance import splice
+    markdown = Path(a.markdown)
+    text = markdown.read_text() if a.only and markdown.exists() else header
+    for name, body in sections:
+        text = splice(text, name, body)
+    markdown.write_text(text)
     report = {"command": command, "results": results, "summary": "; ".join(summary)}
     Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     Path(a.report).write_text(json.dumps(report, indent=1))

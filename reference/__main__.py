@@ -2,6 +2,7 @@
 
     python -m reference run [options]      a cluster, a workload, migrations, queries, a history
     python -m reference tables --zk H:P    the system tables of a table on ZooKeeper
+    python -m reference gantt [options]    a Gantt chart of a rebalance: simulated (bandwidths) or a reference run
 
 `run` starts N replicas on the embedded in-memory keeper (or on ZooKeeper with --zk), inserts a
 generated workload on the RFC's table, then adds/crashes replicas, reassigns or rebalances with
@@ -157,6 +158,56 @@ def cmd_tables(a: argparse.Namespace) -> int:
     return 0
 
 
+def schedule_of(a: argparse.Namespace):
+    from .scheduler import Schedule
+    if a.rule == "table_limit":
+        return Schedule.table_limit(a.per_table or 4)
+    return Schedule.least_busy(a.per_table or 16, a.per_source, a.per_target)
+
+
+def cmd_gantt(a: argparse.Namespace) -> int:
+    """Simulate the growth scenario's rebalance (default: the RFC's) or run it on the reference,
+    and draw one bar per migration."""
+    from . import gantt
+    from .makespan import GB, Bandwidth, simulate
+    from .rebalance import plan_rebalance
+    from .scenarios import growth
+    schedule = schedule_of(a)
+    if a.run:
+        c = Cluster(MemoryEnsemble().connect, tempfile.mkdtemp(prefix="selective-gantt-"),
+                    replicas=[f"r{i:02d}" for i in range(1, a.old + 1)], seed=a.seed,
+                    table=table_with_buckets(16, a.rf), schedule=schedule)
+        try:
+            c.load(blocks(random.Random(a.seed), a.blocks, 10, a.months))
+            c.settle()
+            moves = c.grow_and_rebalance([f"r{i:02d}" for i in range(a.old + 1, a.old + a.new + 1)])
+            c.settle()
+            migrations = gantt.from_timeline(c.timeline)
+        finally:
+            c.close()
+        title = f"reference run: {a.old} -> {a.old + a.new} replicas, {len(moves)} moves, {schedule.describe()}"
+        unit = "driver steps"
+        print(f"{len(moves)} moves; {len(migrations)} switched; steps {min(m['start'] for m in migrations)}.."
+              f"{max(m.get('cleanup') or m['switch'] for m in migrations)}")
+    else:
+        assignments, replicas = growth(a.old, a.new, a.partitions, a.rf, a.seed)
+        plan = plan_rebalance(assignments, replicas)
+        if a.rule == "table_limit":
+            plan = sorted(plan)  # the landed order: by partition
+        bw = Bandwidth(a.read * GB, a.ingest * GB)
+        r = simulate(plan, lambda p: a.size * GB, bw, schedule)
+        migrations = gantt.from_spans(r.spans)
+        title = (f"simulated: {a.old} -> {a.old + a.new} replicas, {len(plan)} x {a.size:g} GB, read {a.read:g} GB/s, "
+                 f"ingest {a.ingest:g} GB/s, {schedule.describe()}\nmakespan {r.makespan:.0f} s, bound "
+                 f"{r.lower_bound:.0f} s ({r.ratio:.2f}x), serial {r.serial:.0f} s")
+        unit = "s"
+        print(f"makespan {r.makespan:.0f} s, lower bound {r.lower_bound:.0f} s ({r.ratio:.3f}x), serial {r.serial:.0f} s")
+    out = a.out or f"build/gantt-{'run' if a.run else 'sim'}.png"
+    gantt.draw(migrations, out, title, unit, a.lane)
+    print(f"wrote {out}")
+    return 0
+
+
 TABLES = ["system.replicas", "system.replication_queue", "system.selective_assignments", "system.selective_migrations"]
 
 
@@ -193,9 +244,27 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--root", default=ROOT)
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
     t.add_argument("--json", action="store_true")
+    g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
+    g.add_argument("--run", action="store_true", help="run the reference on the in-memory keeper instead of simulating")
+    g.add_argument("--old", type=int, default=10, help="replicas before")
+    g.add_argument("--new", type=int, default=2, help="replicas added")
+    g.add_argument("--partitions", type=int, default=192, help="(simulation) partitions")
+    g.add_argument("--rf", type=int, default=2, help="replication factor")
+    g.add_argument("--size", type=float, default=50, help="(simulation) GB per partition")
+    g.add_argument("--read", type=float, default=1, help="(simulation) GB/s a source disk reads")
+    g.add_argument("--ingest", type=float, default=10, help="(simulation) GB/s a target takes in")
+    g.add_argument("--months", type=int, default=3, help="(--run) months of data")
+    g.add_argument("--blocks", type=int, default=40, help="(--run) INSERT blocks")
+    g.add_argument("--rule", choices=["least_busy", "table_limit"], default="least_busy")
+    g.add_argument("--per-table", type=int, help="migrations per table (default 16 least_busy, 4 table_limit)")
+    g.add_argument("--per-source", type=int, default=2)
+    g.add_argument("--per-target", type=int, default=16)
+    g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--out", help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
     a = ap.parse_args(argv)
     try:
-        return cmd_run(a) if a.cmd == "run" else cmd_tables(a)
+        return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
     except (UnknownSwitch, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from .keeper import BadVersionError, Keeper, NodeExistsError, NoNodeError
 from .layout import Layout
+from .placement import Placement, PlacementError, is_least_filled, least_filled, read_placement
 
 
 class GuardFailed(Exception):
@@ -109,9 +110,12 @@ class Allocation:
 
 def replica_choose_owners(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
                           bugs: frozenset[str] = frozenset(), rng: random.Random | None = None,
-                          owners: tuple[str, ...] | None = None) -> Allocation:
+                          owners: tuple[str, ...] | None = None, placement: Placement | None = None) -> Allocation:
     """ReplicaChooseOwners: list active replicas, count their partitions, pick the RF least loaded.
-    `owners` forces one of the choices the spec allows (conformance replay); any other is refused."""
+    `owners` forces one of the choices the spec allows (conformance replay); any other is refused.
+    Where replicas declared fault domains or capacities (`placement`, read from Keeper unless
+    given), the RF least full in distinct domains (placement.least_filled); with none declared,
+    exactly the spec's LeastLoaded."""
     active = active_replicas(keeper, layout)
     if replica not in active:
         raise GuardFailed("ReplicaChooseOwners", f"replica {replica!r} is not active")
@@ -124,6 +128,20 @@ def replica_choose_owners(keeper: Keeper, layout: Layout, replica: str, partitio
     # Least loaded first; ties broken by a seeded shuffle (the spec allows any tie-break).
     order = sorted(active)
     (rng or random.Random(0)).shuffle(order)
+    if placement is None:
+        try:
+            placement = read_placement(keeper, layout, active)
+        except PlacementError as e:
+            raise GuardFailed("ReplicaChooseOwners", str(e)) from None
+    if placement.configured and len(active) >= rf:
+        try:
+            chosen = least_filled(active, load, rf, placement, order)
+        except PlacementError as e:
+            raise NotEnoughActiveReplicas("ReplicaChooseOwners", str(e)) from None
+        if owners is not None and not is_least_filled(owners, active, load, rf, placement):
+            raise GuardFailed("ReplicaChooseOwners", f"{sorted(owners)} are not {rf} least-full active replicas in "
+                                                     f"distinct domains (loads {load}, {placement})")
+        return Allocation(replica, partition, tuple(sorted(owners if owners is not None else chosen)))
     chosen = sorted(order, key=lambda r: load.get(r, 0))[:rf]
     if owners is not None:
         want = min(rf, len(active))
@@ -171,7 +189,7 @@ def replica_adopt_assignment(keeper: Keeper, layout: Layout, alloc: Allocation,
 
 def replica_allocate(keeper: Keeper, layout: Layout, replica: str, partition: str, rf: int,
                      bugs: frozenset[str] = frozenset(), rng: random.Random | None = None,
-                     owners: tuple[str, ...] | None = None) -> Assignment:
+                     owners: tuple[str, ...] | None = None, placement: Placement | None = None) -> Assignment:
     """The RFC's allocation on first INSERT: choose, CAS-create, or adopt the winner's.
     `owners` forces one of the choices the spec allows (conformance replay)."""
     while True:
@@ -179,7 +197,7 @@ def replica_allocate(keeper: Keeper, layout: Layout, replica: str, partition: st
         if existing is not None:
             return existing
         try:
-            alloc = replica_choose_owners(keeper, layout, replica, partition, rf, bugs, rng, owners)
+            alloc = replica_choose_owners(keeper, layout, replica, partition, rf, bugs, rng, owners, placement)
         except AlreadyAssigned:
             continue  # another allocator created it between our read and our choice: read it
         try:

@@ -25,6 +25,7 @@ from .migration import (admin_reassign, coordinator_switch, migrations_in_flight
 from .parts import PartStore
 from .query import client_query_fails, client_start_query, replica_read_partition
 from .rebalance import system_rebalance
+from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
 from .replica import InsertRejected, Replica
 from .table import Table
@@ -35,11 +36,15 @@ class Cluster:
     def __init__(self, connect: Callable[[], Keeper], data_dir: str | Path, replicas=("r1", "r2", "r3"),
                  table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, schedule: Schedule | None = None):
         self.connect, self.data_dir, self.table = connect, Path(data_dir), table
         self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
         self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
         self.log = log or (lambda msg: None)
+        # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
+        self.schedule = schedule or Schedule.table_limit(max_concurrent)
+        # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
+        self.timeline: list[dict] = []
         self.step = 0  # the logical clock of the history
         self.history = History(run_id=f"{backend}-seed{seed}")
         self.admin = connect()
@@ -197,6 +202,7 @@ class Cluster:
             try:
                 if mig["state"] == "clone" and not mig["fetched"] and mig["dst"] == rep.name:
                     n = replica_clone_fetch(rep, p, self.replicas)
+                    self._mark(p, "fetch")
                     return f"ReplicaCloneFetch({rep.name}, {p}) {n} parts"
                 if mig["state"] == "clone" and mig["fetched"] and mig["dst"] in self.replicas:
                     if mig["coord"] not in self.replicas:
@@ -205,11 +211,13 @@ class Cluster:
                     if mig["coord"] == rep.name:
                         coordinator_switch(rep.keeper, self.layout, p, mig["dst"], self.bugs)
                         self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}")
+                        self._mark(p, "switch")
                         return f"CoordinatorSwitch({p})"
                 if mig["state"] in ("switched", "cancelling") and rep.name == (
                         mig["src"] if mig["state"] == "switched" else mig["dst"]):
                     replica_cleanup(rep, p, self.bugs)
                     self.log(f"CLEANUP {p} on {rep.name}")
+                    self._mark(p, "cleanup")
                     return f"ReplicaCleanup({rep.name}, {p})"
             except GuardFailed:
                 continue
@@ -277,7 +285,21 @@ class Cluster:
 
     # --- administration -----------------------------------------------------------------
     def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:
-        return admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
+        mig = admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
+        self._started(partition, mig["src"], dst)
+        return mig
+
+    def _started(self, partition: str, src: str, dst: str) -> None:
+        self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,
+                              "fetch": None, "switch": None, "cleanup": None})
+
+    def _mark(self, partition: str, step: str) -> None:
+        """Record `step` (fetch, switch, cleanup) of the partition's latest migration, at the next tick."""
+        for m in reversed(self.timeline):
+            if m["partition"] == partition:
+                if m[step] is None:
+                    m[step] = self.step + 1
+                return
 
     def load(self, work, limit: int | None = None,
              progress: Callable[[int, dict], None] | None = None) -> dict[str, int]:
@@ -310,9 +332,10 @@ class Cluster:
             # Balanced over every registered replica: one that is down keeps its partitions (a
             # move into it is refused as inactive; a move out of it is coordinated by a taker-over).
             registered = self.admin.get_children(self.layout.replicas)
-            started = system_rebalance(self.admin, self.layout, registered, self.max_concurrent)
+            started = system_rebalance(self.admin, self.layout, registered, self.max_concurrent, self.schedule)
             for m in started:
                 self.log(f"REASSIGN {m[0]}: {m[1]} -> {m[2]} (CLONE)")
+                self._started(*m)
             moves += started
             if not started and not migrations_in_flight(self.admin, self.layout):
                 return moves

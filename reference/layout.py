@@ -36,6 +36,10 @@ class Layout:
     def parts(self, r: str) -> str:
         return f"{self.replica(r)}/parts"
 
+    def placement(self, r: str) -> str:
+        """r's declared fault domain, disk capacity and bytes in use (placement.py)."""
+        return f"{self.replica(r)}/placement"
+
     def map_version(self, r: str, partition_id: str) -> str:
         """The assignment version r's in-memory map holds for a partition, published for CLEANUP."""
         return f"{self.replica(r)}/maps/{check_partition_id(partition_id)}"

@@ -2,12 +2,17 @@ import itertools
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from rebalance_oracle import min_moves
 from reference.assignment import Assignment, read_assignment
 from reference.layout import Layout
 from reference.migration import migrations_rows
-from reference.rebalance import RebalanceError, plan_rebalance, system_rebalance, targets
+from reference.placement import Placement
+from reference.rebalance import (RebalanceError, apply_moves, bands, is_balanced, lower_bound, plan_rebalance,
+                                 system_rebalance, targets)
 from reference.registration import create_table_znodes, register_replica
+from reference.scheduler import Schedule
 
 
 def apply(assignments, moves):
@@ -92,3 +97,210 @@ def test_rebalance_counts_a_clone_in_flight_as_switched(connect):
     admin_reassign(admin, LAYOUT, "202401-0", "r3", "r1")
     assert system_rebalance(admin, LAYOUT, ["r1", "r2", "r3"], max_concurrent=2) == []
     assert read_assignment(admin, LAYOUT, "202401-1").target is None
+
+
+# --- the planner against its lower bound and an exact min-cost flow ---------------------------
+
+
+@st.composite
+def clusters(draw, busy=True, domains=False, capacities=False, max_partitions=24):
+    """(assignments, replicas, busy, placement): owners in distinct domains when domains are drawn."""
+    n = draw(st.integers(2, 7))
+    replicas = [f"r{i}" for i in range(n)]
+    dom = {r: "abcd"[draw(st.integers(0, min(3, n - 1)))] for r in replicas} if domains else None
+    groups = sorted({dom[r] for r in replicas}) if dom else replicas
+    rf = draw(st.integers(1, min(3, len(groups))))
+    assignments = {}
+    for i in range(draw(st.integers(0, max_partitions))):
+        if dom:
+            chosen = draw(st.permutations(groups))[:rf]
+            assignments[f"p{i:02d}"] = tuple(sorted(draw(st.sampled_from([r for r in replicas if dom[r] == d]))
+                                                    for d in chosen))
+        else:
+            assignments[f"p{i:02d}"] = tuple(sorted(draw(st.permutations(replicas))[:rf]))
+    moving = draw(st.sets(st.sampled_from(sorted(assignments)))) if busy and assignments else set()
+    caps = {r: draw(st.integers(1, 4)) for r in replicas} if capacities else None
+    return assignments, replicas, moving, Placement(domains=dom, capacities=caps)
+
+
+def check_plan(assignments, replicas, busy, placement, moves):
+    """The plan is legal step by step, moves nothing busy, and ends balanced."""
+    after = apply_moves(assignments, moves, placement)  # raises on a move onto an owner or into a domain twice
+    assert not {p for p, _, _ in moves} & set(busy)
+    assert is_balanced(loads_of(after, replicas), bands(assignments, replicas, placement))
+    if placement.domains:
+        for owners in after.values():
+            assert len({placement.domains[o] for o in owners}) == len(owners)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(busy=False, capacities=True))
+def test_with_every_partition_movable_the_plan_has_exactly_lower_bound_moves(case):
+    """The pigeonhole argument of rebalance.py: a direct improving move always exists, so the
+    plan is as short as the bound, with equal or unequal capacities."""
+    assignments, replicas, busy, placement = case
+    moves = plan_rebalance(assignments, replicas, busy, placement)
+    check_plan(assignments, replicas, busy, placement, moves)
+    assert len(moves) == lower_bound(loads_of(assignments, replicas), bands(assignments, replicas, placement))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(busy=True, domains=True, capacities=True), st.booleans(), st.booleans())
+def test_plan_is_as_short_as_the_min_cost_flow_or_refused_when_it_has_none(case, use_domains, use_capacities):
+    assignments, replicas, busy, placement = case
+    placement = Placement(domains=placement.domains if use_domains else None,
+                          capacities=placement.capacities if use_capacities else None)
+    best = min_moves(assignments, replicas, busy, placement)
+    if best is None:
+        with pytest.raises(RebalanceError, match="no plan"):
+            plan_rebalance(assignments, replicas, busy, placement)
+        return
+    moves = plan_rebalance(assignments, replicas, busy, placement)
+    check_plan(assignments, replicas, busy, placement, moves)
+    assert len(moves) == best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=12))
+def test_lower_bound_is_the_sorted_formula_for_equal_shares(loads_list):
+    replicas = [f"r{i}" for i in range(len(loads_list))]
+    loads = dict(zip(replicas, loads_list))
+    n = sum(loads_list)
+    b, e = divmod(n, len(replicas))
+    ordered = sorted(loads_list, reverse=True)
+    formula = sum(max(0, x - (b + 1 if i < e else b)) for i, x in enumerate(ordered))
+    band = {r: (b, b + (1 if e else 0)) for r in replicas}
+    assert lower_bound(loads, band) == formula
+
+
+def naive_greedy(assignments, replicas, busy):
+    """The 25-line greedy: most loaded to least loaded, the first partition it may take; None when stuck."""
+    owners = {p: set(o) for p, o in assignments.items()}
+    moves = []
+    while True:
+        loads = loads_of(owners, replicas)
+        src = max(replicas, key=loads.get)  # ties: the first by name
+        dst = min(replicas, key=loads.get)
+        if loads[src] - loads[dst] <= 1:
+            return moves
+        p = next((p for p in sorted(owners) if src in owners[p] and dst not in owners[p] and p not in busy), None)
+        if p is None:
+            return None
+        owners[p] = (owners[p] - {src}) | {dst}
+        moves.append((p, src, dst))
+
+
+def test_stuck_greedy_needs_an_augmenting_swap_and_the_plan_takes_it():
+    """c and d hold 3, b none, band [2, 2]: LB = 2. The greedy moves p1 from c to b; then d's only
+    movable partition, p1, is on b already: stuck. Re-routing (c gives p3 instead, d gives p1)
+    reaches the bound: the augmenting path d -> b -> c undoes c's first choice."""
+    assignments = {"p0": ("a", "d"), "p1": ("c", "d"), "p2": ("c", "d"), "p3": ("a", "c")}
+    busy = {"p0", "p2"}
+    replicas = ["a", "b", "c", "d"]
+    assert naive_greedy(assignments, replicas, busy) is None
+    moves = plan_rebalance(assignments, replicas, busy)
+    check_plan(assignments, replicas, busy, Placement(), moves)
+    assert len(moves) == 2 == lower_bound(loads_of(assignments, replicas), bands(assignments, replicas))
+    assert sorted(moves) == [("p1", "d", "b"), ("p3", "c", "b")]
+
+
+def test_most_loaded_replica_whose_partitions_the_under_loaded_one_owns_needs_a_detour():
+    """b holds 3 (p0, p2 migrating), d holds 1 and owns p3, b's only movable partition: no direct
+    move exists and the bound (1) is not reachable; the fewest moves (2, by the min-cost flow)
+    go through a: b gives p3 to a, a gives p1 to d. Without busy partitions this cannot happen:
+    b holding more than d means b holds a partition d does not."""
+    assignments = {"p0": ("a", "b"), "p1": ("a", "c"), "p2": ("b", "c"), "p3": ("b", "d")}
+    busy = {"p0", "p2"}
+    replicas = ["a", "b", "c", "d"]
+    assert naive_greedy(assignments, replicas, busy) is None
+    assert lower_bound(loads_of(assignments, replicas), bands(assignments, replicas)) == 1
+    assert min_moves(assignments, replicas, busy) == 2
+    moves = plan_rebalance(assignments, replicas, busy)
+    check_plan(assignments, replicas, busy, Placement(), moves)
+    assert moves == [("p3", "b", "a"), ("p1", "a", "d")]
+
+
+def test_first_move_goes_from_a_most_loaded_to_a_least_loaded_replica():
+    """The spec's AdminRebalance: a started move is from a most loaded replica to a least loaded one."""
+    rng = random.Random(3)
+    for _ in range(50):
+        replicas = [f"r{i}" for i in range(rng.randint(3, 8))]
+        assignments = {f"p{i}": tuple(rng.sample(replicas, 2)) for i in range(rng.randint(1, 40))}
+        moves = plan_rebalance(assignments, replicas)
+        loads = loads_of(assignments, replicas)
+        for p, src, dst in moves:
+            assert loads[src] == max(loads.values()) and loads[dst] == min(loads.values())
+            assert loads[src] > loads[dst] + 1
+            loads[src] -= 1
+            loads[dst] += 1
+
+
+def test_plan_spreads_moves_over_distinct_partitions():
+    """Two moves of one partition cannot run at once; the planner picks another partition when it can."""
+    old = [f"r{i}" for i in range(1, 11)]
+    pairs = itertools.cycle(list(itertools.combinations(old, 2)))
+    assignments = {f"p{i:03d}": next(pairs) for i in range(192)}
+    moves = plan_rebalance(assignments, old + ["r11", "r12"])
+    assert len({p for p, _, _ in moves}) == len(moves)
+
+
+def test_placement_gaps_are_named():
+    with pytest.raises(RebalanceError, match="domains are configured but replica 'b' has none"):
+        plan_rebalance({"1": ("a",)}, ["a", "b"], placement=Placement(domains={"a": "z1"}))
+    with pytest.raises(RebalanceError, match="capacity of replica 'a' must be a positive"):
+        plan_rebalance({"1": ("a",)}, ["a", "b"], placement=Placement(capacities={"a": 0, "b": 1}))
+    with pytest.raises(RebalanceError, match="needs more domains"):
+        plan_rebalance({"1": ("a", "b")}, ["a", "b"], placement=Placement(domains={"a": "z1", "b": "z1"}))
+
+
+# --- SYSTEM REBALANCE with the least-busy schedule ----------------------------------------------
+
+
+def test_least_busy_schedule_spreads_starts_over_sources_and_targets(connect):
+    """r1, r2 hold 8 partitions each, r3, r4 none: the landed rule starts 4 in plan order; least
+    busy with 1 per source and 1 per target starts one r1 -> and one r2 -> move, to different targets."""
+    admin = connect()
+    create_table_znodes(admin, LAYOUT, 2)
+    names = ["r1", "r2", "r3", "r4"]
+    for r in names:
+        register_replica(connect(), LAYOUT, r)
+    for p in range(8):
+        admin.create(LAYOUT.assignment(f"202401-{p}"), Assignment(("r1", "r2")).encode())
+    started = system_rebalance(admin, LAYOUT, names, schedule=Schedule.least_busy(per_table=8, per_source=1, per_target=1))
+    assert sorted((src, dst) for _, src, dst in started) in ([("r1", "r3"), ("r2", "r4")], [("r1", "r4"), ("r2", "r3")])
+    more = system_rebalance(admin, LAYOUT, names, schedule=Schedule.least_busy(per_table=8, per_source=1, per_target=1))
+    assert more == []  # both sources and both targets are copying
+
+
+def test_least_busy_rebalance_keeps_every_invariant_with_queries_and_inserts(tmp_path):
+    """The new start rule only changes which AdminReassign comes when; the history check of
+    the end-to-end run holds with 16 in flight, queries and inserts during the rebalance."""
+    import random as _random
+    from reference.cluster import Cluster
+    from reference.keeper import MemoryEnsemble
+    from reference.oracle import violations
+    from reference.workload import blocks
+    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=[f"r{i}" for i in range(1, 11)], seed=5,
+                fault_rate=0.05, schedule=Schedule.least_busy())
+    try:
+        rng = _random.Random(5)
+        c.load(blocks(rng, 20, 20, months=3))
+        c.settle()
+        late = blocks(rng, 10, 5, months=3, first_row_id=10_000)
+
+        def during():
+            if c.rng.random() < 0.1:
+                c.query(interleave=2)
+            if c.rng.random() < 0.05 and (nxt := next(late, None)):
+                c.insert(nxt[1], nxt[0])
+
+        moves = c.grow_and_rebalance(["r11", "r12"], during)
+        c.settle()
+        for at in sorted(c.replicas):
+            c.query(at=at)
+        assert len(moves) == 16
+        assert max(sum(1 for m in c.timeline if m["clone"] <= t < m["switch"]) for t in range(c.step)) > 4
+        c.snapshot()
+        assert violations(c.history, 2) == []
+    finally:
+        c.close()

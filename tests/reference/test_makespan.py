@@ -1,0 +1,107 @@
+"""The bandwidth model, the fluid simulation and the start rules (scheduler.py) on the RFC scenario."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from reference.makespan import GB, Bandwidth, fair_rates, lower_bound, serial_time, simulate
+from reference.rebalance import plan_rebalance
+from reference.scenarios import growth
+from reference.scheduler import Running, Schedule
+
+SIZE = 50 * GB
+
+
+def size(_p):
+    return SIZE
+
+
+@pytest.fixture(scope="module")
+def rfc_plan():
+    """10 -> 12 replicas, 192 partitions x 50 GB, RF 2: the issue's figures."""
+    assignments, replicas = growth()
+    return plan_rebalance(assignments, replicas)
+
+
+def test_fair_rates_are_max_min_fair():
+    bw = Bandwidth(read={"a": 1.0, "b": 1.0, "c": 3.0}, ingest={"x": 2.5, "y": 10.0})
+    # a feeds x and y: 0.5 each; b and c share x's rest (2.5 - 0.5 = 2.0): 1.0 each.
+    rates = fair_rates([("a", "x"), ("a", "y"), ("b", "x"), ("c", "x")], bw)
+    assert rates == pytest.approx([0.5, 0.5, 1.0, 1.0])
+    # c alone into y: its disk (3) is the limit, not y (10).
+    assert fair_rates([("c", "y")], bw) == pytest.approx([3.0])
+
+
+def test_rfc_scenario_bounds(rfc_plan):
+    """1,600 GB into each new replica, 300-350 GB out of each old one: max(160 s, 350 s) at
+    10 GB/s targets, 640 s at 2.5 GB/s; serial 3,200 s (53 min)."""
+    assert len(rfc_plan) == 64
+    out = Counter(src for _, src, _ in rfc_plan)
+    into = Counter(dst for _, _, dst in rfc_plan)
+    assert set(into.values()) == {32} and set(out.values()) == {6, 7}
+    assert lower_bound(rfc_plan, size, Bandwidth(GB, 10 * GB)) == pytest.approx(350)
+    assert lower_bound(rfc_plan, size, Bandwidth(GB, 2.5 * GB)) == pytest.approx(640)
+    assert serial_time(rfc_plan, size, Bandwidth(GB, 10 * GB)) == pytest.approx(3200)
+
+
+def test_serial_schedule_takes_the_serial_time(rfc_plan):
+    r = simulate(rfc_plan, size, Bandwidth(GB, 10 * GB), Schedule.table_limit(1))
+    assert r.makespan == pytest.approx(r.serial)
+    assert len(r.spans) == 64 and all(b.start >= a.end - 1e-6 for a, b in zip(r.spans, r.spans[1:]))
+
+
+@pytest.mark.parametrize("ingest", [10 * GB, 2.5 * GB])
+def test_landed_rule_is_far_from_the_bound_and_least_busy_reaches_it(rfc_plan, ingest):
+    """The landed rule (4 per table, in partition order) leaves most sources idle; least busy
+    source and target first, 16 per table, is within 5% of the physical bound."""
+    bw = Bandwidth(GB, ingest)
+    old = simulate(sorted(rfc_plan), size, bw, Schedule.table_limit(4))
+    new = simulate(rfc_plan, size, bw, Schedule.least_busy())
+    assert old.ratio > 1.4
+    assert new.makespan <= 1.05 * new.lower_bound
+    assert new.makespan < old.makespan
+
+
+def test_limits_hold_at_every_moment(rfc_plan):
+    sched = Schedule.least_busy(per_table=10, per_source=1, per_target=4)
+    r = simulate(rfc_plan, size, Bandwidth(GB, 2.5 * GB), sched)
+    for t in sorted({s.start for s in r.spans}):
+        live = [s for s in r.spans if s.start <= t < s.end]
+        assert len(live) <= 10
+        assert max(Counter(s.src for s in live).values()) <= 1
+        assert max(Counter(s.dst for s in live).values()) <= 4
+        assert len({s.partition for s in live}) == len(live)  # a partition migrates once at a time
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(6, 8), st.integers(1, 100)), min_size=1, max_size=20),
+       st.integers(1, 6), st.sampled_from(["plan_order", "least_busy"]),
+       st.floats(0.5, 4), st.floats(0.5, 12))
+def test_no_schedule_beats_the_lower_bound_or_loses_to_serial(moves, limit, rule, read, ingest):
+    plan = [(f"p{i}", f"s{a}", f"t{b}") for i, (a, b, _) in enumerate(moves)]
+    sizes = {f"p{i}": gb * GB for i, (_, _, gb) in enumerate(moves)}
+    r = simulate(plan, sizes.get, Bandwidth(read * GB, ingest * GB), Schedule(per_table=limit, rule=rule))
+    assert r.lower_bound <= r.makespan * (1 + 1e-9)
+    assert r.makespan <= r.serial * (1 + 1e-9)
+    assert sorted((s.partition, s.src, s.dst) for s in r.spans) == sorted(plan)
+
+
+def test_starts_skip_a_partition_in_flight_and_respect_the_table_limit():
+    plan = [("p1", "a", "x"), ("p1", "b", "y"), ("p2", "a", "y"), ("p3", "c", "x")]
+    running = [Running("p1", "a", "x")]
+    got = []
+    for m in Schedule.least_busy(per_table=3).starts(plan, running):
+        got.append(m)
+        running.append(Running(*m))
+    # p1 is migrating; a is busy, so c goes first; then a's p2; the limit (3) stops there.
+    assert got == [("p3", "c", "x"), ("p2", "a", "y")]
+
+
+def test_bad_schedule_and_bandwidth_are_named():
+    with pytest.raises(ValueError, match="unknown start rule 'fastest'"):
+        Schedule(rule="fastest")
+    with pytest.raises(ValueError, match="per_source must be a whole number >= 1"):
+        Schedule(per_source=0)
+    with pytest.raises(ValueError, match="read rate of replica 'a' must be a positive"):
+        Bandwidth({"b": 1.0}, 1.0).read_of("a")
