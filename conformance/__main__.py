@@ -143,7 +143,8 @@ EXPLORE = {
                  ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
                  ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
                  ("MCMigrationCrash.cfg", 6), ("MCParallelMigration.cfg", 6), ("MCDrop.cfg", 7),
-                 ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7)],
+                 ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7), ("MCMutationTrimmedLog.cfg", None),
+                 ("MCDropTrimmedLog.cfg", None)],
 }
 
 

@@ -19,16 +19,18 @@ from reference.assignment import GuardFailed, read_assignment, replica_allocate
 from reference.insert import replica_forward_insert, sub_block_hash
 from reference.keeper import MemoryEnsemble
 from reference.layout import Layout
+from reference.cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                                  migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
                                  replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
+from reference.recovery import replica_clone_if_lost
 from reference.log_entry import (ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING,
                                  LogEntry)
 from reference.mutations import owed
-from reference.registration import create_table_znodes, register_replica
+from reference.registration import create_table_znodes, declare_replicas, register_replica
 from reference.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
                                client_mutate)
 from reference.keeper import SessionExpiredError
@@ -38,6 +40,9 @@ PIDS = {"p1": "202401-0", "p2": "202401-1"}
 INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
 REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
+# The cleanup thread trims as soon as it may, and a replica down one entry behind is lost: the
+# machine reaches trimmed logs and lost replicas in a few steps.
+CLEANUP = CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=1)
 
 
 class ProtocolSystem:
@@ -56,6 +61,8 @@ class ProtocolSystem:
         self.stores = {r: PartStore(self.folder / r) for r in self.names}
         self.peers: dict[str, PartStore] = dict(self.stores)
         self.reps: dict[str, Replica] = {}
+        self.log_seen: dict[int, LogEntry] = {}
+        declare_replicas(self.admin, LAYOUT, self.names)   # created with the table: nothing to clone
         for r in self.names:
             self._start(r)
         self.rng = random.Random(0)
@@ -73,6 +80,7 @@ class ProtocolSystem:
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()
+        replica_clone_if_lost(rep)
         self.reps[r] = rep
 
     def close(self) -> None:
@@ -88,7 +96,13 @@ class ProtocolSystem:
         return {r for r in self.names if self.admin.exists(LAYOUT.is_active(r)) is not None}
 
     def log(self) -> list[LogEntry]:
-        return [LogEntry.parse(self.admin.get(f"{LAYOUT.log}/{n}")[0]) for n in self.admin.get_children(LAYOUT.log)]
+        """The whole log since the table began, by number: the cleanup thread removes entries
+        from Keeper, not from history, and the spec's invariants range over history."""
+        for n in self.admin.get_children(LAYOUT.log):
+            k = int(n.rsplit("-", 1)[1])
+            if k not in self.log_seen:
+                self.log_seen[k] = LogEntry.parse(self.admin.get(f"{LAYOUT.log}/{n}")[0])
+        return [self.log_seen[k] for k in range(len(self.log_seen))]
 
     def ptr(self, r: str) -> int:
         return int(self.admin.get(LAYOUT.log_pointer(r))[0])
@@ -220,6 +234,7 @@ class ProtocolSystem:
         "ClientMutate": (), "ClientDropPartition": ("p",), "ReplicaCloneFetch": ("p",),
         "CoordinatorSwitch": ("p",), "ReplicaCleanup": ("p",), "CoordinatorCancel": ("p",),
         "ReplicaTakeOverMigration": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
+        "CleanupClearOldLogs": (), "CleanupClearOldBlocks": ("i",),
     }
     DOMAINS = {"Replicas": ("r1", "r2", "r3"), "Partitions": tuple(PIDS), "Inserts": tuple(INSERT_PARTITION),
                "Queries": ("q1", "q2")}
@@ -335,7 +350,7 @@ class ProtocolSystem:
         rows = [{"date": "2024-01-15", "user_id": 0 if INSERT_PARTITION[i] == "p1" else 1, "row_id": int(i[1:]),
                  "event": "e"}]
         try:
-            got = rep.replica_write_insert(pid, rows, sub_block_hash(i, pid, rows))
+            got = rep.replica_write_insert(pid, rows, sub_block_hash(pid, rows))
         except InsertRejected:
             self.ins[i]["st"] = "failed"
             return "rejected"
@@ -476,6 +491,14 @@ class ProtocolSystem:
         replica_take_over_migration(self.admin, LAYOUT, PIDS[p], r)
         return "took over"
 
+    def _CleanupClearOldLogs(self):
+        self.log()   # history first: the entries are about to leave Keeper
+        return f"{cleanup_clear_old_logs(self.admin, LAYOUT, CLEANUP)} entries removed"
+
+    def _CleanupClearOldBlocks(self, i=None):
+        """ClickHouse removes the oldest ids beyond the window; the drawn insert is not used."""
+        return f"{cleanup_clear_old_blocks(self.admin, LAYOUT, CLEANUP)} ids removed"
+
 
 def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     """The instances of an action whose spec guard holds on the reference's state (the guards of
@@ -550,6 +573,14 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                and any(x["query"].routes[p] not in s.reps for p in x["query"].pending)]
     elif action == "ClientAlterMetadata":
         out = [()] if s.counts["alters"] < BOUNDS["alters"] else []
+    elif action == "CleanupClearOldLogs":
+        try:
+            old_logs(s.admin, LAYOUT, CLEANUP)
+            out = [()]
+        except GuardFailed:
+            out = []
+    elif action == "CleanupClearOldBlocks":
+        out = [("i1",)] if len(s.admin.get_children(LAYOUT.blocks)) > CLEANUP.dedup_window else []
     elif action == "ClientMutate":
         out = [()] if s.counts["mutations"] < BOUNDS["mutations"] else []
     elif action == "ClientDropPartition":

@@ -43,6 +43,15 @@ class Model:
     bounds: dict                    # MaxTries, MaxMerges, ... as named in the spec
     block_during_clone: bool
     bugs: frozenset[str]
+    cleanup: dict = None            # MinLogsToKeep, MaxLogsToKeep, DedupWindow: the cleanup thread's settings
+
+    def cleanup_settings(self):
+        from reference.cleanup import CleanupSettings
+        c = self.cleanup or {}
+        # A model may keep no entry behind (MaxLogsToKeep = 0); ClickHouse needs at least 1, and the
+        # models that trim use 1.
+        return CleanupSettings(min_logs_to_keep=c.get("MinLogsToKeep", 100), max_logs_to_keep=max(1, c.get("MaxLogsToKeep", 100)),
+                               dedup_window=c.get("DedupWindow", 100))
 
     @property
     def inserts(self) -> tuple[int, ...]:
@@ -85,10 +94,11 @@ def load_model(cfg: str) -> Model:
     def as_map(v):  # a TLA+ function over 1..n prints as a sequence
         return dict(enumerate(v, 1)) if isinstance(v, tuple) else dict(v)
     bounds = {k: v for k, v in values.items() if k.startswith("Max")}
+    cleanup = {k: values[k] for k in ("MinLogsToKeep", "MaxLogsToKeep", "DedupWindow") if k in values}
     return Model(cfg, tuple(sorted(values["Replicas"])), tuple(sorted(values["Partitions"])), values["RF"],
                  as_map(values["InsertPartition"]), as_map(values["InitOwners"]), values["InitBlocks"],
                  tuple(sorted(values["Queries"])), bounds, bool(values.get("BlockDuringClone", False)),
-                 frozenset(values["Bugs"]))
+                 frozenset(values["Bugs"]), cleanup)
 
 
 # --- the spec's helpers --------------------------------------------------------------------------

@@ -27,15 +27,17 @@ from reference.assignment import GuardFailed, NotEnoughActiveReplicas, read_assi
 from reference.insert import replica_forward_insert, sub_block_hash
 from reference.keeper import MemoryEnsemble, SessionExpiredError
 from reference.layout import Layout
+from reference.cleanup import cleanup_clear_old_blocks, cleanup_clear_old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                                  migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
                                  replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
+from reference.recovery import replica_clone_if_lost
 from reference.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
 from reference.mutations import owed
-from reference.registration import create_table_znodes, register_replica
+from reference.registration import create_table_znodes, declare_replicas, register_replica
 from reference.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 
 from .spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
@@ -123,6 +125,9 @@ class SpecSystem:
         self.stores = {r: MemoryPartStore(r) for r in self.names}
         self.peers: dict[str, PartStore] = {}
         self.reps: dict[str, Replica] = {}
+        self.cleanup = model.cleanup_settings()
+        self.log_seen: dict[int, bytes] = {}   # every log entry ever read, by number: the spec's log is history
+        declare_replicas(self.admin, LAYOUT, self.names)   # created with the table: the spec's lost = {}
         for r in self.names:
             self._start(r, load=True)
         # The client's side, as the spec's variables.
@@ -157,13 +162,14 @@ class SpecSystem:
             for node, _ in rep.queue():
                 rep.replica_execute_entry(node)
 
-    def _start(self, r: str, load: bool) -> None:
+    def _start(self, r: str, load: bool, sources=None) -> None:
         k = self.ensemble.connect()
         register_replica(k, LAYOUT, r)
         self.peers[r] = self.stores[r]
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
         if load:
             rep.load_map()
+        replica_clone_if_lost(rep, sources)
         self.reps[r] = rep
 
     def close(self) -> None:
@@ -172,21 +178,22 @@ class SpecSystem:
     # --- snapshot / restore -----------------------------------------------------------------
     def snapshot(self):
         reps = {r: (rep, dict(rep.cache), rep.metadata_version, dict(rep.dropped), dict(rep.pins),
-                    list(rep._log_listing), rep._ptr) for r, rep in self.reps.items()}
+                    list(rep._log_listing), rep._ptr, dict(rep.outdated)) for r, rep in self.reps.items()}
         return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps,
                 {i: dict(x) for i, x in self.ins.items()},
                 {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in self.qry.items()},
                 set(self.acked), self.read_cleaned, dict(self.counts), dict(self.writer), dict(self.hashes),
-                dict(self.mutation_k), list(self.muts_k))
+                dict(self.mutation_k), list(self.muts_k), dict(self.log_seen))
 
     def restore(self, snap) -> None:
-        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes, mutation_k, muts_k = snap
+        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes, mutation_k, muts_k, log_seen = snap
         self.ensemble.restore(ens)
         for r, s in stores.items():
             self.stores[r].restore(s)
         self.reps, self.peers = {}, {}
-        for r, (rep, cache, mv, dropped, pins, listing, ptr) in reps.items():
+        for r, (rep, cache, mv, dropped, pins, listing, ptr, outdated) in reps.items():
             rep.cache, rep.metadata_version, rep.dropped, rep.pins = dict(cache), mv, dict(dropped), dict(pins)
+            rep.outdated = dict(outdated)
             rep._log_listing, rep._ptr, rep.peers = list(listing), ptr, self.peers
             self.reps[r] = rep
             self.peers[r] = self.stores[r]
@@ -194,6 +201,7 @@ class SpecSystem:
         self.qry = {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in qry.items()}
         self.acked, self.read_cleaned, self.counts = set(acked), cleaned, dict(counts)
         self.writer, self.hashes, self.mutation_k, self.muts_k = dict(writer), dict(hashes), dict(mutation_k), list(muts_k)
+        self.log_seen = dict(log_seen)
 
     # --- the abstraction: reference state -> the spec's variables ---------------------------
     def _assignment(self, a) -> Fn:
@@ -241,7 +249,12 @@ class SpecSystem:
 
     def abstract(self) -> dict:
         nodes = self.ensemble.nodes
-        texts = [self._text(f"{LAYOUT.log}/{n}") for n in self._children(LAYOUT.log)]
+        present = self._children(LAYOUT.log)
+        for n in present:
+            self.log_seen.setdefault(int(n.rsplit("-", 1)[1]), self._text(f"{LAYOUT.log}/{n}"))
+        # The spec's log keeps what the cleanup thread removed; trimmed counts the entries removed.
+        texts = [self.log_seen[k] for k in range(len(self.log_seen))]
+        trimmed = int(present[0].rsplit("-", 1)[1]) if present else len(texts)
         log_raw = [LogEntry.parse(t) for t in texts]
         get_idx = {}
         for k, e in enumerate(log_raw, 1):
@@ -283,7 +296,9 @@ class SpecSystem:
         return {
             "active": active, "asg": seq_or_fn(asg), "cache": seq_or_fn(cache), "log": log,
             "ptr": seq_or_fn(ptr), "queue": seq_or_fn(queue), "parts": seq_or_fn(parts), "meta": seq_or_fn(meta),
-            "dedup": dedup, "muts": self._muts(), "mig": seq_or_fn(mig),
+            "dedup": dedup, "muts": self._muts(), "trimmed": trimmed,
+            "lost": frozenset(self.mv[r] for r in self.names if nodes[LAYOUT.is_lost(r)].value == b"1"),
+            "mig": seq_or_fn(mig),
             "ins": seq_or_fn({i: Fn({"st": x["st"], "at": self.mv.get(x["at"], NONE), "tries": x["tries"]})
                               for i, x in self.ins.items()}),
             "qry": seq_or_fn({q: Fn({k: v for k, v in x.items() if k != "query"}) for q, x in self.qry.items()}),
@@ -318,7 +333,9 @@ class SpecSystem:
                 rep, pid = self.reps[r], self.pid[self.mv[p]]
                 muts = rep.mutations()
                 out += [("ReplicaSelectMutation", (r, p, str(n))) for n in rep.store.names(pid) if owed(n, muts)]
-        out += [("ReplicaRestart", (r,)) for r in R if r not in self.reps]
+        out += [("ReplicaRestart", (r, choice)) for r in R if r not in self.reps for choice in self._clone_choices(r)]
+        out.append(("CleanupClearOldLogs", ()))
+        out += [("CleanupClearOldBlocks", (i,)) for i in m.inserts]
         for i, x in self.ins.items():
             out += [("ClientSendInsert", (i, r)) for r in up]
             out += [("ClientReceiveAck", (i,)), ("ClientTimeout", (i,))]
@@ -381,11 +398,44 @@ class SpecSystem:
         del self.reps[r], self.peers[r]
         return "crashed"
 
-    def _ReplicaRestart(self, r):
+    def _clone_choices(self, r: str) -> list:
+        """The spec's choices for a lost replica's clone (CloneLostReplica): a source per partition it
+        keeps, and the log_pointer source among them; [None] when it is not lost."""
+        if self.ensemble.nodes[LAYOUT.is_lost(r)].value != b"1":
+            return [None]
+        lost = {x for x in self.names if self.ensemble.nodes[LAYOUT.is_lost(x)].value == b"1"}
+        others = [x for x in self.names if x not in lost and x != r]
+        ptr = {x: int(self.ensemble.nodes[LAYOUT.log_pointer(x)].value) for x in self.names}
+        if "clone_lost_replica_from_one_peer" in self.bugs:
+            return [({}, g) for g in others]
+        kept = [pid for pid in self.pid.values()
+                if (a := read_assignment(self.admin, LAYOUT, pid)) is not None and r in a.keepers()]
+        per = [[x for x in others if x in read_assignment(self.admin, LAYOUT, pid).keepers()] for pid in kept]
+        out = []
+        for combo in itertools.product(*per):
+            src = dict(zip(kept, combo))
+            pool = sorted(set(combo)) or others
+            low = min((ptr[x] for x in pool), default=0)
+            out += [(src, g) for g in pool if ptr[g] == low]
+        return out or [None]   # no source: the restart is refused (ReplicaRestart raises)
+
+    def _ReplicaRestart(self, r, choice=None):
         if r in self.reps:
             raise GuardFailed("ReplicaRestart", f"{r} is up")
-        self._start(r, load="serve_before_map_loaded" not in self.bugs)
+        self._start(r, load="serve_before_map_loaded" not in self.bugs, sources=choice)
         return "restarted"
+
+    def _CleanupClearOldLogs(self):
+        return f"{cleanup_clear_old_logs(self.admin, LAYOUT, self.cleanup)} entries removed"
+
+    def _CleanupClearOldBlocks(self, i):
+        """The spec lets any hash beyond the window go; ClickHouse removes the oldest: the step is
+        taken only where that is insert i's."""
+        ids = {n for n, x in self.hashes.items() if x == i}
+        if not ids & set(self._children(LAYOUT.blocks)):
+            raise GuardFailed("CleanupClearOldBlocks", f"no hash of insert {i} in blocks/")
+        cleanup_clear_old_blocks(self.admin, LAYOUT, self.cleanup)
+        return "cleared"
 
     def _ReplicaRefreshCache(self, r, p):
         self._rep(r).replica_refresh_cache(self.pid[self.mv[p]])
@@ -435,7 +485,7 @@ class SpecSystem:
     def _write(self, rep: Replica, i) -> str:
         pid = self.pid[self.m.insert_partition[i]]
         rows = [{"date": "2024-01-15", "user_id": 0, "row_id": i, "event": "e"}]
-        h = sub_block_hash(str(i), pid, rows)
+        h = sub_block_hash(pid, rows)
         self.hashes[f"{pid}_{h}"] = i
         got = rep.replica_write_insert(pid, rows, h)
         if got != "deduplicated":
@@ -525,7 +575,7 @@ class SpecSystem:
 
     def _ClientMutate(self):
         self._bounded("mutations", "MaxMutations")
-        k = len(self._children(LAYOUT.log)) + 1   # the spec's number: the next INSERT's log index
+        k = self.ensemble.nodes[LAYOUT.log].next_seq + 1   # the spec's number: the next INSERT's log index
         m = client_mutate(self.admin, LAYOUT, f"UPDATE event = 'm{self.counts['mutations'] + 1}' WHERE 1")
         for key in m.block_numbers:
             self.mutation_k[key] = k

@@ -51,7 +51,7 @@ TRANSITIONS = [
     Transition("SelectiveReplication", "ReplicaCrash", (R,), "reference.cluster:Cluster.crash_replica",
                "the session closes; disk and Keeper survive"),
     Transition("SelectiveReplication", "ReplicaRestart", (R,), "reference.cluster:Cluster.add_replica",
-               "registers and loads the map before serving (F9)"),
+               "registers, loads the map before serving (F9), clones if it was marked lost (F14, F15)"),
     Transition("SelectiveReplication", "ReplicaRefreshCache", (R, P), "reference.replica:Replica.replica_refresh_cache"),
     Transition("SelectiveReplication", "ReplicaSelectMerge", (R, P), "reference.replica:Replica.replica_select_merge"),
     Transition("SelectiveReplication", "ReplicaSelectMutation", (R, P),
@@ -80,6 +80,9 @@ TRANSITIONS = [
     Transition("SelectiveReplication", "AdminReassign", (P, R, R), "reference.migration:admin_reassign"),
     Transition("SelectiveReplication", "AdminRebalance", (P, R, R), "reference.rebalance:system_rebalance",
                "one planned move of SYSTEM REBALANCE"),
+    Transition("SelectiveReplication", "CleanupClearOldLogs", (), "reference.cleanup:cleanup_clear_old_logs"),
+    Transition("SelectiveReplication", "CleanupClearOldBlocks", (I,), "reference.cleanup:cleanup_clear_old_blocks",
+               "the spec lets any id beyond the window go; ClickHouse removes the oldest ones"),
 ]
 
 

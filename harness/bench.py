@@ -4,6 +4,8 @@ Sections (all by default, or `--only NAME`):
   reference  Keeper requests per INSERT (new / existing partition) beside plain replication,
              replication cost per block cluster-wide, Keeper requests per SELECT, steps per
              second on the in-memory keeper and on real ZooKeeper.
+  keeper     (harness/bench_keeper.py) ZooKeeper writes per INSERT of a real ClickHouse and of
+             the reference on one ZooKeeper server, from its transaction log.
   rebalance  (harness/bench_rebalance.py) SYSTEM REBALANCE's planner from 12 x 192 to
              1,000 x 100,000 (time, moves against the lower bound, peak memory), and the makespan
              of the RFC scenario's migrations under the landed and the least-busy start rule
@@ -157,7 +159,7 @@ def reference_markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["reference", "rebalance", "spark"])
+    ap.add_argument("--only", choices=["reference", "keeper", "rebalance", "spark"])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (for a smoke run)")
     ap.add_argument("--report", default=str(ROOT / "build" / "reports" / "bench.json"))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"))
@@ -171,6 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(f"INSERT requests new/existing {r['insert_selective']['new_partition']['insert']['requests']}/"
                        f"{r['insert_selective']['existing_partition']['insert']['requests']}, SELECT "
                        f"{r['insert_selective']['select']['requests']}, {r['steps_memory']['steps_per_second']} steps/s memory")
+    if a.only in (None, "keeper"):
+        from harness.bench_keeper import bench_keeper, keeper_markdown
+        print("bench: keeper (a real ClickHouse and the reference on one ZooKeeper) ...", flush=True)
+        r = results["keeper"] = bench_keeper()
+        sections.append(("keeper", keeper_markdown(r, command)))
+        ch, ref = r["clickhouse"][0], r["reference"][0]
+        summary.append(f"INSERT ops ClickHouse {ch['insert_ops']} in {ch['insert_requests']} requests, "
+                       f"reference {ref['insert_ops']} in {ref['insert_requests']}")
     if a.only in (None, "rebalance"):
         from harness.bench_rebalance import bench_rebalance, rebalance_markdown
         from harness.bench_rebalance import summary as rebalance_summary

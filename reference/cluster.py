@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .assignment import GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
+from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
 from .insert import InsertOutcomeUnknown, route_insert
 from .keeper import Keeper
@@ -24,6 +25,7 @@ from .migration import (admin_reassign, coordinator_switch, migrations_in_flight
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
 from .query import client_query_fails, client_start_query, replica_read_partition
+from .recovery import replica_clone_if_lost
 from .rebalance import system_rebalance
 from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
@@ -36,11 +38,13 @@ class Cluster:
     def __init__(self, connect: Callable[[], Keeper], data_dir: str | Path, replicas=("r1", "r2", "r3"),
                  table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
-                 log: Callable[[str], None] | None = None, schedule: Schedule | None = None):
+                 log: Callable[[str], None] | None = None, schedule: Schedule | None = None,
+                 cleanup: CleanupSettings = CleanupSettings()):
         self.connect, self.data_dir, self.table = connect, Path(data_dir), table
         self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
         self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
         self.log = log or (lambda msg: None)
+        self.cleanup = cleanup   # the cleanup thread's settings (log trimming, dedup window, old parts)
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
         # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
@@ -69,6 +73,9 @@ class Cluster:
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
+        done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
+        if done != "not lost":
+            self.log(f"replica {name} was lost: {done}")
         self.replicas[name] = rep
         self.log(f"replica {name} up")
         return rep
@@ -97,7 +104,7 @@ class Cluster:
             receiver = self.replicas[self.rng.choice(sorted(self.replicas))]
             done: dict[str, str] = {}
             try:
-                route_insert(receiver, self.table, rows, block_id, self.replicas, self.rng, self._faults, out=done)
+                route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
                 error = None
             except InsertOutcomeUnknown:
                 error = "unknown"
@@ -126,7 +133,7 @@ class Cluster:
         (replica, kind) pairs were all disabled. Sampling, not a scan of every pair, keeps a
         step's Keeper reads bounded on a large cluster."""
         self.read_in_flight()
-        kinds = ["refresh", "pull", "execute", "migrate", "merge"]
+        kinds = ["refresh", "pull", "execute", "migrate", "merge", "cleanup"]
         names = sorted(self.replicas)
         for _ in range(attempts):
             rep = self.replicas[self.rng.choice(names)]
@@ -183,9 +190,26 @@ class Cluster:
                 return None
             if kind == "migrate":
                 return self._advance_migration(rep)
+            if kind == "cleanup":
+                return self._cleanup(rep)
         except GuardFailed:
             return None
         raise ValueError(f"unknown step kind {kind!r}")
+
+    def _cleanup(self, rep: Replica) -> str | None:
+        """The cleanup thread's round on `rep`: trim the log (marking replicas that are down far
+        behind lost), keep blocks/ to the dedup window, unregister parts outdated long enough."""
+        done = []
+        for name, step in (("logs", lambda: cleanup_clear_old_logs(rep.keeper, self.layout, self.cleanup)),
+                           ("blocks", lambda: cleanup_clear_old_blocks(rep.keeper, self.layout, self.cleanup))):
+            try:
+                done.append(f"{step()} {name}")
+            except GuardFailed:
+                pass
+        parts = rep.replica_clear_old_parts(self.cleanup.old_parts_lifetime)
+        if parts:
+            done.append(f"{len(parts)} old parts")
+        return f"Cleanup({rep.name}) {', '.join(done)}" if done else None
 
     def read_in_flight(self) -> None:
         """The migrations the "migrate" steps look at: read once per step or settle round, not

@@ -1,8 +1,9 @@
 """INSERT routing (RFC phase 1e), step for step with the spec: ClientSendInsert,
 ReplicaAllocate, ReplicaForwardInsert, ReplicaWriteInsert.
 
-A block is split by partition; each sub-block has its own dedup hash (block id + partition), so
-a client retry of the whole block, to any replica, writes no sub-block twice. `faults` lets
+A block is split by partition; each sub-block has its own dedup hash, of its partition and its
+rows only, as ClickHouse's block id hashes the data: a client retry of the whole block, to any
+replica, writes no sub-block twice, and neither does the same rows sent under another id. `faults` lets
 tests break a forward before or after the remote write: the client only sees an error.
 """
 
@@ -21,8 +22,8 @@ class InsertOutcomeUnknown(Exception):
     """The connection broke: the sub-block may or may not have been written."""
 
 
-def sub_block_hash(block_id: str, partition: str, rows: list[dict]) -> str:
-    body = repr((block_id, partition, rows)).encode()
+def sub_block_hash(partition: str, rows: list[dict]) -> str:
+    body = repr((partition, rows)).encode()
     return hashlib.sha256(body).hexdigest()[:32]
 
 
@@ -38,7 +39,7 @@ def replica_forward_insert(receiver: Replica, partition: str, replicas: dict[str
     return replicas[rng.choice(reachable)]
 
 
-def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: str, replicas: dict[str, Replica],
+def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: dict[str, Replica],
                  rng: random.Random | None = None,
                  faults: Callable[[str, str], None] | None = None, out: dict[str, str] | None = None) -> dict[str, str]:
     """Route one INSERT block arriving at `receiver`; returns partition -> part name or
@@ -58,7 +59,7 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: st
         if faults:
             faults("before_write", partition)
         try:
-            written = writer.replica_write_insert(partition, sub, sub_block_hash(block_id, partition, sub))
+            written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
         except GuardFailed as e:
             writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
             raise InsertRejected(str(e)) from e
@@ -68,7 +69,7 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], block_id: st
     return out
 
 
-def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[dict], block_id: str,
+def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[dict],
                        tries: int = 3, rng: random.Random | None = None,
                        faults: Callable[[str, str], None] | None = None) -> str:
     """ClientSendInsert with retries to random replicas: "ok", or "failed" once tries run out.
@@ -78,7 +79,7 @@ def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[di
     for _ in range(tries):
         receiver = replicas[rng.choice(sorted(replicas))]
         try:
-            route_insert(receiver, table, rows, block_id, replicas, rng, faults)
+            route_insert(receiver, table, rows, replicas, rng, faults)
             return "ok"
         except InsertRejected:
             last = "failed"

@@ -30,6 +30,15 @@ class Layout:
     def log_pointer(self, r: str) -> str:
         return f"{self.replica(r)}/log_pointer"
 
+    def is_lost(self, r: str) -> str:
+        """"1" while the replica must clone before it pulls the log (markLostReplicas set it)."""
+        return f"{self.replica(r)}/is_lost"
+
+    def host(self, r: str) -> str:
+        """Rewritten at every start: markLostReplicas checks its version, so a replica that came
+        back meanwhile is not marked lost."""
+        return f"{self.replica(r)}/host"
+
     def queue(self, r: str) -> str:
         return f"{self.replica(r)}/queue"
 

@@ -16,8 +16,8 @@ from .assignment import Assignment, GuardFailed, active_replicas, read_assignmen
 from .keeper import BadVersionError, Create, Keeper, MultiError, NoNodeError, SetData
 from .layout import Layout
 from .log_entry import DROP_RANGE, GET_PART, MUTATE_PART, LogEntry
-from .parts import PartName
-from .replica import Replica, _children, caught_up
+from .parts import PartName, active_set
+from .replica import Replica, _children, caught_up, log_number
 
 IN_FLIGHT = ("clone", "switched", "cancelling")
 
@@ -82,8 +82,13 @@ def admin_reassign(keeper: Keeper, layout: Layout, partition: str, dst: str, src
 
 
 def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replica]) -> int:
-    """CLONE's bulk copy, by the target. Fixed (F3): re-read the assignment, then queue a fetch
-    of every part of the partition registered in Keeper by any replica. RFC as written
+    """CLONE's bulk copy, by the target, as spec ReplicaCloneFetch. Fixed: re-read the assignment
+    (its filter keeps the partition from now on); queue a fetch of every active part of the
+    partition registered in Keeper by any replica (F3; outdated parts, covered by what replaced
+    them, are left out); re-queue the MUTATE_PART and DROP_RANGE entries of the partition that a
+    keeper has still to apply: those in the keepers' queues and those in the log between the
+    keeper furthest behind and the target's own log_pointer, which it skipped (F8). No entry older
+    than every keeper's log_pointer is read, so a trimmed log cannot hide one (F16). RFC as written
     (clone_from_source_only): copy the source's local parts. Returns the parts queued/copied."""
     keeper, layout = dst.keeper, dst.layout
     mig, mig_version = read_migration(keeper, layout, partition)
@@ -98,26 +103,52 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
             dst.store.fetch_from(src.store, n)
             keeper.create(f"{layout.parts(dst.name)}/{n}")
     else:
-        dst.replica_refresh_cache(partition)
-        registered = {n for r in keeper.get_children(layout.replicas)
-                      for n in _children(keeper, layout.parts(r)) if PartName.parse(n).partition == partition}
-        names = sorted(registered)
-        for n in names:
-            # As cloneReplica queues them: no source replica, no block id.
-            entry = LogEntry(GET_PART, new_part_name=n, create_time=int(dst.clock()))
-            keeper.create(f"{layout.queue(dst.name)}/queue-", entry.format(), sequential=True)
-        if "clone_ignores_skipped_entries" not in dst.bugs:
-            # F8: mutations and drops of the partition the target skipped before it became a keeper
-            # may not be applied yet on the parts it fetches: queue them after the fetches.
-            ptr = int(keeper.get(layout.log_pointer(dst.name))[0])
-            queued = {e.format() for _, e in dst.queue()}   # pulled after the target became a keeper
-            for n in keeper.get_children(layout.log)[:ptr]:
-                data = keeper.get(f"{layout.log}/{n}")[0]
-                e = LogEntry.parse(data, f"{layout.log}/{n}")
-                if e.type in (MUTATE_PART, DROP_RANGE) and e.partition == partition and data not in queued:
-                    keeper.create(f"{layout.queue(dst.name)}/queue-", data, sequential=True)
+        a = dst.replica_refresh_cache(partition)
+        registered = [PartName.parse(n) for r in keeper.get_children(layout.replicas)
+                      for n in _children(keeper, layout.parts(r))]
+        names = active_set(n for n in registered if n.partition == partition)
+        # As cloneReplica queues them: no source replica, no block id.
+        texts = [LogEntry(GET_PART, new_part_name=str(n), create_time=int(dst.clock())).format() for n in names]
+        texts += [data for data, e in _skipped_entries(dst, partition, a) if e.type in (MUTATE_PART, DROP_RANGE)]
+        queued = {e.format() for _, e in dst.queue()}   # pulled since the target became a keeper
+        for data in dict.fromkeys(texts):
+            if data not in queued:
+                keeper.create(f"{layout.queue(dst.name)}/queue-", data, sequential=True)
     keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
     return len(names)
+
+
+def _skipped_entries(dst: Replica, partition: str, a: Assignment) -> list[tuple[bytes, LogEntry]]:
+    """The partition's entries a keeper has still to apply, which the target may have skipped
+    before it was one (F8); with clone_reads_skipped_entries_from_log, F8's first fix instead:
+    every entry of the partition still in the log below the target's log_pointer."""
+    keeper, layout = dst.keeper, dst.layout
+    if "clone_ignores_skipped_entries" in dst.bugs:
+        return []
+    ptr = int(keeper.get(layout.log_pointer(dst.name))[0])
+    out = []
+    if "clone_reads_skipped_entries_from_log" in dst.bugs:
+        lo = 0
+    else:
+        keepers = [k for k in sorted(a.keepers()) if k != dst.name and keeper.get(layout.is_lost(k))[0] != b"1"]
+        lo = min([int(keeper.get(layout.log_pointer(k))[0]) for k in keepers] + [ptr])
+        for k in keepers:
+            q = layout.queue(k)
+            for n in _children(keeper, q):
+                try:
+                    data = keeper.get(f"{q}/{n}")[0]
+                except NoNodeError:
+                    continue  # executed meanwhile: its effect is in the keeper's parts
+                e = LogEntry.parse(data, f"{q}/{n}")
+                if e.partition == partition:
+                    out.append((data, e))
+    for n in keeper.get_children(layout.log):
+        if lo <= log_number(n) < ptr:
+            data = keeper.get(f"{layout.log}/{n}")[0]
+            e = LogEntry.parse(data, f"{layout.log}/{n}")
+            if e.partition == partition:
+                out.append((data, e))
+    return out
 
 
 def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,

@@ -53,6 +53,13 @@ class PartName:
                 and other.max_block <= self.max_block)
 
 
+def active_set(names) -> list[PartName]:
+    """ClickHouse's ActiveDataPartSet: the parts no other covers with at least its mutation (an
+    outdated part is covered by what replaced it)."""
+    names = sorted(set(names))
+    return [n for n in names if not any(m != n and m.covers(n) and m.mutation >= n.mutation for m in names)]
+
+
 def _checksum(rows: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -111,10 +118,35 @@ class PartStore:
             raise BadPart(f"part {name} on {self.folder} fails its checksum")
         return obj["rows"]
 
+    def detach(self, name: PartName) -> None:
+        """DETACH PARTITION: the part leaves the table into detached/, where ATTACH finds it."""
+        detached = self.folder / "detached"
+        detached.mkdir(exist_ok=True)
+        os.replace(self._path(name), detached / f"{name}.part")
+        self._index.get(name.partition, set()).discard(name)
+
+    def detached(self, partition: str) -> list[tuple[PartName, list[dict[str, Any]]]]:
+        """The detached parts of a partition with their rows (checksums verified)."""
+        out = []
+        for f in sorted((self.folder / "detached").glob(f"{partition}_*.part")):
+            n = PartName.parse(f.name[:-5])
+            obj = json.loads(f.read_text())
+            if obj.get("checksum") != _checksum(obj.get("rows", [])):
+                raise BadPart(f"detached part {n} on {self.folder} fails its checksum")
+            out.append((n, obj["rows"]))
+        return out
+
+    def drop_detached(self, name: PartName) -> None:
+        (self.folder / "detached" / f"{name}.part").unlink(missing_ok=True)
+
     def rewrite(self, name: PartName, rows: list[dict[str, Any]]) -> None:
         """Replace a part's rows under the same name (CLEAR COLUMN of 18.16 did; nothing else may)."""
         self.remove(name)
         self.write(name, rows)
+
+    def checksum(self, name: PartName) -> str:
+        """The part's checksum, as REPLACE_RANGE's part_checksums carry it (hex, upper case)."""
+        return json.loads(self._path(name).read_text())["checksum"][:32].upper()
 
     def remove(self, name: PartName) -> None:
         self._path(name).unlink(missing_ok=True)

@@ -17,8 +17,9 @@ replica a partition it owns and no domain two owners of one partition, has fewer
 Why a greedy reaches LB. Call a move improving when it lowers LB: from a replica above hi to one
 below lo (E = D), or, when one side dominates, from above hi to below hi (E > D) or from above lo
 to below lo (E < D). Such a source holds more partitions than such a sink, so it holds one the
-sink does not (pigeonhole): with every partition movable and no domains, an improving move
-always exists until LB = 0, and the greedy (most above its share to most below, as the spec's
+sink does not (pigeonhole): with every partition movable, no domains and equal capacities, an
+improving move always exists until LB = 0 (with unequal capacities a source may hold fewer
+partitions than a sink, all owned there too, and LB is not reachable), and the greedy (most above its share to most below, as the spec's
 AdminRebalance does) makes exactly LB moves. It is also a min-cost flow's successive shortest
 path: a replica only gives or only takes, so every path from a source to a sink in the residual
 graph costs at least one move, and a direct move costs one.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .keeper import Keeper, NodeExistsError
+from .keeper import Keeper, NodeExistsError, NoNodeError
 from .layout import Layout
 
 
@@ -40,11 +40,29 @@ def create_table_znodes(keeper: Keeper, layout: Layout, replication_factor: int)
         create_table_znodes(keeper, layout, replication_factor)  # a concurrent CREATE: check it agrees
 
 
+def declare_replicas(keeper: Keeper, layout: Layout, replicas) -> None:
+    """Replicas created together with the table (CREATE TABLE on each before any data): none
+    joins a table with data, so none starts lost; register_replica keeps what this writes."""
+    for r in replicas:
+        if keeper.exists(layout.is_lost(r)) is None:
+            keeper.create(layout.is_lost(r), b"0", makepath=True)
+
+
 def register_replica(keeper: Keeper, layout: Layout, replica: str) -> None:
-    """replicas/{r}/ with log_pointer, queue, parts, and the ephemeral is_active of this session."""
+    """replicas/{r}/ with log_pointer, is_lost, queue, parts, host, and the ephemeral is_active of
+    this session. A replica that joins a table other replicas already have starts lost, as
+    ClickHouse's createReplica makes it: it clones one of them (the log may be trimmed) instead of
+    replaying the log from its start."""
+    others = [r for r in keeper.get_children(layout.replicas) if r != replica]
     keeper.ensure_path(layout.replica(replica))
     if keeper.exists(layout.log_pointer(replica)) is None:
         keeper.create(layout.log_pointer(replica), b"0")
+    if keeper.exists(layout.is_lost(replica)) is None:
+        keeper.create(layout.is_lost(replica), b"1" if others else b"0")
+    try:
+        keeper.set(layout.host(replica), b"reference")
+    except NoNodeError:
+        keeper.create(layout.host(replica), b"reference")
     keeper.ensure_path(layout.queue(replica))
     keeper.ensure_path(layout.parts(replica))
     try:

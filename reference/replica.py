@@ -20,7 +20,8 @@ from .assignment import Assignment, GuardFailed, read_assignment
 from .keeper import Check, Create, Delete, Keeper, MultiError, NoNodeError, SetData
 from .layout import Layout
 from .log_entry import (ALTER_METADATA, ATTACH_PART, CLEAR_COLUMN, CLEAR_INDEX, DROP_RANGE, GET_PART, GLOBAL,
-                        MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry, drop_range_name)
+                        LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
+                        ReplaceRange, drop_range_name)
 from .mutations import MutationEntry, desired_version, mutate_rows, owed, row_function
 from .parts import PartName, PartStore
 from .table import check_partition_id
@@ -48,6 +49,13 @@ class Replica:
     _log_listing: list[str] = field(default_factory=list, repr=False)
     _ptr: tuple[int, int] | None = field(default=None, repr=False)
     _mutations: dict[str, MutationEntry] = field(default_factory=dict, repr=False)
+    # is_lost, read at the first pull: only a replica that is down is marked lost, so one that
+    # runs reads it once, as ClickHouse does at start-up; a clone clears it.
+    _lost: bool | None = field(default=None, repr=False)
+    # Parts a merge, a mutation or a covering fetch replaced: off the disk and out of reads at once,
+    # but registered in replicas/{r}/parts until old_parts_lifetime has passed, as ClickHouse keeps
+    # an outdated part (part name -> when it became outdated).
+    outdated: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -101,37 +109,50 @@ class Replica:
 
     # --- ReplicaWriteInsert --------------------------------------------------------------
     def replica_write_insert(self, partition: str, rows: list[dict], block_hash: str) -> str:
-        """Write a sub-block of an owned partition and commit it in one multi; returns the part
-        name, or "deduplicated" when blocks/ already has the hash. Fixed protocol: the multi
-        also checks the assignment's version against the map (spec F4)."""
+        """Write a sub-block of an owned partition and commit it; returns the part name, or
+        "deduplicated" when blocks/ already has the block's id. As ClickHouse: the block number is
+        an ephemeral lock in block_numbers/{p}/, taken with the block id checked first (a duplicate
+        takes no number), and released by the commit multi (blocks/<id>, the GET_PART in log/,
+        replicas/{r}/parts/<part>). Fixed protocol: both multis also check the assignment's
+        version against the map (spec F4), so a stale map takes no number either."""
         check_partition_id(partition)
         a = self.cache.get(partition)
         if a is None or self.name not in a.owners:
             raise GuardFailed("ReplicaWriteInsert", f"{self.name}'s map does not make it an owner of {partition}")
-        # Block numbers come from a per-partition sequential node, as block_numbers/ does in ClickHouse.
-        block = next_block_number(self.keeper, self.layout, partition)
-        name = self.store.write(PartName(partition, block, block, 0), rows)
         block_id = f"{partition}_{block_hash}"   # ClickHouse: <partition>_<hash of the block's data>
+        checks = []
+        if "insert_without_assignment_check" not in self.bugs:
+            checks.append(Check(self.layout.assignment(partition), a.version))
+        if "no_dedup" not in self.bugs:  # "check not exists", the way ClickHouse writes it for ZooKeeper
+            checks += [Create(f"{self.layout.blocks}/{block_id}", b""), Delete(f"{self.layout.blocks}/{block_id}")]
+        try:
+            lock, block = lock_block_number(self.keeper, self.layout, partition, checks, self.name)
+        except MultiError as e:
+            return self._refused(checks[e.index], partition, e)
+        name = self.store.write(PartName(partition, block, block, 0), rows)
         entry = self._entry(GET_PART, new_part_name=str(name), block_id=block_id)
         # blocks/<id> holds the part name: DROP PARTITION reads it to clear the dropped blocks' ids.
-        ops = [Create(f"{self.layout.log}/log-", entry.format(), sequential=True),
-               Create(f"{self.layout.parts(self.name)}/{name}", b"")]
+        ops = [Check(self.layout.assignment(partition), a.version)] if "insert_without_assignment_check" not in self.bugs else []
         if "no_dedup" not in self.bugs:
-            ops.insert(0, Create(f"{self.layout.blocks}/{block_id}", str(name).encode()))
-        if "insert_without_assignment_check" not in self.bugs:
-            ops.insert(0, Check(self.layout.assignment(partition), a.version))
+            ops.append(Create(f"{self.layout.blocks}/{block_id}", str(name).encode()))
+        ops += [Create(f"{self.layout.log}/log-", entry.format(), sequential=True),
+                Create(f"{self.layout.parts(self.name)}/{name}", b""), Delete(lock)]
         try:
             self.keeper.multi(ops)
         except MultiError as e:
             self.store.remove(name)  # nothing was committed: the local part must go too
-            failed = ops[e.index]
-            if isinstance(failed, Create) and failed.path.startswith(self.layout.blocks + "/"):
-                return "deduplicated"  # the same block was committed before: acknowledge, write nothing
-            if isinstance(failed, Check):
-                self.replica_refresh_cache(partition)
-                raise InsertRejected(f"assignment of {partition} changed under {self.name}; retry") from e
-            raise InsertRejected(f"commit of {name} failed: {e}") from e
+            release_lock(self.keeper, lock)  # its number becomes a gap no part will fill
+            return self._refused(ops[e.index], partition, e)
         return str(name)
+
+    def _refused(self, failed, partition: str, e: MultiError) -> str:
+        """The outcome of a lock or commit multi that failed at op `failed`."""
+        if isinstance(failed, Create) and failed.path.startswith(self.layout.blocks + "/"):
+            return "deduplicated"  # the same block was committed before: acknowledge, write nothing
+        if isinstance(failed, Check):
+            self.replica_refresh_cache(partition)
+            raise InsertRejected(f"assignment of {partition} changed under {self.name}; retry") from e
+        raise InsertRejected(f"commit into {partition} failed: {e}") from e
 
     # --- ReplicaSelectMerge, ReplicaSelectMutation ------------------------------------------
     def _selectable(self, action: str, partition: str, block_during_clone: bool) -> None:
@@ -149,19 +170,28 @@ class Replica:
             if mig and mig.get("state") == "clone":
                 raise GuardFailed(action, f"{partition} is in CLONE and merges and mutations are blocked")
 
-    def replica_select_merge(self, partition: str, block_during_clone: bool = False) -> LogEntry:
-        """Put MERGE_PARTS of two adjacent parts of an owned partition into the log. Adjacent means
-        no block number between them: a gap may be an INSERT still in flight, and a part covering
-        the gap would make its later GET_PART look covered (its rows would be lost)."""
+    def replica_select_merge(self, partition: str, block_during_clone: bool = False, final: bool = False) -> LogEntry:
+        """Put MERGE_PARTS of two neighbouring parts of an owned partition into the log: the same
+        mutation, and no block-number lock held between them. A held lock is an INSERT (or a
+        mutation, or a drop) still in flight: a part covering its number would make its GET_PART
+        look covered and its rows would be lost. A number whose lock is gone is a freed gap that
+        no part will fill, and ClickHouse merges across it. `final` (OPTIMIZE ... FINAL) merges
+        every part of the partition at once, when they may all be merged together."""
         self._selectable("ReplicaSelectMerge", partition, block_during_clone)
+        held = held_block_numbers(self.keeper, self.layout, partition)
         names = self.store.names(partition)
-        for x, y in zip(names, names[1:]):
-            if y.min_block == x.max_block + 1 and x.mutation == y.mutation:
-                result = PartName(partition, x.min_block, y.max_block, max(x.level, y.level) + 1, x.mutation)
-                entry = self._entry(MERGE_PARTS, source_parts=(str(x), str(y)), new_part_name=str(result))
-                self.keeper.create(f"{self.layout.log}/log-", entry.format(), sequential=True)
-                return entry
-        raise GuardFailed("ReplicaSelectMerge", f"{self.name} has no two adjacent parts of {partition} to merge")
+        mergeable = lambda x, y: x.mutation == y.mutation and not any(x.max_block < n < y.min_block for n in held)  # noqa: E731
+        pairs = [(x, y) for x, y in zip(names, names[1:]) if mergeable(x, y)]
+        if final and len(names) > 1 and len(pairs) == len(names) - 1:
+            pairs = [tuple(names)]
+        for sources in pairs[:1]:
+            result = PartName(partition, sources[0].min_block, sources[-1].max_block,
+                              max(s.level for s in sources) + 1, sources[0].mutation)
+            entry = self._entry(MERGE_PARTS, source_parts=tuple(map(str, sources)), new_part_name=str(result))
+            self.keeper.create(f"{self.layout.log}/log-", entry.format(), sequential=True)
+            return entry
+        raise GuardFailed("ReplicaSelectMerge", f"{self.name} has no two neighbouring parts of {partition} "
+                                                "to merge (or a block-number lock is held between them)")
 
     def replica_select_mutation(self, partition: str, part: str | None = None,
                                 block_during_clone: bool = False) -> LogEntry:
@@ -203,16 +233,32 @@ class Replica:
             view = self.replica_refresh_cache(p)
         return view is not None and self.name in view.keepers()
 
+    def _entry_at(self, ptr: int) -> str | None:
+        """The first log entry numbered ptr or later; the log is listed again only when the last
+        listing is used up."""
+        for relist in (False, True):
+            if relist:
+                self._log_listing = self.keeper.get_children(self.layout.log)
+            name = next((n for n in self._log_listing if log_number(n) >= ptr), None)
+            if name is not None:
+                return name
+        return None
+
     def replica_pull_log(self) -> dict | None:
-        """Pull the next log entry: queue it or skip it by the filter; log_pointer advances
-        either way. Returns the entry and whether it was queued, or raises when caught up."""
+        """Pull the next log entry: queue it or skip it by the filter; log_pointer (the next
+        entry's sequence number, as ClickHouse keeps it) advances either way. Returns the entry and
+        whether it was queued, or raises when caught up."""
+        if self._lost is None:
+            self._lost = self.keeper.get(self.layout.is_lost(self.name))[0] == b"1"
+        if self._lost:
+            raise GuardFailed("ReplicaPullLog", f"{self.name} is lost and must clone before it pulls the log")
         ptr, ptr_version = self._log_pointer()
-        entries = self._log_listing
-        if ptr >= len(entries):  # list the log again only when the last listing is used up
-            entries = self._log_listing = self.keeper.get_children(self.layout.log)
-        if ptr >= len(entries):
-            raise GuardFailed("ReplicaPullLog", f"{self.name} has pulled all {len(entries)} log entries")
-        name = entries[ptr]
+        name = self._entry_at(ptr)
+        if name is None:
+            raise GuardFailed("ReplicaPullLog", f"{self.name} has pulled every log entry (log_pointer {ptr})")
+        if log_number(name) != ptr:
+            raise GuardFailed("ReplicaPullLog", f"log entries {ptr}..{log_number(name) - 1} were removed before "
+                                                f"{self.name} pulled them: it is lost and must clone")
         data = self.keeper.get(f"{self.layout.log}/{name}")[0]
         entry = LogEntry.parse(data, f"{self.layout.log}/{name}")
         take = self.keeps(entry)
@@ -258,7 +304,7 @@ class Replica:
             self.keeper.delete(path)
             return "applied"
         if entry.type == DROP_RANGE:
-            return self._execute_drop_range(path, entry.part)
+            return self._execute_drop_range(path, entry.part, detach=entry.detach)
         if entry.type == REPLACE_RANGE:
             return self._execute_replace_range(path, entry)
         if entry.type in (CLEAR_COLUMN, CLEAR_INDEX):
@@ -289,9 +335,8 @@ class Replica:
                 # A part at an older mutation than what it would replace here would undo a mutation.
                 if serves(have) and all(n.mutation <= have.mutation for n in replaced):
                     got = self.store.fetch_from(store, have)
-                    parts = self.layout.parts(self.name)
-                    self.keeper.multi([*(Delete(f"{parts}/{n}") for n in replaced),
-                                       Create(f"{parts}/{got}", b""), Delete(path)])
+                    self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(path)])
+                    self._outdate(replaced)
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
 
@@ -302,8 +347,8 @@ class Replica:
         if not all(s in have for s in sources):
             return None
         got = self.store.merge(sources)
-        parts = self.layout.parts(self.name)
-        self.keeper.multi([*(Delete(f"{parts}/{s}") for s in sources), Create(f"{parts}/{got}", b""), Delete(path)])
+        self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(path)])
+        self._outdate(sources)
         return f"merged {got}"
 
     def _execute_mutate(self, path: str, want: PartName, source_part: PartName, source: str | None) -> str:
@@ -323,27 +368,54 @@ class Replica:
             rows = mutate_rows(self.store.read(x), owed(x, self.mutations(), upto=want.mutation))
             new = self.store.write(PartName(x.partition, x.min_block, x.max_block, x.level, want.mutation), rows)
             self.store.remove(x)
-            parts = self.layout.parts(self.name)
-            self.keeper.multi([Delete(f"{parts}/{x}"), Create(f"{parts}/{new}", b""), Delete(path)])
+            self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{new}", b""), Delete(path)])
+            self._outdate([x])
             return f"mutated {x} to {new}"
         return self._fetch(path, want, source, lambda h: h.covers(want) and h.mutation >= want.mutation)
 
-    def _drop_range(self, rng: PartName) -> None:
+    def _outdate(self, names) -> None:
+        now = self.clock()
+        for n in names:
+            self.outdated.setdefault(str(n), now)
+
+    def replica_clear_old_parts(self, lifetime: float) -> list[str]:
+        """The cleanup thread's clearOldPartsAndRemoveFromZK: unregister the parts outdated for
+        `lifetime` seconds (old_parts_lifetime). A registered part that is not on disk and not
+        known as outdated (a restart forgot when) counts as outdated from now."""
+        parts = self.layout.parts(self.name)
+        on_disk = {str(n) for n in self.store.names()}
+        now = self.clock()
+        for n in _children(self.keeper, parts):
+            if n not in on_disk:
+                self.outdated.setdefault(n, now)
+        gone = [n for n, since in sorted(self.outdated.items()) if now - since >= lifetime]
+        for n in gone:
+            try:
+                self.keeper.delete(f"{parts}/{n}")
+            except NoNodeError:
+                pass
+            del self.outdated[n]
+        return gone
+
+    def _drop_range(self, rng: PartName, detach: bool = False) -> None:
         """The parts in the range go, and so do the queued entries that would make a part in it
         (ClickHouse's removePartProducingOpsInRange): their data is dropped anyway."""
         p = rng.partition
+        self._unregister_all(lambda n: n.partition == p and n.max_block <= rng.max_block)  # outdated ones too
         for n in self.store.names(p):
             if n.max_block <= rng.max_block:
-                self.keeper.delete(f"{self.layout.parts(self.name)}/{n}")
-                self.store.remove(n)
+                if detach:
+                    self.store.detach(n)   # DETACH PARTITION: out of the table, kept in detached/
+                else:
+                    self.store.remove(n)
         for node, e in self.queue():
             if e.type in PART_PRODUCING and e.partition == p and e.part.max_block <= rng.max_block:
                 self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
         self.dropped[p] = max(self.dropped.get(p, -1), rng.max_block)
         self._save_state()
 
-    def _execute_drop_range(self, path: str, rng: PartName) -> str:
-        self._drop_range(rng)
+    def _execute_drop_range(self, path: str, rng: PartName, detach: bool = False) -> str:
+        self._drop_range(rng, detach)
         self.keeper.delete(path)
         return "applied"
 
@@ -370,13 +442,29 @@ class Replica:
         return "applied"
 
     def drop_partition_locally(self, partition: str) -> None:
-        """CLEANUP on this replica: its parts, their znodes and its queue entries of the partition."""
+        """CLEANUP on this replica: its parts, their znodes (outdated ones too) and its queue entries
+        of the partition. Idempotent: a CLEANUP cut short by a crash is run again from the start."""
+        self._unregister_all(lambda n: n.partition == partition)
         for n in self.store.names(partition):
-            self.keeper.delete(f"{self.layout.parts(self.name)}/{n}")
             self.store.remove(n)
         for node, entry in self.queue():
             if entry.partition == partition:
-                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
+                try:
+                    self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
+                except NoNodeError:
+                    pass
+
+    def _unregister_all(self, which) -> None:
+        """Remove this replica's part znodes (outdated ones included) that `which` picks."""
+        parts = self.layout.parts(self.name)
+        for name in _children(self.keeper, parts):
+            n = PartName.parse(name)
+            if which(n):
+                try:
+                    self.keeper.delete(f"{parts}/{name}")
+                except NoNodeError:
+                    pass
+                self.outdated.pop(name, None)
 
     def has_rows_of(self, partition: str) -> list[dict]:
         return [r for n in self.store.names(partition) for r in self.store.read(n)]
@@ -393,8 +481,13 @@ def caught_up(keeper: Keeper, layout: Layout, r: str, partition: str) -> bool:
                 return False
         except NoNodeError:
             continue  # executed between the listing and the read
-    log = keeper.get_children(layout.log)
-    return all(LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition != partition for n in log[ptr:])
+    return all(LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition != partition
+               for n in keeper.get_children(layout.log) if log_number(n) >= ptr)
+
+
+def log_number(name: str) -> int:
+    """log-0000000012 -> 12: a log entry's sequence number, what log_pointer counts."""
+    return int(name.rsplit("-", 1)[1])
 
 
 def _children(keeper: Keeper, path: str) -> list[str]:
@@ -404,16 +497,34 @@ def _children(keeper: Keeper, path: str) -> list[str]:
         return []
 
 
-def next_block_number(keeper: Keeper, layout: Layout, partition: str) -> int:
-    """A partition's next block number from block_numbers/{p}/ (sequential), as in ClickHouse.
-    One Keeper request per INSERT; the parent is created only the first time it is missing."""
+def lock_block_number(keeper: Keeper, layout: Layout, partition: str, checks: list | None = None,
+                      holder: str = "") -> tuple[str, int]:
+    """Take the partition's next block number as ClickHouse's EphemeralLockInZooKeeper does: an
+    ephemeral sequential block_numbers/{p}/block-N, in one multi with `checks` (MultiError names
+    the check that failed, and then no number is taken). Returns the lock's path and N; the lock is
+    released by the multi that commits what the number was for, or by release_lock."""
     numbers = layout.block_numbers(partition)
+    ops = [*(checks or []), Create(f"{numbers}/block-", holder.encode(), ephemeral=True, sequential=True)]
     try:
-        path = keeper.create(f"{numbers}/block-", sequential=True)
+        path = keeper.multi(ops)[-1]
+    except MultiError as e:
+        if e.index < len(ops) - 1 or not isinstance(e.cause, NoNodeError):
+            raise
+        keeper.ensure_path(numbers)  # the partition's first number: its folder does not exist yet
+        path = keeper.multi(ops)[-1]
+    return path, int(path.rsplit("-", 1)[1])
+
+
+def release_lock(keeper: Keeper, lock: str) -> None:
+    try:
+        keeper.delete(lock)
     except NoNodeError:
-        keeper.ensure_path(numbers)
-        path = keeper.create(f"{numbers}/block-", sequential=True)
-    return int(path.rsplit("-", 1)[1])
+        pass  # the session that held it ended: the ephemeral node went with it
+
+
+def held_block_numbers(keeper: Keeper, layout: Layout, partition: str) -> list[int]:
+    """Numbers whose lock is held now: INSERTs, mutations or drops in flight in the partition."""
+    return [int(n.rsplit("-", 1)[1]) for n in _children(keeper, layout.block_numbers(partition))]
 
 
 def client_mutate(keeper: Keeper, layout: Layout, commands: str, source_replica: str = "",
@@ -422,10 +533,10 @@ def client_mutate(keeper: Keeper, layout: Layout, commands: str, source_replica:
     taken in every partition that has any (data below it owes the mutation). The MUTATE_PART
     entries come later, one per part, from each partition's merge-selecting owner."""
     row_function(commands)  # refuse what cannot be applied before anything is written
-    partitions = _children(keeper, layout.all_block_numbers)
-    numbers = tuple(sorted((p, next_block_number(keeper, layout, p)) for p in partitions))
-    m = MutationEntry(commands, numbers, source_replica, int(clock()))
-    keeper.create(f"{layout.mutations}/", m.format(), sequential=True)
+    locks = [(p, *lock_block_number(keeper, layout, p, holder=source_replica))
+             for p in _children(keeper, layout.all_block_numbers)]   # EphemeralLocksInAllPartitions
+    m = MutationEntry(commands, tuple(sorted((p, n) for p, _, n in locks)), source_replica, int(clock()))
+    keeper.multi([Create(f"{layout.mutations}/", m.format(), sequential=True), *(Delete(path) for _, path, _ in locks)])
     return m
 
 
@@ -433,28 +544,15 @@ def client_drop_partition(keeper: Keeper, layout: Layout, partition: str, source
                           clock: Callable[[], float] = time.time) -> int:
     """ALTER TABLE ... DROP PARTITION: DROP_RANGE over every block numbered so far, after the
     dropped blocks' ids are cleared from blocks/ (ClickHouse's clearBlocksInPartition), so the
-    same INSERT sent again is written again. Returns the last block number dropped."""
-    a = read_assignment(keeper, layout, partition)
-    if a is None:
+    same INSERT sent again is written again. Returns the last block number dropped. A partition
+    that never took a block number has nothing to drop: ClickHouse writes no entry."""
+    if read_assignment(keeper, layout, partition) is None:
         raise GuardFailed("ClientDropPartition", f"partition {partition} is not assigned")
     if keeper.exists(layout.block_numbers(partition)) is None:
-        # Nothing was ever numbered in it: ClickHouse writes no entry for an empty partition.
         raise GuardFailed("ClientDropPartition", f"partition {partition} has no data to drop")
-    upto = next_block_number(keeper, layout, partition) - 1
-    mutation = max((n for m in _mutation_entries(keeper, layout)
-                    if (n := m.number_in(partition)) is not None and n <= upto), default=0)
-    for node in keeper.get_children(layout.blocks):
-        if node.startswith(f"{partition}_"):
-            try:
-                data = keeper.get(f"{layout.blocks}/{node}")[0]
-                if PartName.parse(data.decode()).max_block <= upto:
-                    keeper.delete(f"{layout.blocks}/{node}")
-            except NoNodeError:
-                continue
-    entry = LogEntry(DROP_RANGE, new_part_name=drop_range_name(partition, upto, mutation),
-                     source_replica=source_replica, create_time=int(clock()))
-    keeper.create(f"{layout.log}/log-", entry.format(), sequential=True)
-    return upto
+    return _range_entry(keeper, layout, partition,
+                        lambda rng: LogEntry(DROP_RANGE, new_part_name=rng, source_replica=source_replica,
+                                             create_time=int(clock())), source_replica, clear_blocks=True)
 
 
 def _mutation_entries(keeper: Keeper, layout: Layout) -> list[MutationEntry]:
@@ -472,4 +570,88 @@ def client_alter_metadata(keeper: Keeper, layout: Layout, change: str, source_re
                      source_replica=source_replica, create_time=int(clock()))
     keeper.multi([SetData(layout.columns, columns.encode(), stat.version),
                   Create(f"{layout.log}/log-", entry.format(), sequential=True)])
+    return entry
+
+
+def _range_entry(keeper: Keeper, layout: Layout, partition: str, make, source_replica: str,
+                 clear_blocks: bool = False) -> int:
+    """A partition-wide entry (DROP_RANGE, DETACH, CLEAR_COLUMN): take a block number, name the
+    range of every block below it (at the partition's current mutation version), write the
+    entry in one multi with the lock's release. `clear_blocks`: first clear the range's block
+    ids from blocks/. Returns the range's last block."""
+    if keeper.exists(layout.block_numbers(partition)) is None:
+        raise GuardFailed("range entry", f"partition {partition} has no data")
+    lock, number = lock_block_number(keeper, layout, partition, holder=source_replica)
+    upto = number - 1
+    if clear_blocks:
+        _clear_blocks(keeper, layout, partition, upto)
+    mutation = max((n for m in _mutation_entries(keeper, layout)
+                    if (n := m.number_in(partition)) is not None and n <= upto), default=0)
+    entry = make(drop_range_name(partition, upto, mutation))
+    keeper.multi([Create(f"{layout.log}/log-", entry.format(), sequential=True), Delete(lock)])
+    return upto
+
+
+def client_clear_column(keeper: Keeper, layout: Layout, partition: str, column: str,
+                        clock: Callable[[], float] = time.time) -> int:
+    """ALTER TABLE ... CLEAR COLUMN c IN PARTITION p as 18.16 writes it: a CLEAR_COLUMN entry over
+    the partition's blocks so far, with no source replica. (Today's release makes it a mutation.)"""
+    return _range_entry(keeper, layout, partition,
+                        lambda rng: LogEntry(CLEAR_COLUMN, new_part_name=rng, column_name=column,
+                                             create_time=int(clock())), "")
+
+
+def client_detach_partition(keeper: Keeper, layout: Layout, partition: str, source_replica: str = "",
+                            clock: Callable[[], float] = time.time) -> int:
+    """ALTER TABLE ... DETACH PARTITION: a DROP_RANGE marked detach; every keeper moves the parts
+    into detached/, and the dropped blocks' ids are cleared as for DROP PARTITION."""
+    return _range_entry(keeper, layout, partition,
+                        lambda rng: LogEntry(DROP_RANGE, new_part_name=rng, detach=True, source_replica=source_replica,
+                                             create_time=int(clock())), source_replica, clear_blocks=True)
+
+
+def _clear_blocks(keeper: Keeper, layout: Layout, partition: str, upto: int | None = None) -> None:
+    """clearBlocksInPartition: the ids of the partition's blocks up to `upto` (all by default)."""
+    for node in keeper.get_children(layout.blocks):
+        if node.startswith(f"{partition}_"):
+            try:
+                data = keeper.get(f"{layout.blocks}/{node}")[0]
+                if upto is None or PartName.parse(data.decode()).max_block <= upto:
+                    keeper.delete(f"{layout.blocks}/{node}")
+            except NoNodeError:
+                continue
+
+
+def client_attach_partition(rep: Replica, partition: str) -> list[str]:
+    """ALTER TABLE ... ATTACH PARTITION on `rep`, as 18.16 writes it: each detached part of the
+    partition comes back under a new block number, as a GET_PART with no block id (today's
+    release writes ATTACH_PART instead). Returns the parts attached."""
+    attached = []
+    for old, rows in rep.store.detached(partition):
+        lock, number = lock_block_number(rep.keeper, rep.layout, partition, holder=rep.name)
+        name = rep.store.write(PartName(partition, number, number, 0), rows)
+        entry = rep._entry(GET_PART, new_part_name=str(name))
+        rep.keeper.multi([Create(f"{rep.layout.log}/log-", entry.format(), sequential=True),
+                          Create(f"{rep.layout.parts(rep.name)}/{name}", b""), Delete(lock)])
+        rep.store.drop_detached(old)
+        attached.append(str(name))
+    return attached
+
+
+def client_replace_partition(rep: Replica, partition: str, rows: list[dict], from_table: str,
+                             source_parts: tuple[str, ...] = ()) -> LogEntry:
+    """ALTER TABLE t REPLACE PARTITION p FROM src on `rep`, as 18.16 writes it: a block number whose
+    range (up to and including it, at the legacy top level) is dropped, a new block number for the
+    part copied from src, written here, and a REPLACE_RANGE entry the other keepers follow (drop,
+    then fetch the new part). The range's blocks' ids are cleared."""
+    keeper, layout = rep.keeper, rep.layout
+    drop_lock, drop_number = lock_block_number(keeper, layout, partition, holder=rep.name)
+    part_lock, number = lock_block_number(keeper, layout, partition, holder=rep.name)
+    name = rep.store.write(PartName(partition, number, number, 0), rows)
+    _clear_blocks(keeper, layout, partition, drop_number)
+    rng = str(PartName(partition, 0, drop_number, LEGACY_MAX_LEVEL))
+    entry = rep._entry(REPLACE_RANGE, replace=ReplaceRange(rng, "default", from_table, source_parts, (str(name),),
+                                                            (rep.store.checksum(name),), 0))
+    keeper.multi([Create(f"{layout.log}/log-", entry.format(), sequential=True),
+                  Create(f"{layout.parts(rep.name)}/{name}", b""), Delete(drop_lock), Delete(part_lock)])
     return entry

@@ -29,6 +29,9 @@ CONSTANTS
     MaxMerges, MaxAlters, MaxMutations, MaxDrops, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
     BlockDuringClone,  \* the RFC's open question: TRUE blocks merges and mutations of a partition
                        \* in CLONE, FALSE applies them on source and target alike
+    MinLogsToKeep,     \* min_replicated_logs_to_keep: the cleanup thread keeps the last ones
+    MaxLogsToKeep,     \* max_replicated_logs_to_keep: a replica that is down and further behind is lost
+    DedupWindow,       \* replicated_deduplication_window: blocks/ keeps this many hashes
     Bugs
 
 Bug(name) == name \in Bugs
@@ -49,6 +52,8 @@ VARIABLES
     meta,     \* r -> [alters |-> ALTER_METADATA entries applied, dropped |-> p -> highest DROP_RANGE executed]
     dedup,    \* blocks/: block ids already committed
     muts,     \* mutations/: one block number per ALTER UPDATE/DELETE, table-wide (the data below it is owed it)
+    trimmed,  \* log entries 1..trimmed are gone: the cleanup thread removed them (log stays as history)
+    lost,     \* replicas whose is_lost is 1: down while the log moved on, they must clone before pulling
     ins,      \* insert id -> [st, at, tries] as the client and the routing replica see it
     mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched]
     qry,      \* query id -> [st, at, routes, pending, expected, seen, dup, lost]
@@ -56,7 +61,7 @@ VARIABLES
     inv_read_cleaned,  \* TRUE once CLEANUP removed data an in-flight query was routed to
     aux_counts         \* [merges, alters, migrations, crashes] for bounds
 
-vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry,
+vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry,
           inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
@@ -85,6 +90,7 @@ Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
 Entry(type, p, part, k) == [type |-> type, p |-> p, part |-> part, k |-> k]
 NoPart == [p |-> None, b |-> {}, mv |-> 0]
 Max(S) == CHOOSE m \in S : \A n \in S : n <= m
+Min(S) == CHOOSE m \in S : \A n \in S : m <= n
 IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
 \* A mutation (ALTER UPDATE/DELETE) is table-wide: mutations/ holds its block number, which in
 \* the model is the log index the next INSERT would take, so the data it applies to is the
@@ -161,6 +167,8 @@ Init ==
     /\ meta = [r \in Replicas |-> [alters |-> 0, dropped |-> [p \in Partitions |-> 0]]]
     /\ dedup = InitBlocks
     /\ muts = <<>>
+    /\ trimmed = 0
+    /\ lost = {}
     /\ ins = [i \in Inserts |-> [st |-> IF i \in InitBlocks THEN "acked" ELSE "idle", at |-> None, tries |-> 0]]
     /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
     /\ qry = [q \in Queries |-> [st |-> "idle", at |-> None, routes |-> <<>>, pending |-> {},
@@ -176,7 +184,7 @@ ReplicaRefreshCache(r, p) ==
     /\ r \in active
     /\ cache[r][p] # asg[p]
     /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
-    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* INSERT (RFC "INSERT routing", base protocol's blocks/ dedup).           *)
@@ -187,7 +195,7 @@ ClientSendInsert(i, r) ==
     /\ ins[i].tries < MaxTries
     /\ r \in active
     /\ ins' = [ins EXCEPT ![i] = [st |-> "sent", at |-> r, tries |-> @.tries + 1]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* First INSERT into a partition unknown to r: allocate by CAS-create (the race and the
 \* fewer-than-RF case are model-checked in Assignment.tla); a lost race adopts the winner.
@@ -197,7 +205,7 @@ ReplicaAllocate(r, i) ==
     /\ cache[r][p].version = Absent
     /\ IF Assigned(p)
        THEN /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
-            /\ UNCHANGED <<asg, ins, muts>>
+            /\ UNCHANGED <<asg, ins, muts, trimmed, lost>>
        ELSE IF Cardinality(active) >= RF
             THEN \E S \in LeastLoaded(RF) :
                     LET a == [owners |-> S, target |-> None, leaving |-> None, version |-> 0] IN
@@ -205,8 +213,8 @@ ReplicaAllocate(r, i) ==
                     /\ cache' = [cache EXCEPT ![r][p] = a]
                     /\ UNCHANGED ins
             ELSE /\ ins' = [ins EXCEPT ![i].st = "failed"]
-                 /\ UNCHANGED <<asg, cache, muts>>
-    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+                 /\ UNCHANGED <<asg, cache, muts, trimmed, lost>>
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* r's map says another replica owns the partition: forward the sub-block to an owner.
 ReplicaForwardInsert(r, i) ==
@@ -215,7 +223,7 @@ ReplicaForwardInsert(r, i) ==
     /\ cache[r][p].version # Absent
     /\ r \notin cache[r][p].owners
     /\ \E o \in cache[r][p].owners : ins' = [ins EXCEPT ![i].at = o]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* r's map says r owns the partition: write the part locally and commit it in one Keeper
 \* multi (blocks/ hash, GET_PART in log/). The fixed protocol also checks, in that multi,
@@ -239,13 +247,13 @@ ReplicaWriteInsert(r, i) ==
                     /\ dedup' = IF Bug("no_dedup") THEN dedup ELSE dedup \cup {i}
             /\ ins' = [ins EXCEPT ![i].st = "written"]
             /\ UNCHANGED cache
-    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts, muts>>
+    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts, muts, trimmed, lost>>
 
 ClientReceiveAck(i) ==
     /\ ins[i].st = "written"
     /\ ins' = [ins EXCEPT ![i].st = "acked"]
     /\ inv_acked' = inv_acked \cup {i}
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_read_cleaned, aux_counts>>
 
 \* The connection breaks before the write (sent) or after it (written): the client cannot tell.
 \* Only a timeout that a retry can follow is modelled; without one it only hides an ack.
@@ -253,7 +261,7 @@ ClientTimeout(i) ==
     /\ ins[i].st \in {"sent", "written"}
     /\ ins[i].tries < MaxTries
     /\ ins' = [ins EXCEPT ![i].st = "unknown"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Replication log and filtered pullLogsToQueue (RFC table).               *)
@@ -269,7 +277,7 @@ ReplicaSelectMerge(r, p) ==
         /\ x # y /\ x.mv = y.mv
         /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b, mv |-> x.mv], Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER TABLE UPDATE/DELETE: a table-wide mutation in mutations/ with a block number (in every
 \* partition in ClickHouse); nothing goes into log/ yet.
@@ -277,7 +285,7 @@ ClientMutate ==
     /\ aux_counts.mutations < MaxMutations
     /\ muts' = Append(muts, Len(log) + 1)
     /\ aux_counts' = [aux_counts EXCEPT !.mutations = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* The owner that selects merges of p also selects part mutations: MUTATE_PART "mutate x to
 \* x_m" for one of its parts whose data is older than a mutation, to the latest such mutation.
@@ -290,7 +298,7 @@ ReplicaSelectMutation(r, p) ==
     /\ \E x \in PartsOf(r, p) :
         /\ x.mv < Owed(x)
         /\ log' = Append(log, Entry("MUTATE", p, [x EXCEPT !.mv = Owed(x)], Len(log) + 1))
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* ALTER TABLE DROP PARTITION: DROP_RANGE over the partition's blocks committed so far.
 ClientDropPartition(p) ==
@@ -304,14 +312,14 @@ ClientDropPartition(p) ==
     \* is written again (every committed block of p is below the drop's number here).
     /\ dedup' = {i \in dedup : InsertPartition[i] # p}
     /\ aux_counts' = [aux_counts EXCEPT !.drops = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER_METADATA: a global entry every replica must apply.
 ClientAlterMetadata ==
     /\ aux_counts.alters < MaxAlters
     /\ log' = Append(log, Entry("ALTER", None, NoPart, Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.alters = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
 
 \* Pull the next log entry: global entries are always queued; partition-scoped ones only
 \* when the map says r keeps the partition; skipped entries still advance log_pointer.
@@ -325,11 +333,12 @@ ReplicaPullLog(r) ==
         view == IF stale THEN asg[e.p] ELSE cache[r][e.p]
         take == IF e.type = "ALTER" THEN ~Bug("filter_skips_global") ELSE r \in Keepers(view) IN
     /\ r \in active
+    /\ r \notin lost
     /\ ptr[r] < Len(log)
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
     /\ queue' = [queue EXCEPT ![r] = IF take THEN @ \cup {e} ELSE @]
     /\ cache' = IF stale THEN [cache EXCEPT ![r][e.p] = asg[e.p]] ELSE cache
-    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* Execute a queue entry: GET_PART fetches the part (or a covering one) from an active replica
 \* that has it; MERGE_PARTS merges locally when all sources are here, else fetches the result;
@@ -345,7 +354,7 @@ ReplicaExecuteEntry(r) ==
            \* already covered here, or made obsolete by a DROP_RANGE r has executed
            /\ HasCovering(r, e.part) \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
-           /\ UNCHANGED <<parts, meta, muts>>
+           /\ UNCHANGED <<parts, meta, muts, trimmed, lost>>
         \/ \* DROP_RANGE: the parts in its range go, and so do the queued fetches, merges and
            \* mutations whose part lies in the range (removePartProducingOpsInRange).
            /\ e.type = "DROP"
@@ -390,7 +399,7 @@ ReplicaExecuteEntry(r) ==
                 /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
-    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* SELECT routing: the query takes its replica's map, picks one replica per *)
@@ -410,7 +419,7 @@ ClientStartQuery(q, r) ==
                      \* Acked blocks of partitions r does not know and whose entry r has pulled
                      \* are missed for good, not by lag.
                      lost |-> {i \in LiveAcked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* Read one partition from the replica chosen for it (locally or ReadFromRemote).
 ReplicaReadPartition(q, p) ==
@@ -427,14 +436,14 @@ ReplicaReadPartition(q, p) ==
                           ![q].lost = @ \cup {i \in qry[q].expected :
                                                 InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)
                                                 /\ Live(i)}]  \* rows dropped since the start are not owed
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
 ClientQueryFails(q) ==
     /\ Running(q)
     /\ \E p \in qry[q].pending : qry[q].routes[p] \notin active
     /\ qry' = [qry EXCEPT ![q].st = "failed"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Migration CLONE -> SWITCH -> CLEANUP (RFC "Rebalancing"). Every step is  *)
@@ -453,7 +462,7 @@ StartMigration(p, src, dst) ==
     /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
     /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE]]
     /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned>>
 
 \* ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst (refused for a replica that is not active).
 AdminReassign(p, src, dst) ==
@@ -475,27 +484,39 @@ AdminRebalance(p, src, dst) ==
     /\ StartMigration(p, src, dst)
 
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
-\* re-reads the assignment (so its filter keeps the partition from now on), then queues a
-\* fetch of every part of the partition registered in Keeper by any replica, and re-queues
-\* the partition's MUTATE_PART and DROP_RANGE entries it skipped before it was a keeper (the
-\* fetched parts may predate them). clone_ignores_skipped_entries leaves that re-queue out.
+\* re-reads the assignment (so its filter keeps the partition from now on), then queues a fetch
+\* of every active part of the partition registered in Keeper by any replica (F3: not only the
+\* source's; a part covered by another, an outdated one, is left out), and re-queues the
+\* MUTATE_PART and DROP_RANGE entries of the partition that some keeper has still to apply: those
+\* in the keepers' queues and those in the log between the keeper furthest behind and its own
+\* log_pointer, which it skipped (F8). That reads no log entry older than every keeper's pointer,
+\* so the cleanup thread cannot have removed one it needs. RFC as written
+\* (clone_ignores_skipped_entries): no re-queue. F8's first fix
+\* (clone_reads_skipped_entries_from_log): re-read the skipped entries from the log, where the
+\* cleanup thread may have removed them.
 ReplicaCloneFetch(p) ==
     LET dst == mig[p].dst
-        src == mig[p].src IN
+        src == mig[p].src
+        K == (Keepers(asg[p]) \ lost) \ {dst}
+        lo == Min({ptr[k] : k \in K} \cup {ptr[dst]})
+        pending == UNION {{e \in queue[k] : e.p = p} : k \in K} \cup {log[j] : j \in {j \in (lo + 1)..ptr[dst] : log[j].p = p}}
+        U == UNION {PartsOf(s, p) : s \in Replicas}
+        ActiveU == {x \in U : ~\E y \in U : y # x /\ x.b \subseteq y.b /\ x.mv <= y.mv}
+        requeue == IF Bug("clone_ignores_skipped_entries") THEN {}
+                   ELSE IF Bug("clone_reads_skipped_entries_from_log")
+                   THEN {log[k] : k \in {k \in (trimmed + 1)..ptr[dst] : IsMutationOf(k, p) \/ IsDropOf(k, p)}}
+                   ELSE {e \in pending : e.type \in {"MUTATE", "DROP"}} IN
     /\ mig[p].st = "clone" /\ ~mig[p].fetched
     /\ dst \in active
     /\ IF Bug("clone_from_source_only")
        THEN /\ src \in active
             /\ parts' = [parts EXCEPT ![dst] = PartsOf(src, p) \cup {x \in @ : x.p # p}]
-            /\ UNCHANGED <<queue, cache, muts>>
+            /\ UNCHANGED <<queue, cache>>
        ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
-            /\ queue' = [queue EXCEPT ![dst] = @ \cup
-                            {Entry("GET", p, x, 0) : x \in UNION {PartsOf(s, p) : s \in Replicas}}
-                            \cup (IF Bug("clone_ignores_skipped_entries") THEN {}
-                                  ELSE {log[k] : k \in {k \in 1..ptr[dst] : IsMutationOf(k, p) \/ IsDropOf(k, p)}})]
+            /\ queue' = [queue EXCEPT ![dst] = @ \cup {Entry("GET", p, x, 0) : x \in ActiveU} \cup requeue]
             /\ UNCHANGED parts
     /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
-    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* SWITCH: CAS the assignment to replace the source with the target. Fixed: the source stays
 \* a leaving keeper, still replicating the partition, because maps that have not seen the
@@ -508,7 +529,7 @@ CoordinatorSwitch(p) ==
                                   leaving |-> IF Bug("source_stops_at_switch") THEN None ELSE mig[p].src,
                                   version |-> @.version + 1]]
     /\ mig' = [mig EXCEPT ![p].st = "switched"]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
 Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
@@ -531,7 +552,7 @@ ReplicaCleanup(p) ==
     /\ queue' = [queue EXCEPT ![r] = {e \in @ : e.p # p}]
     /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
     /\ inv_read_cleaned' = (inv_read_cleaned \/ routedHere)
-    /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, ins, qry, inv_acked, aux_counts>>
+    /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, aux_counts>>
 
 \* Cancel before SWITCH: CAS the target out of the assignment into "leaving"; it leaves through
 \* ReplicaCleanup like a switched source. With cancel_drops_target_at_once it is dropped and
@@ -547,8 +568,8 @@ CoordinatorCancel(p) ==
             /\ queue' = [queue EXCEPT ![dst] = {e \in @ : e.p # p}]
        ELSE /\ asg' = [asg EXCEPT ![p].target = None, ![p].leaving = dst, ![p].version = @ + 1]
             /\ mig' = [mig EXCEPT ![p].st = "cancelling"]
-            /\ UNCHANGED <<parts, queue, muts>>
-    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+            /\ UNCHANGED <<parts, queue, muts, trimmed, lost>>
+    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 \* The coordinator's session is gone: another active replica takes the migration over.
 ReplicaTakeOverMigration(p, r) ==
@@ -556,7 +577,33 @@ ReplicaTakeOverMigration(p, r) ==
     /\ mig[p].coord \notin active
     /\ r \in active
     /\ mig' = [mig EXCEPT ![p].coord = r]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+-----------------------------------------------------------------------------
+(* The cleanup thread (ReplicatedMergeTreeCleanupThread).                    *)
+
+\* clearOldLogs: remove the log entries every replica that is not lost has pulled, keeping the
+\* last MinLogsToKeep. A replica that is down and more than MaxLogsToKeep entries behind does not
+\* hold the log back: it is marked is_lost (markLostReplicas) and must clone when it comes back.
+CleanupClearOldLogs ==
+    LET fresh(r) == r \in active \/ ptr[r] >= Len(log) - MaxLogsToKeep
+        keep == {r \in Replicas \ lost : fresh(r)}
+        upto == Min({ptr[r] : r \in keep} \cup {Len(log) - MinLogsToKeep})
+    IN /\ keep # {}       \* "All replicas are stale: we won't mark any replica as lost"
+       /\ upto > trimmed
+       /\ trimmed' = upto
+       /\ lost' = lost \cup {r \in Replicas \ lost : ~fresh(r)}
+       /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
+\* clearOldBlocks: blocks/ keeps DedupWindow hashes (and those of the last
+\* replicated_deduplication_window_seconds, not modelled: time is not). Which one goes is left
+\* open here (ClickHouse drops the oldest by ctime): an INSERT retried after its hash went is
+\* written again.
+CleanupClearOldBlocks(i) ==
+    /\ i \in dedup
+    /\ Cardinality(dedup) > DedupWindow
+    /\ dedup' = dedup \ {i}
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 (* Crashes: the is_active node goes; disk (parts) and Keeper (queue,        *)
@@ -568,7 +615,53 @@ ReplicaCrash(r) ==
     /\ aux_counts.crashes < MaxCrashes
     /\ active' = active \ {r}
     /\ aux_counts' = [aux_counts EXCEPT !.crashes = @ + 1]
-    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+
+\* A lost replica clones when it comes back (cloneReplicaIfNeeded). ClickHouse's cloneReplica
+\* mimics one source that is not lost: it takes its log_pointer and queue and fetches every part
+\* it has, and it takes out of the table (into detached/) every local part the source neither has
+\* nor has a GET_PART queued for. Three readings:
+\*  - clone_lost_replica_from_one_peer (cloneReplica as is, F14): one source for everything; under
+\*    selective replication no source holds every partition the lost replica keeps.
+\*  - clone_keeps_only_what_the_source_has (F15): a source per partition, each as cloneReplica
+\*    treats its one source; a part the lost replica wrote and whose GET_PART its source has not
+\*    pulled yet is taken out, and it may be the only copy.
+\*  - fixed: a source per partition the replica keeps (a keeper that is not lost); that
+\*    partition's queue entries and parts from it; a local part is kept when the source has it,
+\*    or a queued entry of the source or an entry of the log beyond the source's log_pointer will
+\*    make it (as PR #58132's clonePartition reads them). The log_pointer is that of the source
+\*    furthest behind, so nothing is skipped (what is pulled twice is a no-op), and the global
+\*    entries and metadata come from that source. Parts of partitions it does not keep go.
+Made(e) == e.type \in {"GET", "MERGE", "MUTATE"}
+SourceParts(s, p, withLog) ==
+    PartsOf(s, p) \cup {e.part : e \in {e \in queue[s] : e.p = p /\ (IF withLog THEN Made(e) ELSE e.type = "GET")}}
+                  \cup (IF withLog THEN {log[j].part : j \in {j \in (ptr[s] + 1)..Len(log) : log[j].p = p /\ Made(log[j])}}
+                        ELSE {})
+CloneLostReplica(r) ==
+    IF Bug("clone_lost_replica_from_one_peer")
+    THEN \E s \in Replicas \ (lost \cup {r}) :
+            /\ ptr' = [ptr EXCEPT ![r] = ptr[s]]
+            /\ queue' = [queue EXCEPT ![r] = queue[s] \cup {Entry("GET", x.p, x, 0) : x \in parts[s]}]
+            /\ parts' = [parts EXCEPT ![r] = {x \in @ : \E y \in SourceParts(s, x.p, FALSE) : Covers(y, x)}]
+            /\ meta' = [meta EXCEPT ![r] = meta[s]]
+            /\ lost' = lost \ {r}
+    ELSE LET kept == {p \in Partitions : r \in Keepers(asg[p])}
+             sources(p) == Keepers(asg[p]) \ (lost \cup {r})
+             withLog == ~Bug("clone_keeps_only_what_the_source_has") IN
+         /\ \A p \in kept : sources(p) # {}        \* else "All replicas are lost": retried later
+         /\ \E src \in [kept -> Replicas], g \in Replicas \ (lost \cup {r}) :
+            /\ \A p \in kept : src[p] \in sources(p)
+            /\ \A p \in kept : ptr[g] <= ptr[src[p]]
+            /\ kept # {} => g \in {src[p] : p \in kept}
+            /\ ptr' = [ptr EXCEPT ![r] = ptr[g]]
+            /\ queue' = [queue EXCEPT ![r] = {e \in queue[g] : e.type = "ALTER"}
+                           \cup UNION {{e \in queue[src[p]] : e.p = p} : p \in kept}
+                           \cup UNION {{Entry("GET", p, x, 0) : x \in PartsOf(src[p], p)} : p \in kept}]
+            /\ parts' = [parts EXCEPT ![r] = {x \in @ : x.p \in kept /\ \E y \in SourceParts(src[x.p], x.p, withLog) : Covers(y, x)}]
+            /\ meta' = [meta EXCEPT ![r] = [alters |-> meta[g].alters,
+                                             dropped |-> [p \in Partitions |-> IF p \in kept THEN meta[src[p]].dropped[p]
+                                                                                ELSE @.dropped[p]]]]
+            /\ lost' = lost \ {r}
 
 \* Restart. Fixed: the replica loads its map from Keeper before it serves (is_active again);
 \* with serve_before_map_loaded it serves with an empty map that fills in asynchronously.
@@ -576,7 +669,8 @@ ReplicaRestart(r) ==
     /\ r \notin active
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
-    /\ UNCHANGED <<asg, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ IF r \in lost THEN CloneLostReplica(r) ELSE UNCHANGED <<ptr, queue, parts, meta, lost>>
+    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 Next ==
@@ -591,6 +685,8 @@ Next ==
     \/ ClientAlterMetadata
     \/ ClientMutate
     \/ \E p \in Partitions : ClientDropPartition(p)
+    \/ CleanupClearOldLogs
+    \/ \E i \in Inserts : CleanupClearOldBlocks(i)
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
         \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)

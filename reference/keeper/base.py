@@ -50,6 +50,7 @@ class Stat:
     version: int          # data version: 0 at create, +1 per set
     ephemeral_owner: int  # session id of the owner, 0 for persistent nodes
     num_children: int
+    ctime: int = 0        # creation time, ms (the dedup window orders blocks/ by it)
 
 
 # Operations of an atomic multi (ZooKeeper's multi / kazoo's transaction).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 
 from .base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, MultiError, NodeExistsError,
@@ -23,6 +24,7 @@ class _Node:
     ephemeral_owner: int = 0
     children: set[str] = field(default_factory=set)
     next_seq: int = 0
+    ctime: int = 0
 
 
 class _Trial(dict):
@@ -35,7 +37,7 @@ class _Trial(dict):
     def writable(self, path: str) -> _Node:
         if path not in self.copied:
             n = self[path]
-            self[path] = _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq)
+            self[path] = _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq, n.ctime)
             self.copied.add(path)
         return self[path]
 
@@ -52,6 +54,13 @@ class MemoryEnsemble:
         self.lock = threading.RLock()
         self._session_ids = itertools.count(1)
         self.live_sessions: set[int] = set()
+        self._last_ctime = 0
+
+    def ctime(self) -> int:
+        """The creation time of a new node, in ms: the wall clock, made strictly increasing so that
+        nodes order by creation as ZooKeeper's (ms, zxid) order would."""
+        self._last_ctime = max(int(time.time() * 1000), self._last_ctime + 1)
+        return self._last_ctime
 
     def connect(self) -> "MemoryKeeper":
         with self.lock:
@@ -63,13 +72,13 @@ class MemoryEnsemble:
         """The whole tree and the live sessions, to restore() later (conformance tries a step
         and takes it back, to learn whether the reference would take it)."""
         with self.lock:
-            return ({k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq)
+            return ({k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq, n.ctime)
                      for k, n in self.nodes.items()}, set(self.live_sessions))
 
     def restore(self, snap) -> None:
         nodes, live = snap
         with self.lock:
-            self.nodes = {k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq)
+            self.nodes = {k: _Node(n.value, n.version, n.ephemeral_owner, set(n.children), n.next_seq, n.ctime)
                           for k, n in nodes.items()}
             self.live_sessions = set(live)
 
@@ -108,7 +117,7 @@ class MemoryKeeper(Keeper):
 
     @staticmethod
     def _stat(node: _Node) -> Stat:
-        return Stat(node.version, node.ephemeral_owner, len(node.children))
+        return Stat(node.version, node.ephemeral_owner, len(node.children), node.ctime)
 
     # Each primitive works on a given `nodes` dict so that multi can apply ops to a copy and
     # swap it in only when every op succeeded.
@@ -130,7 +139,8 @@ class MemoryKeeper(Keeper):
             raise NodeExistsError(path)
         # ZooKeeper numbers a sequential child by the parent's count of child creates of any kind.
         pnode.next_seq += 1
-        nodes[path] = _Node(value=bytes(value), ephemeral_owner=self._sid if ephemeral else 0)
+        nodes[path] = _Node(value=bytes(value), ephemeral_owner=self._sid if ephemeral else 0,
+                            ctime=self.ensemble.ctime())
         pnode.children.add(path.rsplit("/", 1)[1])
         return path
 

@@ -7,7 +7,9 @@ turned into a MultiError naming the first op that failed (the rest are RolledBac
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, _prefix_root
+from kazoo.protocol.serialization import Create as KzCreate
+from kazoo.security import OPEN_ACL_UNSAFE
 from kazoo.exceptions import (BadVersionError as KzBadVersion, NodeExistsError as KzNodeExists,
                               NoNodeError as KzNoNode, NotEmptyError as KzNotEmpty,
                               SessionExpiredError as KzSessionExpired, RolledBackError, RuntimeInconsistency)
@@ -28,7 +30,7 @@ def _mapped(e: Exception) -> KeeperError:
 
 
 def _stat(zs: ZnodeStat) -> Stat:
-    return Stat(zs.version, zs.ephemeralOwner, zs.numChildren)
+    return Stat(zs.version, zs.ephemeralOwner, zs.numChildren, zs.ctime)
 
 
 class ZooKeeperKeeper(Keeper):
@@ -91,7 +93,14 @@ class ZooKeeperKeeper(Keeper):
         tx = self.client.transaction()
         for op in ops:
             check_path(op.path, isinstance(op, Create) and op.sequential)
-            if isinstance(op, Create):
+            if isinstance(op, Create) and op.sequential and op.path.endswith("/"):
+                # kazoo's TransactionRequest.create normalises the path and drops the trailing slash
+                # (KazooClient.create keeps it): mutations/ + sequence would become a sibling
+                # "mutationsNNNNNNNNNN". Build the request as create() would.
+                flags = (1 if op.ephemeral else 0) | 2
+                tx._add(KzCreate(_prefix_root(self.client.chroot, op.path, trailing=True), bytes(op.value),
+                                 self.client.default_acl or OPEN_ACL_UNSAFE, flags), None)
+            elif isinstance(op, Create):
                 tx.create(op.path, bytes(op.value), ephemeral=op.ephemeral, sequence=op.sequential)
             elif isinstance(op, SetData):
                 tx.set_data(op.path, bytes(op.value), op.version)

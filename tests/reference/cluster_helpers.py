@@ -3,7 +3,7 @@
 from reference.assignment import Assignment, GuardFailed
 from reference.layout import Layout
 from reference.parts import PartStore
-from reference.registration import create_table_znodes, register_replica
+from reference.registration import create_table_znodes, declare_replicas, register_replica
 from reference.replica import Replica
 
 LAYOUT = Layout("/clickhouse/tables/01/events")
@@ -18,6 +18,7 @@ def build_cluster(connect, folder, bugs=frozenset(), replicas=("r1", "r2", "r3")
     create_table_znodes(admin, LAYOUT, 2)
     stores = {r: PartStore(folder / r) for r in replicas}
     reps = {}
+    declare_replicas(admin, LAYOUT, replicas)   # created with the table: nothing to clone
     for r in replicas:
         k = connect()
         register_replica(k, LAYOUT, r)
@@ -28,6 +29,19 @@ def build_cluster(connect, folder, bugs=frozenset(), replicas=("r1", "r2", "r3")
         for rep in reps.values():
             rep.load_map()
     return admin, reps
+
+
+def restart(connect, reps, name, bugs=frozenset(), sources=None):
+    """The replica comes back on a new session: registers, loads its map, clones if it was
+    marked lost while down (what Cluster.add_replica does)."""
+    from reference.recovery import replica_clone_if_lost
+    old = reps[name]
+    rep = Replica(name, connect(), LAYOUT, old.store, old.peers, frozenset(bugs))
+    register_replica(rep.keeper, LAYOUT, name)
+    rep.load_map()
+    done = replica_clone_if_lost(rep, sources)
+    reps[name] = rep
+    return done
 
 
 def drain(rep):

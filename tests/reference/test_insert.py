@@ -8,7 +8,7 @@ from reference.assignment import Assignment, cas_update
 from reference.insert import InsertOutcomeUnknown, client_send_insert, route_insert
 from reference.layout import Layout
 from reference.parts import PartStore
-from reference.registration import create_table_znodes, register_replica
+from reference.registration import create_table_znodes, declare_replicas, register_replica
 from reference.replica import InsertRejected, Replica
 from reference.table import EVENTS
 from cluster_helpers import drain
@@ -22,6 +22,7 @@ def reps(connect, tmp_path):
     admin = connect()
     create_table_znodes(admin, LAYOUT, 2)
     stores = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3", "r4")}
+    declare_replicas(admin, LAYOUT, stores)
     out = {}
     for r in stores:
         k = connect()
@@ -46,7 +47,7 @@ def rows_everywhere(reps):
 
 
 def test_block_is_split_allocated_and_replicated_exactly_once(reps):
-    result = route_insert(reps["r4"], EVENTS, BLOCK, "b1", reps, random.Random(3))
+    result = route_insert(reps["r4"], EVENTS, BLOCK, reps, random.Random(3))
     assert set(result) == {"202401-1", "202401-2", "202401-3"}
     drain_all(reps)
     placed = rows_everywhere(reps)
@@ -66,7 +67,7 @@ def test_a_broken_forward_and_a_retry_write_every_row_once(reps, when):
             broken["done"] = True
             raise InsertOutcomeUnknown(f"connection lost {when} for {partition}")
 
-    outcome = client_send_insert(reps, EVENTS, BLOCK, "b1", tries=3, rng=random.Random(1), faults=faults)
+    outcome = client_send_insert(reps, EVENTS, BLOCK, tries=3, rng=random.Random(1), faults=faults)
     assert outcome == "ok" and broken["done"]
     drain_all(reps)
     for p, by_replica in rows_everywhere(reps).items():
@@ -76,7 +77,7 @@ def test_a_broken_forward_and_a_retry_write_every_row_once(reps, when):
 
 
 def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
-    route_insert(reps["r1"], EVENTS, BLOCK[:1], "b0", reps)  # allocates 202401-1
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)  # allocates 202401-1
     p = "202401-1"
     owners = reps["r1"].cache[p].owners
     others = tuple(sorted(set(reps) - set(owners)))
@@ -86,4 +87,4 @@ def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
     for o in owners:
         reps[o].cache[p] = Assignment(owners, version=0)
     with pytest.raises(InsertRejected):
-        route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], "b2", reps)
+        route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], reps)

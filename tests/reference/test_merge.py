@@ -6,7 +6,7 @@ import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import GuardFailed
-from reference.replica import next_block_number
+from reference.replica import lock_block_number, release_lock
 
 
 def row(i):
@@ -36,7 +36,11 @@ def test_merge_on_the_selecting_owner_and_the_other_owner(cluster):
         drain(r)
     for r in ("r1", "r2"):
         assert [str(n) for n in reps[r].store.names(P)] == [f"{P}_0_1_1"]
-        assert parts_znodes(admin, r) == [f"{P}_0_1_1"]  # the znodes follow the disk
+        # The merged-away parts stay registered, outdated, until old_parts_lifetime has passed.
+        assert parts_znodes(admin, r) == [f"{P}_0_0_0", f"{P}_0_1_1", f"{P}_1_1_0"]
+        assert reps[r].replica_clear_old_parts(lifetime=3600) == []
+        assert reps[r].replica_clear_old_parts(lifetime=0) == [f"{P}_0_0_0", f"{P}_1_1_0"]
+        assert parts_znodes(admin, r) == [f"{P}_0_1_1"]
         assert sorted(x["event"] for x in reps[r].has_rows_of(P)) == ["e0", "e1"]
     assert reps["r3"].store.names(P) == [] and reps["r3"].queue() == []
 
@@ -54,16 +58,33 @@ def test_an_owner_without_the_sources_fetches_the_merged_part(cluster):
     assert reps["r2"].queue() == []
 
 
-def test_merge_skips_a_block_number_with_no_part_yet(cluster):
-    """Block 1 is numbered but its INSERT has not committed: merging 0 and 2 would make 0_2_1
-    look like it covers block 1, and block 1's GET_PART would be dropped as covered."""
+def test_merge_never_covers_a_block_number_whose_lock_is_held_but_crosses_a_freed_gap(cluster):
+    """Block 1's lock is held: its INSERT has not committed, and merging 0 and 2 into 0_2_1 would
+    make block 1's GET_PART look covered (its rows lost). Once the lock goes without a commit, 1 is a
+    freed gap no part will fill, and ClickHouse merges across it."""
     admin, reps = cluster
     reps["r1"].replica_write_insert(P, [row(0)], "h0")
-    assert next_block_number(admin, LAYOUT, P) == 1  # an INSERT in flight takes block 1
+    lock, number = lock_block_number(admin, LAYOUT, P)  # an INSERT in flight takes block 1
+    assert number == 1 and admin.get_children(LAYOUT.block_numbers(P)) == ["block-0000000001"]
     reps["r1"].replica_write_insert(P, [row(2)], "h2")
     drain(reps["r1"])
-    with pytest.raises(GuardFailed, match="no two adjacent parts"):
+    with pytest.raises(GuardFailed, match="lock is held between"):
         reps["r1"].replica_select_merge(P)
+    release_lock(admin, lock)  # the INSERT failed: nothing will ever be numbered 1
+    assert reps["r1"].replica_select_merge(P).new_part_name == f"{P}_0_2_1"
+    drain(reps["r1"])
+    assert [str(n) for n in reps["r1"].store.names(P)] == [f"{P}_0_2_1"]
+
+
+def test_block_numbers_are_locks_released_at_commit_and_a_duplicate_takes_none(cluster):
+    """block_numbers/{p}/ is empty at rest; a deduplicated INSERT does not take a number, so the
+    next one gets the next number in line, as on a real server."""
+    admin, reps = cluster
+    assert reps["r1"].replica_write_insert(P, [row(0)], "h0") == f"{P}_0_0_0"
+    assert reps["r1"].replica_write_insert(P, [row(0)], "h0") == "deduplicated"
+    assert reps["r1"].replica_write_insert(P, [row(1)], "h1") == f"{P}_1_1_0"
+    assert admin.get_children(LAYOUT.block_numbers(P)) == []
+    assert admin.get(f"{LAYOUT.blocks}/{P}_h1")[0] == f"{P}_1_1_0".encode()  # the id names its part
 
 
 def test_non_owner_cannot_select_a_merge(cluster):

@@ -152,6 +152,41 @@ def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind,
     assert (reps["r3"].has_rows_of(P) == expected) == converged
 
 
+@pytest.mark.parametrize("kind", ["mutation", "drop"])
+@pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
+                                             (frozenset({"clone_reads_skipped_entries_from_log"}), False)])
+def test_clone_target_gets_skipped_entries_the_cleanup_thread_trimmed(make_cluster, kind, bugs, converged):
+    """F16, as MC{Mutation,Drop}TrimmedLog_clone_reads_skipped_entries_from_log: every replica has
+    pulled the MUTATE_PART (or DROP_RANGE), so the cleanup thread removes it from the log, but the
+    owners have not executed it yet. F8's first fix re-reads skipped entries from the log and finds
+    none; the fix takes them from the keepers' queues."""
+    from reference.cleanup import CleanupSettings, cleanup_clear_old_logs
+    from reference.replica import client_drop_partition, client_mutate
+
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r1"])
+    drain(reps["r2"])
+    if kind == "mutation":
+        client_mutate(admin, LAYOUT, "UPDATE event = 'updated' WHERE 1")
+        reps["r1"].replica_select_mutation(P)
+        expected = [{**ROWS[0], "event": "updated"}]
+    else:
+        client_drop_partition(admin, LAYOUT, P)
+        expected = []
+    for rep in reps.values():
+        rep.pull_whole_log()          # queued on r1 and r2, skipped by r3; nobody executes it yet
+    cleanup_clear_old_logs(admin, LAYOUT, CleanupSettings(min_logs_to_keep=0))
+    assert admin.get_children(LAYOUT.log) == []
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    for r in ("r1", "r2"):
+        drain(reps[r])
+        assert reps[r].has_rows_of(P) == expected
+    assert (reps["r3"].has_rows_of(P) == expected) == converged
+
+
 def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_cluster, connect):
     """The coordinator (the source r1) loses its session mid-CLONE: SWITCH is refused until an
     active replica takes over (ReplicaTakeOverMigration), and the takeover is refused while the

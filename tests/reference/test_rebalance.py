@@ -134,10 +134,13 @@ def check_plan(assignments, replicas, busy, placement, moves):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(busy=False, capacities=True))
+@given(clusters(busy=False))
 def test_with_every_partition_movable_the_plan_has_exactly_lower_bound_moves(case):
     """The pigeonhole argument of rebalance.py: a direct improving move always exists, so the
-    plan is as short as the bound, with equal or unequal capacities."""
+    plan is as short as the bound. Equal capacities only: with unequal ones a replica over its
+    share may hold fewer partitions than one under it, all of them owned there too (r4: 3 of
+    band 1-2, r2: the same 3 of band 4-4 needs two moves, not one; Hypothesis found it), and the
+    next test holds the plan to the exact min-cost flow instead."""
     assignments, replicas, busy, placement = case
     moves = plan_rebalance(assignments, replicas, busy, placement)
     check_plan(assignments, replicas, busy, placement, moves)
@@ -298,7 +301,12 @@ def test_least_busy_rebalance_keeps_every_invariant_with_queries_and_inserts(tmp
         c.settle()
         for at in sorted(c.replicas):
             c.query(at=at)
-        assert len(moves) == 16
+        # The move count depends on which partitions the late inserts create mid-rebalance
+        # (each is assigned least loaded, often onto r11/r12), so the test holds the outcome
+        # instead: every partition's owners balanced over the twelve replicas.
+        owners = {p: read_assignment(c.admin, c.layout, p).owners for p in c.admin.get_children(c.layout.assignments)}
+        after = loads_of(owners, sorted(c.replicas))
+        assert max(after.values()) - min(after.values()) <= 1, after
         assert max(sum(1 for m in c.timeline if m["clone"] <= t < m["switch"]) for t in range(c.step)) > 4
         c.snapshot()
         assert violations(c.history, 2) == []

@@ -96,7 +96,7 @@ def test_steps_refuse_when_their_guard_is_false(make_cluster):
     admin, reps = make_cluster()
     with pytest.raises(GuardFailed, match="does not make it an owner"):
         reps["r3"].replica_write_insert(P, ROWS, "h1")  # r3's map: not an owner
-    with pytest.raises(GuardFailed, match="pulled all"):
+    with pytest.raises(GuardFailed, match="pulled every log entry"):
         reps["r3"].replica_pull_log()
     admin.create(f"{LAYOUT.queue('r3')}/queue-", LogEntry(GET_PART, new_part_name="202401-5_7_7_0").format(),
                  sequential=True)
@@ -106,11 +106,13 @@ def test_steps_refuse_when_their_guard_is_false(make_cluster):
     assert len(reps["r3"].queue()) == 1  # still queued, nothing half-done
 
 
-def test_a_write_to_a_known_partition_costs_one_block_number_request_and_one_multi(make_cluster):
+def test_a_write_to_a_known_partition_costs_a_lock_multi_and_a_commit_multi(make_cluster):
     _, reps = make_cluster()
     reps["r1"].load_map()
     reps["r1"].replica_write_insert(P, ROWS, "h1")  # the first write may create block_numbers/{p}
     before = dict(reps["r1"].keeper.ops)
     reps["r1"].replica_write_insert(P, ROWS, "h2")
     spent = {k: v - before.get(k, 0) for k, v in reps["r1"].keeper.ops.items() if v != before.get(k, 0)}
-    assert spent == {"create": 1, "multi": 1, "multi_ops": 4}  # the multi: Check, blocks/, log/, parts/
+    # The lock: Check, blocks/<id> created and deleted ("not exists"), block_numbers/{p}/block-N.
+    # The commit: Check, blocks/<id>, log/, parts/, the lock's removal.
+    assert spent == {"multi": 2, "multi_ops": 4 + 5}
