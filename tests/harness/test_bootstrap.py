@@ -31,3 +31,19 @@ def test_zookeeper_home_without_jars_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
     ok, msg = bootstrap.ensure_zookeeper()
     assert not ok and str(tmp_path) in msg
+
+
+def test_the_venvs_spark_submit_works_without_the_venv_activated():
+    import subprocess
+    import sys
+    from pathlib import Path
+    ok, msg = bootstrap.ensure_spark_submit()
+    assert ok, msg
+    venv_bin = Path(sys.prefix) / "bin"
+    # a shell that never activated the venv: no venv on PATH, no SPARK_HOME, no PYSPARK_*
+    env = {"HOME": str(Path.home()), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([str(venv_bin / "spark-submit"), "--version"], env=env, capture_output=True, text=True,
+                       timeout=120, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "version 3.5" in r.stderr + r.stdout
+    assert bootstrap.ensure_spark_submit() == (ok, msg)  # idempotent
