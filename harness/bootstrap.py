@@ -126,9 +126,64 @@ def ensure_clickhouse() -> tuple[bool, str]:
                        "to a clickhouse-server binary")
 
 
+SPARK_ENV = """# Written by `make setup` (harness/bootstrap.py); rewritten at each run.
+# The venv's Python for the job's driver and executors, so that this venv's spark-submit works
+# without the venv activated (the default is whatever python3 comes first on PATH).
+PYSPARK_PYTHON="${{PYSPARK_PYTHON:-{python}}}"
+PYSPARK_DRIVER_PYTHON="${{PYSPARK_DRIVER_PYTHON:-{python}}}"
+# Bind to loopback unless told otherwise (Spark picks a non-loopback address on these machines).
+SPARK_LOCAL_IP="${{SPARK_LOCAL_IP:-127.0.0.1}}"
+"""
+
+
+FIND_SPARK_HOME_DEFAULT = 'PYSPARK_DRIVER_PYTHON="${PYSPARK_PYTHON:-"python3"}"'
+
+
+SPARK_LOG4J = """# Written by `make setup` (harness/bootstrap.py): the venv's Spark logs warnings and errors only
+# (Spark's default prints every INFO line of spark-submit's start to the terminal).
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+"""
+
+
+def ensure_spark_submit(venv: Path | None = None) -> tuple[bool, str]:
+    """Make the venv's `bin/spark-submit` work when the venv is not activated.
+
+    pip's pyspark puts `spark-submit` in the venv's bin/; it finds SPARK_HOME by running
+    `find_spark_home.py` with the first `python3` on PATH (bin/find-spark-home), which, without the
+    venv on PATH, has no pyspark: the script fails. That default is pointed at the venv's Python
+    here (pip rewrites the file when it reinstalls pyspark; `make setup` runs this again). Then
+    Spark's `conf/spark-env.sh` names the venv's Python for the job's driver and executors."""
+    venv = venv or Path(sys.prefix)
+    python = venv / "bin" / "python"
+    script = venv / "bin" / "find-spark-home"
+    import importlib.util
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.origin or not script.is_file():
+        return False, "pyspark is not installed in the venv: run `make setup`"
+    text = script.read_text()
+    ours = FIND_SPARK_HOME_DEFAULT.replace('"python3"', f'"{python}"')
+    if ours not in text:
+        if FIND_SPARK_HOME_DEFAULT not in text:
+            return False, f"{script} has changed (no `{FIND_SPARK_HOME_DEFAULT}`): spark-submit needs the venv activated"
+        script.write_text(text.replace(FIND_SPARK_HOME_DEFAULT, ours))
+    home = Path(spec.origin).parent
+    (home / "conf").mkdir(exist_ok=True)
+    (home / "conf" / "spark-env.sh").write_text(SPARK_ENV.format(python=python))
+    (home / "conf" / "log4j2.properties").write_text(SPARK_LOG4J)
+    return True, f"{venv / 'bin' / 'spark-submit'} works without activating the venv (SPARK_HOME {home})"
+
+
 def main() -> int:
     checks = [("java", check_java), ("tlc", ensure_tlc), ("zookeeper", ensure_zookeeper),
-              ("clickhouse", ensure_clickhouse)]
+              ("clickhouse", ensure_clickhouse), ("spark", ensure_spark_submit)]
     failed = False
     for name, fn in checks:
         ok, msg = fn()

@@ -73,7 +73,7 @@ def bench_spark(quick: bool) -> dict:
             if s["rc"] != 0:
                 raise RuntimeError(f"spark_check failed on a correct synthetic history of {n} rows (exit {s['rc']})")
             check_secs = json.loads(report.read_text())["results"][0]["seconds"]
-            print(f"bench: ... and with DuckDB", flush=True)
+            print("bench: ... and with DuckDB", flush=True)
             k = run_measured([sys.executable, "-m", "pyspark_jobs.duckdb_check", str(folder)])
             if k["rc"] != 0:
                 raise RuntimeError(f"duckdb_check failed on a correct synthetic history of {n} rows (exit {k['rc']})")

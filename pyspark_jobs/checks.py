@@ -1,34 +1,25 @@
-"""The invariants, as Spark DataFrame queries over a history (schema: pyspark_jobs/README.md).
+"""The invariants: decided from the facts pass (facts.py) where its sums are exact or show no
+suspect, and otherwise by a DataFrame of the violating rows, which also gives the sample.
 
-Every check is a DataFrame of violating rows; the job counts it and takes a bounded sample, so
-nothing proportional to the input reaches the driver. Joins and aggregations are keyed by
-partition_id (or carry it), so they shuffle by partition.
+A history that holds costs one pass over its large tables. One that does not is read again for
+each invariant that fails, to show its violating rows.
 
 Names are the spec's where the spec has the invariant (spec/SelectiveReplication.tla).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import time
+from functools import reduce
+from typing import Callable
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-# Columns the checks need; any others in the files are ignored.
-REQUIRED = {
-    "run": {"replication_factor": "bigint"},
-    "inserts": {"insert_id": "string", "partition_id": "string", "row_id": "bigint", "status": "string",
-                "ack_step": "bigint"},
-    "queries": {"query_id": "string", "start_step": "bigint", "status": "string",
-                "partitions_requested": "array<string>"},
-    "query_rows": {"query_id": "string", "partition_id": "string", "row_id": "bigint"},
-    "parts": {"snapshot_step": "bigint", "replica": "string", "partition_id": "string", "part_name": "string",
-              "row_id": "bigint"},
-    "assignments": {"snapshot_step": "bigint", "partition_id": "string", "owners": "array<string>",
-                    "leaving_replica": "string"},
-}
+from pyspark_jobs import facts
+from pyspark_jobs.facts import KEYS, Facts, bits_of, shift
+from pyspark_jobs.load import INSERT, PART, RETURNED, History, check_large, read_table
+from pyspark_jobs.local_frame import local_frame
 
 DESCRIPTIONS = {
     "OwnersCompleteInv": "every acknowledged row is in the final state of every owner of its partition",
@@ -38,145 +29,194 @@ DESCRIPTIONS = {
     "ReplicationFactorInv": "every partition with acknowledged rows is complete on at least replication_factor replicas",
     "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
-    "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote",
+    "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
 }
+TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows"}
 
 
-class HistoryError(ValueError):
-    """A history folder the checker cannot read: a missing table file or a missing column."""
+# --- the violating rows of each invariant (run only when it does not hold) -----------------------
+class Violations:
+    def __init__(self, spark: SparkSession, fx: Facts):
+        self.spark, self.fx, self.h = spark, fx, fx.h
+
+    def _large(self) -> DataFrame:
+        return self.h.large(self.spark)
+
+    def held(self) -> DataFrame:
+        """(replica, partition_id, row_id): every copy a replica holds at the final snapshot."""
+        c = F.col
+        return (self._large().filter((c("t") == PART) & (c("step") == self.h.final_step))
+                .select(c("who").alias("replica"), *KEYS))
+
+    def returned(self) -> DataFrame:
+        """(query_id, partition_id, row_id) of every row a completed query returned."""
+        done = local_frame(self.spark, [("query_id", "string")], [(q,) for q, _, _ in self.h.done_queries])
+        return (self._large().filter(F.col("t") == RETURNED).select(F.col("who").alias("query_id"), *KEYS)
+                .join(F.broadcast(done), "query_id", "left_semi"))
+
+    def replicas_in(self, masks) -> F.Column:
+        """The names of the replicas whose bits are set in `masks` (one column per word)."""
+        names = self.fx.names
+
+        def word_names(w: int, m):  # a closure, not default arguments: Spark passes a lambda's
+            return F.transform(      # second parameter the element's index
+                F.filter(F.sequence(F.lit(0), F.lit(facts.WORD - 1)), lambda b: shift("shiftright", m, b).bitwiseAND(1) == 1),
+                lambda b: F.element_at(names, b + (w * facts.WORD + 1)))
+
+        per_word = [word_names(w, m) for w, m in zip(self.fx.words, masks)]
+        return F.concat(*per_word) if len(per_word) > 1 else per_word[0]
+
+    def OwnersCompleteInv(self) -> DataFrame:
+        """(partition_id, replica, row_id): an owner lacking an acknowledged row (replica null when
+        the partition has no owner in the final assignment)."""
+        fx, c = self.fx, F.col
+        acked = fx.with_partitions(fx.rows.filter(c("n_ok") > 0))
+        missing, no_owner = fx.missing(), fx.no_owner()
+        lacking = acked.filter(reduce(lambda a, b: a | b, [m != 0 for m in missing], no_owner))
+        return lacking.select("partition_id", F.explode(F.when(no_owner, F.array(F.lit(None).cast("string")))
+                                                        .otherwise(self.replicas_in(missing))).alias("replica"), "row_id")
+
+    def NoDuplicateRowsInv(self) -> DataFrame:
+        return self.held().groupBy("replica", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
+
+    def NoForeignPartsInv(self) -> DataFrame:
+        """(replica, partition_id, rows): rows kept by a replica neither owning nor leaving the partition."""
+        allowed = local_frame(self.spark, [("partition_id", "string"), ("replica", "string")],
+                              [(pid, r) for pid, owners, leaving in self.h.assignment
+                               for r in owners + ([leaving] if leaving else [])])
+        return (self.held().join(F.broadcast(allowed), ["partition_id", "replica"], "left_anti")
+                .groupBy("replica", "partition_id").agg(F.count("*").alias("rows")))
+
+    def AmbiguousInsertAtomicInv(self) -> DataFrame:
+        """(insert_id, partition_id, replica, present, rows): an owner with some, not all, of the rows
+        of an insert of unknown outcome."""
+        c = F.col
+        owners = self.fx.partitions.select("partition_id", F.explode("owner_list").alias("o"))
+        unknown = (read_table(self.spark, self.h.sources["inserts"]).filter(c("status") == "unknown")
+                   .select("insert_id", *KEYS).join(F.broadcast(owners), "partition_id")
+                   .select("insert_id", *KEYS, c("o.replica").alias("replica")))
+        held = self.held().distinct().withColumn("here", F.lit(1))
+        per_owner = (unknown.join(held, ["replica", *KEYS], "left").groupBy("insert_id", "partition_id", "replica")
+                     .agg(F.count("here").alias("present"), F.count("*").alias("rows")))
+        return per_owner.filter((c("present") > 0) & (c("present") < c("rows")))
+
+    def NoPhantomRowsInv(self) -> DataFrame:
+        """(where, who, partition_id, row_id): a row held or returned that no ok or unknown insert wrote."""
+        c, h = F.col, self.h
+        rows = self._large()
+        written = rows.filter((c("t") == INSERT) & c("code").isin(0, 2)).select(*KEYS)
+        there = rows.filter(((c("t") == PART) & (c("step") == h.final_step)) | (c("t") == RETURNED))
+        return (there.join(written, KEYS, "left_anti")
+                .select(F.when(c("t") == PART, "replica").otherwise("query").alias("where"), c("who"), *KEYS).distinct())
+
+    def QueryNoDuplicateInv(self) -> DataFrame:
+        return self.returned().groupBy("query_id", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
+
+    def QueryNoMissingInv(self) -> DataFrame:
+        """(query_id, partition_id, row_id): a row acknowledged before a completed query started, in a
+        partition it asked for (every partition with acknowledged rows when it asked for all), that
+        the query did not return."""
+        h, fx = self.h, self.fx
+        asked = local_frame(self.spark, [("partition_id", "string"), ("query_id", "string"), ("start_step", "bigint")],
+                            [(p, q, start) for q, start, requested in h.done_queries if requested is not None
+                             for p in sorted(set(requested))])
+        whole = local_frame(self.spark, [("query_id", "string"), ("start_step", "bigint")],
+                            [(q, start) for q, start, requested in h.done_queries if requested is None])
+        acked = fx.rows.filter(F.col("n_ok") > 0).select(*KEYS, "ack_step")
+        owed = (acked.join(F.broadcast(asked), "partition_id").unionByName(acked.crossJoin(F.broadcast(whole)))
+                .filter(F.col("ack_step") < F.col("start_step")).select("query_id", *KEYS))
+        return owed.join(self.returned().distinct(), ["query_id", *KEYS], "left_anti")
 
 
-@dataclass
-class History:
-    run: DataFrame
-    inserts: DataFrame
-    queries: DataFrame
-    query_rows: DataFrame
-    parts: DataFrame
-    assignments: DataFrame
+Progress = Callable[[str, dict, float], None]
 
 
-def _table_path(folder: Path, table: str) -> tuple[str, str]:
-    for fmt, ext in (("parquet", "parquet"), ("json", "jsonl"), ("json", "json")):
-        p = folder / f"{table}.{ext}"
-        if p.exists():
-            return str(p), fmt
-    raise HistoryError(f"history {folder} has no {table}.parquet or {table}.jsonl")
-
-
-def load_history(spark: SparkSession, folder: str) -> History:
-    """Read the six tables; JSON lines are read with the required schema. Raises HistoryError
-    naming every missing file or column."""
-    root = Path(folder)
-    if not root.is_dir() and "://" not in folder:
-        raise HistoryError(f"history folder {folder} does not exist")
-    frames, problems = {}, []
-    for table, cols in REQUIRED.items():
-        try:
-            path, fmt = _table_path(root, table)
-        except HistoryError as e:
-            problems.append(str(e))
-            continue
-        if fmt == "parquet":
-            df = spark.read.parquet(path)
-        else:
-            df = spark.read.schema(", ".join(f"`{c}` {t}" for c, t in cols.items())).json(path)
-        missing = sorted(set(cols) - set(df.columns))
-        if missing:
-            problems.append(f"{path} lacks column(s) {', '.join(missing)}")
-            continue
-        frames[table] = df.select(*[F.col(c).cast(t).alias(c) for c, t in cols.items()])
-    if problems:
-        raise HistoryError("; ".join(problems))
-    return History(**frames)
-
-
-def final_state(h: History) -> tuple[DataFrame, DataFrame]:
-    """(rows every replica holds at the last snapshot, (partition_id, replica) owners there)."""
-    last_parts = h.parts.agg(F.max("snapshot_step").alias("s"))
-    final = h.parts.join(F.broadcast(last_parts), h.parts.snapshot_step == F.col("s")).drop("s")
-    last_asg = h.assignments.agg(F.max("snapshot_step").alias("s"))
-    asg = h.assignments.join(F.broadcast(last_asg), h.assignments.snapshot_step == F.col("s")).drop("s")
-    return final, asg
-
-
-def violations(h: History, persisted: list | None = None) -> dict[str, DataFrame]:
-    """Each invariant's violating rows (empty when it holds). DataFrames persisted for reuse are
-    appended to `persisted`, for the caller to unpersist when done."""
-    persisted = [] if persisted is None else persisted
-    final, asg = final_state(h)
-    owners = asg.select("partition_id", F.explode("owners").alias("replica"))
-    ok = h.inserts.filter(F.col("status") == "ok").select("partition_id", "row_id", "ack_step", "insert_id")
-    written = h.inserts.filter(F.col("status").isin("ok", "unknown")).select("row_id").distinct()
-    held = final.select("replica", "partition_id", "row_id")
-    # Three checks join against the rows each replica holds: compute them once (spills to disk
-    # past memory, so any size works).
-    held_once = held.distinct().persist(StorageLevel.MEMORY_AND_DISK)
-    persisted.append(held_once)
-    rf = h.run.select(F.max("replication_factor").alias("rf"))
-
-    # OwnersCompleteInv: (owner, acknowledged row) pairs with the row absent on that owner; rows of
-    # a partition with no assignment at all count too (replica null).
-    expected = ok.join(owners, "partition_id", "left")
-    missing = expected.join(held_once, ["replica", "partition_id", "row_id"], "left_anti").persist(
-        StorageLevel.MEMORY_AND_DISK)  # reused by ReplicationFactorInv
-    persisted.append(missing)
-    out = {"OwnersCompleteInv": missing.select("partition_id", "replica", "row_id", "insert_id")}
-
-    out["NoDuplicateRowsInv"] = (held.groupBy("replica", "partition_id", "row_id").count()
-                                 .filter(F.col("count") > 1))
-
-    # QueryNoMissingInv: expected (query, row) pairs: rows acknowledged before the query started,
-    # in the partitions it asked for (all known partitions when partitions_requested is null).
-    done = h.queries.filter(F.col("status") == "complete")
-    partitions = ok.select("partition_id").distinct()
-    asked = (done.filter(F.col("partitions_requested").isNotNull())
-             .select("query_id", "start_step", F.explode("partitions_requested").alias("partition_id"))
-             .unionByName(done.filter(F.col("partitions_requested").isNull())
-                          .select("query_id", "start_step").crossJoin(F.broadcast(partitions))))
-    owed = (asked.join(ok, "partition_id").filter(F.col("ack_step") < F.col("start_step"))
-            .select("query_id", "partition_id", "row_id"))
-    returned = h.query_rows.select("query_id", "partition_id", "row_id")
-    out["QueryNoMissingInv"] = owed.join(returned.distinct(), ["query_id", "partition_id", "row_id"], "left_anti")
-
-    out["QueryNoDuplicateInv"] = (returned.join(done.select("query_id"), "query_id")
-                                  .groupBy("query_id", "partition_id", "row_id").count().filter(F.col("count") > 1))
-
-    # ReplicationFactorInv: owners with no missing row, per partition with acknowledged rows.
-    incomplete = missing.select("partition_id", "replica").distinct()
-    complete = owners.join(incomplete, ["partition_id", "replica"], "left_anti").groupBy("partition_id").agg(
-        F.count("*").alias("complete_copies"))
-    out["ReplicationFactorInv"] = (partitions.join(complete, "partition_id", "left")
-                                   .fillna(0, ["complete_copies"]).crossJoin(F.broadcast(rf))
-                                   .filter(F.col("complete_copies") < F.col("rf")))
-
-    allowed = owners.unionByName(asg.filter(F.col("leaving_replica").isNotNull())
-                                 .select("partition_id", F.col("leaving_replica").alias("replica")))
-    out["NoForeignPartsInv"] = (held.groupBy("replica", "partition_id").agg(F.count("*").alias("rows"))
-                                .join(allowed, ["replica", "partition_id"], "left_anti"))
-
-    unknown = h.inserts.filter(F.col("status") == "unknown").select("insert_id", "partition_id", "row_id")
-    sizes = unknown.groupBy("insert_id").agg(F.count("*").alias("rows"))
-    present = (unknown.join(owners, "partition_id").join(held_once, ["replica", "partition_id", "row_id"])
-               .groupBy("insert_id", "replica").agg(F.count("*").alias("present")))
-    out["AmbiguousInsertAtomicInv"] = present.join(sizes, "insert_id").filter(F.col("present") != F.col("rows"))
-
-    out["NoPhantomRowsInv"] = (held_once.select(F.lit("replica").alias("where"), F.col("replica").alias("who"), "row_id")
-                               .unionByName(returned.select(F.lit("query").alias("where"), F.col("query_id").alias("who"),
-                                                            "row_id"))
-                               .join(written, "row_id", "left_anti"))
-    return out
-
-
-def check(h: History, sample: int = 5) -> dict:
-    """Run every invariant: {name: {holds, violations, sample, description}}."""
-    report, persisted = {}, []
-    for name, df in violations(h, persisted).items():
-        df = df.cache()
+def _sample(df: DataFrame, n: int | None, sample: int) -> tuple[int, list[dict]]:
+    if n is None:
         n = df.count()
-        rows = [r.asDict(recursive=True) for r in df.limit(sample).collect()] if n else []
-        df.unpersist()
-        report[name] = {"holds": n == 0, "violations": n, "sample": rows, "description": DESCRIPTIONS[name]}
-    for df in persisted:
-        df.unpersist()
-    return report
+    return n, ([r.asDict(recursive=True) for r in df.limit(sample).collect()] if n else [])
+
+
+def totals_of(groups: list[dict]) -> dict:
+    t = {"rows": {TABLE_OF[k]: 0 for k in TABLE_OF}, "bad": {TABLE_OF[k]: 0 for k in TABLE_OF}}
+    for g in groups:
+        for k, name in TABLE_OF.items():
+            t["bad"][name] |= g[f"bad{k}"] or 0
+        t["rows"]["inserts"] += g["inserts"] or 0
+        t["rows"]["parts"] += g["parts"] or 0
+        t["rows"]["query_rows"] += g["returned"] or 0
+    t["acknowledged"] = sum(g["acknowledged"] or 0 for g in groups)
+    t["unknown"] = sum(g["unknown"] or 0 for g in groups)
+    t["last_parts"] = max((g["last_part"] for g in groups if g["last_part"] is not None), default=-1)
+    return t
+
+
+def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
+    """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
+    the input's row counts. `progress` is called after the pass and as each invariant is decided."""
+    t0 = time.perf_counter()
+    fx = Facts(spark, h)
+    groups = fx.summary()
+    totals = totals_of(groups)
+    check_large(spark, h, totals)  # nothing is said about a history until all of it is known good
+    counts = {"inserted_rows": totals["rows"]["inserts"], "acknowledged_rows": totals["acknowledged"],
+              "unknown_rows": totals["unknown"], "part_rows": totals["rows"]["parts"],
+              "returned_rows": totals["rows"]["query_rows"], "queries": h.queries,
+              "complete_queries": len(h.done_queries), "partitions": len({g["partition_id"] for g in groups})}
+    if progress:
+        progress("one pass over the large tables", {"counts": counts}, time.perf_counter() - t0)
+
+    report, rows = {}, Violations(spark, fx)
+
+    def decide(name: str, n: int | None):
+        """n: the violation count when the pass gave it exactly, None to count the rows."""
+        t1 = time.perf_counter()
+        n, got = (0, []) if n == 0 else _sample(getattr(rows, name)(), n, sample)
+        r = report[name] = {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
+                            "seconds": round(time.perf_counter() - t1, 2)}
+        if progress:
+            progress(name, r, r["seconds"])
+
+    s = lambda key: sum(g.get(key) or 0 for g in groups)  # noqa: E731
+    decide("OwnersCompleteInv", s("lost"))
+    decide("NoDuplicateRowsInv", None if s("doubled") else 0)
+
+    # ReplicationFactorInv: per partition, owners missing none of its acknowledged rows.
+    t1 = time.perf_counter()
+    per_partition: dict[str, dict] = {}
+    for g in groups:
+        p = per_partition.setdefault(g["partition_id"], {"acked": 0, "miss": [0] * len(fx.words),
+                                                           "foreign": [0] * len(fx.words)})
+        p["acked"] += g["acked_rows"] or 0
+        for w in fx.words:
+            p["miss"][w] |= g[f"miss{w}"] or 0
+            p["foreign"][w] |= g[f"foreign{w}"] or 0
+    short = []
+    for pid, p in sorted(per_partition.items()):
+        own = fx.own.get(pid, [0] * len(fx.words))
+        complete = sum(bin(o & ~m).count("1") for o, m in zip(own, p["miss"]))
+        if p["acked"] and complete < h.replication_factor:
+            short.append({"partition_id": pid, "complete_copies": complete, "rf": h.replication_factor})
+    report["ReplicationFactorInv"] = {"holds": not short, "violations": len(short), "sample": short[:sample],
+                                      "description": DESCRIPTIONS["ReplicationFactorInv"],
+                                      "seconds": round(time.perf_counter() - t1, 2)}
+    if progress:
+        progress("ReplicationFactorInv", report["ReplicationFactorInv"], report["ReplicationFactorInv"]["seconds"])
+
+    # NoForeignPartsInv: the (replica, partition) pairs are the foreign bits, unless a holder is
+    # named by no assignment (then its rows are foreign, and only the rows tell how many pairs).
+    foreign = sum(len(bits_of(p["foreign"])) for p in per_partition.values())
+    decide("NoForeignPartsInv", None if s("unnamed") else foreign)
+
+    # AmbiguousInsertAtomicInv: owners on which some, not all, rows of an insert are present.
+    partial = sum(len(bits_of([(g[f"some{w}"] or 0) & ~(g[f"every{w}"] or 0) for w in fx.words]))
+                  for g in groups if g["unknown_insert"] is not None)
+    decide("AmbiguousInsertAtomicInv", None if partial else 0)  # an insert-id hash shared by two inserts over-counts
+    decide("NoPhantomRowsInv", None if s("phantom") else 0)
+    if fx.qwords is None:  # too many queries for masks: the joins decide
+        decide("QueryNoDuplicateInv", None)
+        decide("QueryNoMissingInv", None)
+    else:
+        decide("QueryNoDuplicateInv", None if s("returned_twice") else 0)
+        decide("QueryNoMissingInv", s("query_missed"))
+    return report, counts

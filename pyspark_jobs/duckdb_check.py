@@ -64,9 +64,9 @@ QUERIES = {
                          AND h.row_id = u.row_id GROUP BY ALL)
         SELECT count(*) FROM present p JOIN sizes s USING (insert_id) WHERE p.n <> s.n""",
     "NoPhantomRowsInv": """
-        WITH written AS (SELECT DISTINCT row_id FROM inserts WHERE status IN ('ok', 'unknown'))
-        SELECT count(*) FROM (SELECT row_id FROM held UNION ALL SELECT row_id FROM query_rows) x
-        WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.row_id = x.row_id)""",
+        WITH written AS (SELECT DISTINCT partition_id, row_id FROM inserts WHERE status IN ('ok', 'unknown'))
+        SELECT count(*) FROM (SELECT partition_id, row_id FROM held UNION ALL SELECT partition_id, row_id FROM query_rows) x
+        WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.partition_id = x.partition_id AND w.row_id = x.row_id)""",
 }
 
 

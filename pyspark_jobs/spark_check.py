@@ -2,18 +2,21 @@
 on the history a reference run wrote.
 
     spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR [--report out.json]
-    python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]]
+    python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]|spark://HOST:PORT]
     python -m pyspark_jobs.spark_check --scale small|large   (make spark-check: runs reference
         workloads with migrations and crashes, then checks their histories)
 
-Prints a table of the invariants (holds / violations / a sample) and exits 1 when any fails,
-2 when the history cannot be read (the missing file or column is named).
+Prints a line per invariant as it finishes. Exit status: 0 every invariant holds, 1 a violation
+was found, 2 bad input or usage, 3 the environment failed (Java, Spark, the cluster). Errors are
+one line on stderr naming the problem and the log with the details; never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -22,35 +25,64 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make `pyspark_jobs` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyspark_jobs.checks import HistoryError, check, load_history  # noqa: E402
+from pyspark_jobs.errors import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput,  # noqa: E402
+                                 EnvironmentFailure, root_cause, unreadable_file)
+from pyspark_jobs.layout import find_tables  # noqa: E402
+
+log = logging.getLogger("spark_check")
 
 
-def session(master: str | None):
-    try:
-        from harness.spark import spark_session  # the repository's local settings
-        return spark_session("spark-check", master)
-    except ImportError:  # shipped alone to a cluster: spark-submit's settings rule
-        from pyspark.sql import SparkSession
-        builder = SparkSession.builder.appName("spark-check")
-        return (builder.master(master) if master else builder).getOrCreate()
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as for any bad input
+        raise BadInput(f"{message} (see {self.prog} --help)")
 
 
-def print_report(report: dict, out=None) -> None:
-    out = out or sys.stdout
-    width = max(len(k) for k in report)
-    for name, r in report.items():
-        verdict = "holds" if r["holds"] else f"VIOLATED ({r['violations']} rows)"
-        print(f"  {name.ljust(width)}  {verdict}", file=out)
-        for row in r["sample"]:
-            print(f"  {' ' * width}    e.g. {row}", file=out)
+def say(line: str = "") -> None:
+    print(line, flush=True)
 
 
-def check_folder(spark, folder: str, sample: int) -> dict:
+def print_progress(name: str, r: dict, seconds: float, width: int = 26) -> None:
+    if "counts" in r:  # the pass over the large tables
+        n = r["counts"]
+        say(f"  {name}: {seconds:.1f} s; {n['inserted_rows']:,} inserted rows ({n['acknowledged_rows']:,} "
+            f"acknowledged, {n['unknown_rows']:,} unknown) in {n['partitions']:,} partitions, {n['part_rows']:,} part "
+            f"rows, {n['complete_queries']:,} completed queries returning {n['returned_rows']:,} rows")
+        return
+    verdict = "holds" if r["holds"] else f"VIOLATED ({r['violations']:,} rows)"
+    say(f"  {name.ljust(width)}  {verdict:<30} {seconds:6.1f} s")
+    for row in r["sample"]:
+        say(f"  {' ' * width}    e.g. {row}")
+
+
+def check_folder(spark, folder: str, sample: int, partitions: int | None = None) -> dict:
+    """Read, check the input, decide the invariants (printing each as it is decided); the result."""
+    from pyspark_jobs.checks import check
+    from pyspark_jobs.jobstats import counted
+    from pyspark_jobs.load import load_history, plan_settings
+
     t0 = time.perf_counter()
-    h = load_history(spark, folder)
-    report = check(h, sample)
+    say(f"{folder}: reading ...")
+    with counted(spark, "spark-check") as stats:
+        h = load_history(spark, folder, partitions)
+        say(f"  small tables read and checked in {time.perf_counter() - t0:.1f} s: final snapshot at step "
+            f"{h.final_step}, {len(h.assignment):,} partitions assigned to {len(h.replicas)} replicas, "
+            f"replication factor {h.replication_factor}")
+        try:
+            with plan_settings(spark, h.partitions):
+                report, counts = check(spark, h, sample, print_progress)
+        finally:
+            h.close()
     return {"input": folder, "invariants": report, "seconds": round(time.perf_counter() - t0, 2),
-            "inserted_rows": h.inserts.count(), "holds": all(r["holds"] for r in report.values())}
+            "inserted_rows": counts["inserted_rows"], "counts": counts, "partitions": h.partitions,
+            "final_step": h.final_step, "spark": {**stats.as_dict(), "master": spark.sparkContext.master,
+                                                  "executors": _executors(spark)},
+            "holds": all(r["holds"] for r in report.values())}
+
+
+def _executors(spark) -> int:
+    """Executors that served the job (the driver is one in local mode)."""
+    n = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
+    return n if spark.sparkContext.master.startswith("local") else n - 1
 
 
 def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
@@ -63,7 +95,7 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     with tempfile.TemporaryDirectory() as d:
         for seed, bugs in cases:
             folder = Path(d) / f"seed{seed}-{'-'.join(sorted(bugs)) or 'fixed'}"
-            print(f"spark-check: reference run seed {seed} {sorted(bugs) or '(fixed protocol)'} ...", flush=True)
+            say(f"spark-check: reference run seed {seed} {sorted(bugs) or '(fixed protocol)'} ...")
             # The broken run keeps the small scenario whatever the scale: its seed is one where
             # the switch does lose rows (at the large scale, seed 1 happens not to), and the
             # point is that Spark finds what is there.
@@ -71,55 +103,98 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
             res = check_folder(spark, run["history"], sample)
             res.update(run=run, bugs=sorted(bugs), seed=seed)
             agree = res["holds"] == (run["oracle_violations"] == 0)
-            expected = not bugs
-            res["as_expected"] = agree and res["holds"] == expected
+            res["as_expected"] = agree and res["holds"] == (not bugs)
             ok &= res["as_expected"]
-            print(f"  {run['rows']} rows, {run['moves']} moves, {run['queries']} queries; spark: "
-                  f"{'holds' if res['holds'] else 'violations'}; oracle: {run['oracle_violations']} violations; "
-                  f"{'as expected' if res['as_expected'] else 'NOT AS EXPECTED'} ({res['seconds']} s)")
-            print_report(res["invariants"])
+            say(f"  {run['rows']} rows, {run['moves']} moves, {run['queries']} queries; spark: "
+                f"{'holds' if res['holds'] else 'violations'}; oracle: {run['oracle_violations']} violations; "
+                f"{'as expected' if res['as_expected'] else 'NOT AS EXPECTED'} ({res['seconds']} s)")
             results.append(res)
     return results, ok
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="spark_check", description=__doc__.splitlines()[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--input", action="append", help="a history folder (repeatable)")
-    src.add_argument("--scale", choices=["small", "large"], help="run reference workloads, then check them")
-    ap.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2]; spark-submit sets it)")
-    ap.add_argument("--sample", type=int, default=5, help="violating rows shown per invariant")
-    ap.add_argument("--report", help="write the JSON report there")
-    a = ap.parse_args(argv)
-    from pyspark.sql import SparkSession
-    owned = SparkSession.getActiveSession() is None  # a caller's session (tests) is left running
-    spark = session(a.master)
+def _default_log() -> str:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return str(Path(tempfile.gettempdir()) / f"spark_check-{stamp}-{__import__('os').getpid()}.log")
+
+
+def _open_log(path: str) -> logging.Handler:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # pyspark's warnings go to the log, not the terminal
+    return handler
+
+
+def _fail(kind: str, message: str, log_path: str | None, code: int) -> int:
+    where = f" (log: {log_path})" if log_path else ""  # a usage error happens before there is a log
+    print(f"spark_check: {kind}: {message}{where}", file=sys.stderr, flush=True)
+    return code
+
+
+def run(a: argparse.Namespace) -> int:
+    from pyspark_jobs import session
+    rows = 0  # the large tables' rows (reference workloads: a few thousand)
+    for folder in a.input or []:  # a folder of the wrong shape is refused before a JVM starts
+        rows += sum(src.rows for src in find_tables(folder).values() if src.table.large)
+    spark, owned = session.start(a.master, a.log, a.executor_timeout, rows)
     try:
         if a.scale:
             results, ok = run_scale(spark, a.scale, a.sample)
             summary = (f"{sum(1 for r in results if r['as_expected'])}/{len(results)} reference runs as expected "
                        f"({sum(r['inserted_rows'] for r in results)} rows)")
         else:
-            results = []
-            for folder in a.input:
-                try:
-                    res = check_folder(spark, folder, a.sample)
-                except HistoryError as e:
-                    print(f"error: {e}", file=sys.stderr)
-                    return 2
-                print(f"{folder}: {res['inserted_rows']} inserted rows, {res['seconds']} s")
-                print_report(res["invariants"])
-                results.append(res)
+            results = [check_folder(spark, folder, a.sample, a.partitions) for folder in a.input]
             ok = all(r["holds"] for r in results)
             summary = f"{len(results)} histories, {'all invariants hold' if ok else 'VIOLATIONS'}"
         if a.report:
             Path(a.report).parent.mkdir(parents=True, exist_ok=True)
             Path(a.report).write_text(json.dumps({"results": results, "summary": summary}, indent=1, default=str))
-        print(summary)
-        return 0 if ok else 1
+        say(summary)
+        return HOLDS if ok else VIOLATED
     finally:
         if owned:
             spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="spark_check", description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", action="append", help="a history folder (repeatable)")
+    src.add_argument("--scale", choices=["small", "large"], help="run reference workloads, then check them")
+    ap.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2]; spark-submit sets it)")
+    ap.add_argument("--sample", type=int, default=5, help="violating rows shown per invariant")
+    ap.add_argument("--report", help="write the JSON report there")
+    ap.add_argument("--log", default=None, help="the log file (default: a new file in the temporary folder)")
+    ap.add_argument("--partitions", type=int, help="partitions of the large tables (default: from their size)")
+    ap.add_argument("--executor-timeout", type=float, default=60.0,
+                    help="seconds to wait for a cluster executor before giving up (exit 3)")
+    log_path, handler = _default_log(), None
+    try:
+        a = ap.parse_args(argv)
+        log_path = a.log = a.log or log_path
+        handler = _open_log(log_path)
+        log.info("spark_check %s", argv if argv is not None else sys.argv[1:])
+        return run(a)
+    except BadInput as e:
+        log.info("bad input: %s", e)
+        return _fail("bad input", str(e), log_path if handler else None, BAD_INPUT)
+    except EnvironmentFailure as e:
+        log.exception("environment")
+        return _fail("environment", str(e), log_path, ENVIRONMENT)
+    except Exception as e:  # a Spark job failed: a file it could not read is the input's fault
+        log.exception("failed")
+        text = str(e)
+        path = unreadable_file(text)
+        if path:
+            return _fail("bad input", f"{path}: cannot be read ({root_cause(text)})", log_path, BAD_INPUT)
+        return _fail("environment", f"Spark failed: {root_cause(text)}", log_path, ENVIRONMENT)
+    finally:
+        if handler:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
 
 
 if __name__ == "__main__":

@@ -62,3 +62,19 @@ def test_apt_lists_are_updated_once_per_setup(monkeypatch):
     assert bootstrap._apt_install("clickhouse-server", "clickhouse-client")[0]
     assert [c[:2] for c in commands] == [["apt-get", "update"], ["apt-get", "install"], ["apt-get", "install"]]
     assert commands[-1][-2:] == ["clickhouse-server", "clickhouse-client"]
+
+
+def test_the_venvs_spark_submit_works_without_the_venv_activated():
+    import subprocess
+    import sys
+    from pathlib import Path
+    ok, msg = bootstrap.ensure_spark_submit()
+    assert ok, msg
+    venv_bin = Path(sys.prefix) / "bin"
+    # a shell that never activated the venv: no venv on PATH, no SPARK_HOME, no PYSPARK_*
+    env = {"HOME": str(Path.home()), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([str(venv_bin / "spark-submit"), "--version"], env=env, capture_output=True, text=True,
+                       timeout=120, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "version 3.5" in r.stderr + r.stdout
+    assert bootstrap.ensure_spark_submit() == (ok, msg)  # idempotent

@@ -1,17 +1,28 @@
-"""The PySpark checker: it passes correct histories (synthetic and from reference runs with
-migrations and crashes), catches each injected violation with the invariant named for it, agrees
-with the in-process oracle, and names unreadable input."""
+"""The PySpark checker's verdicts: it passes correct histories (synthetic and from reference runs
+with migrations and crashes), catches each injected violation with the invariant named for it and
+exactly the rows injected, agrees with the in-process oracle, and keeps to its plan (one pass over
+the large tables for a history that holds)."""
 
+import contextlib
+import io
 import json
-import shutil
 
 import pytest
 
-from pyspark_jobs.checks import HistoryError, check, load_history
-from pyspark_jobs.spark_check import main
+from pyspark_jobs import facts
+from pyspark_jobs.spark_check import check_folder, main
 from pyspark_jobs.synth import BLOCK, INJECTIONS, generate
 
 pytestmark = pytest.mark.spark
+
+
+def checked(spark, folder) -> dict:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return check_folder(spark, str(folder), 5)
+
+
+def failing(result):
+    return {name for name, r in result["invariants"].items() if not r["holds"]}
 
 
 @pytest.fixture(scope="module")
@@ -21,68 +32,75 @@ def correct(spark, tmp_path_factory):
     return folder
 
 
-def failing(report):
-    return {name for name, r in report.items() if not r["holds"]}
-
-
-def test_a_correct_synthetic_history_holds(spark, correct):
-    report = check(load_history(spark, str(correct)))
-    assert failing(report) == set()
-    assert report["OwnersCompleteInv"]["sample"] == []
+def test_a_correct_synthetic_history_holds_in_one_pass(spark, correct):
+    before = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
+    result = checked(spark, correct)
+    assert {k: spark.conf.get(k) for k in before} == before  # the caller's session is left as it was
+    assert failing(result) == set() and len(result["invariants"]) == 8
+    assert result["counts"]["inserted_rows"] == 2000 and result["counts"]["part_rows"] > 2 * 1900
+    # three small tables collected, then one job over the large ones (and a job or two to keep
+    # and sum the facts): nothing per invariant when every invariant holds
+    assert result["spark"]["jobs"] <= 7, result["spark"]
 
 
 @pytest.mark.parametrize("injection", sorted(INJECTIONS))
 def test_each_injected_violation_is_caught_by_its_invariant(spark, tmp_path, injection):
     generate(spark, tmp_path / "h", 2000, frozenset({injection}))
-    report = check(load_history(spark, str(tmp_path / "h")))
-    assert INJECTIONS[injection] in failing(report)
-    bad = report[INJECTIONS[injection]]
+    result = checked(spark, tmp_path / "h")
+    assert INJECTIONS[injection] in failing(result)
+    bad = result["invariants"][INJECTIONS[injection]]
     # exactly what was injected: one row, or the 10 rows of the missing part
     assert bad["violations"] == (BLOCK if injection == "missing_part" else 1) and bad["sample"]
+    # only a row taken from an owner can also leave its partition short of copies
+    assert failing(result) - {INJECTIONS[injection], "ReplicationFactorInv"} == set()
+
+
+def test_a_missing_row_is_named_with_its_owner(spark, tmp_path):
+    generate(spark, tmp_path / "h", 2000, frozenset({"deleted_row"}))
+    bad = checked(spark, tmp_path / "h")["invariants"]["OwnersCompleteInv"]
+    assert bad["sample"] == [{"partition_id": "202401-0", "replica": "r1", "row_id": 0}]
+
+
+def test_masks_of_several_words_and_queries_without_masks_agree(spark, tmp_path, monkeypatch):
+    """Ten replicas over four 3-bit words, and the query invariants by joins instead of masks,
+    give the same verdicts and counts as the default plan."""
+    generate(spark, tmp_path / "h", 2000, frozenset({"deleted_row", "query_missed_row", "foreign_part"}))
+    expected = {k: v["violations"] for k, v in checked(spark, tmp_path / "h")["invariants"].items()}
+    monkeypatch.setattr(facts, "WORD", 3)
+    monkeypatch.setattr(facts, "MAX_QUERY_WORDS", 0)
+    got = {k: v["violations"] for k, v in checked(spark, tmp_path / "h")["invariants"].items()}
+    assert got == expected and expected["QueryNoMissingInv"] == 1 and expected["NoForeignPartsInv"] == 1
 
 
 def test_reference_runs_with_migrations_and_crashes_agree_with_the_oracle(spark, tmp_path):
     from pyspark_jobs.workloads import reference_history
     fixed = reference_history(tmp_path / "fixed", seed=2)
     assert fixed["moves"] > 0 and fixed["oracle_violations"] == 0
-    assert failing(check(load_history(spark, fixed["history"]))) == set()
+    assert failing(checked(spark, fixed["history"])) == set()
     broken = reference_history(tmp_path / "broken", seed=1, bugs=frozenset({"source_stops_at_switch", "cleanup_no_delay"}))
     assert broken["oracle_violations"] > 0
-    assert "QueryNoMissingInv" in failing(check(load_history(spark, broken["history"])))
+    assert "QueryNoMissingInv" in failing(checked(spark, broken["history"]))
 
 
 def test_jsonl_histories_are_read_too(spark, tmp_path):
     from pyspark_jobs.workloads import reference_history
-    from reference.history import History  # noqa: F401  (the writer of the format)
-    run = reference_history(tmp_path / "run", seed=3)
     import pyarrow.parquet as pq
+    run = reference_history(tmp_path / "run", seed=3)
     jl = tmp_path / "jsonl"
     jl.mkdir()
     for f in (tmp_path / "run" / "history").glob("*.parquet"):
         rows = pq.read_table(f).to_pylist()
         (jl / f"{f.stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert failing(check(load_history(spark, str(jl)))) == set()
-    assert run["oracle_violations"] == 0
-
-
-def test_missing_files_and_columns_are_named(spark, correct, tmp_path):
-    broken = tmp_path / "broken"
-    shutil.copytree(correct, broken)
-    shutil.rmtree(broken / "queries.parquet")
-    spark.read.parquet(str(correct / "inserts.parquet")).drop("status").write.parquet(str(broken / "inserts2"))
-    shutil.rmtree(broken / "inserts.parquet")
-    (broken / "inserts2").rename(broken / "inserts.parquet")
-    with pytest.raises(HistoryError) as e:
-        load_history(spark, str(broken))
-    assert "no queries.parquet" in str(e.value) and "lacks column(s) status" in str(e.value)
-    with pytest.raises(HistoryError, match="does not exist"):
-        load_history(spark, str(tmp_path / "nowhere"))
+    assert failing(checked(spark, jl)) == set() and run["oracle_violations"] == 0
+    assert checked(spark, jl)["counts"] == checked(spark, tmp_path / "run" / "history")["counts"]
 
 
 def test_command_line_exit_codes_and_report(spark, correct, tmp_path, capsys):
     generate(spark, tmp_path / "bad", 2000, frozenset({"deleted_row"}))
     assert main(["--input", str(correct), "--report", str(tmp_path / "ok.json")]) == 0
-    assert json.loads((tmp_path / "ok.json").read_text())["results"][0]["holds"] is True
+    report = json.loads((tmp_path / "ok.json").read_text())["results"][0]
+    assert report["holds"] is True and report["spark"]["jobs"] >= 1
     assert main(["--input", str(tmp_path / "bad")]) == 1
-    assert "OwnersCompleteInv" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "OwnersCompleteInv" in out and "VIOLATED (1 rows)" in out
     assert main(["--input", str(tmp_path / "nowhere")]) == 2

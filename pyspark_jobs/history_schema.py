@@ -1,0 +1,79 @@
+"""The columns the checker needs from each history table, as Spark schemas, with the rules a
+value must follow. The writer is reference/history.py (its SCHEMAS); a history may carry more
+columns than these (they are never read), never fewer.
+
+Kept free of pyspark imports at module level so the folder can be checked (layout.py) before a
+JVM starts: `spark_schema()` builds the StructType when Spark is there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+INSERT_STATUSES = ("ok", "failed", "unknown")
+QUERY_STATUSES = ("complete", "failed")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str              # "long", "string" or "strings" (a list of strings)
+    nullable: bool = False  # null allowed (else a null is bad input)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    # Tables of one row per inserted/held/returned row: read into the co-partitioned frame.
+    large: bool = False
+    must_have_rows: str | None = None   # why an empty table is refused (None: empty is allowed)
+    statuses: tuple[str, ...] = field(default_factory=tuple)  # allowed values of `status`
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+TABLES = {t.name: t for t in (
+    Table("run", (Column("replication_factor", "long"),),
+          must_have_rows="no run row: the replication factor is unknown"),
+    Table("inserts", (Column("insert_id", "string"), Column("partition_id", "string"), Column("row_id", "long"),
+                      Column("status", "string"), Column("ack_step", "long", nullable=True)),
+          large=True, statuses=INSERT_STATUSES, must_have_rows="no inserts: nothing to prove"),
+    Table("queries", (Column("query_id", "string"), Column("start_step", "long"), Column("status", "string"),
+                      Column("partitions_requested", "strings", nullable=True)),
+          statuses=QUERY_STATUSES),
+    Table("query_rows", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
+          large=True),
+    Table("parts", (Column("snapshot_step", "long"), Column("replica", "string"), Column("partition_id", "string"),
+                    Column("part_name", "string"), Column("row_id", "long")),
+          large=True, must_have_rows="no parts: the history has no final snapshot of the replicas"),
+    Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
+                          Column("owners", "strings"), Column("leaving_replica", "string", nullable=True)),
+          must_have_rows="no assignments: the history has no final snapshot of the owners"),
+)}
+
+KIND_NAMES = {"long": "an integer", "string": "a string", "strings": "a list of strings"}
+
+
+def spark_type(kind: str):
+    from pyspark.sql import types as T
+    return {"long": T.LongType(), "string": T.StringType(), "strings": T.ArrayType(T.StringType())}[kind]
+
+
+def read_type(name: str):
+    """The Spark type of a file column's type name (layout.COMPATIBLE lists the accepted ones)."""
+    from pyspark.sql import types as T
+    return {"bigint": T.LongType(), "int": T.IntegerType(), "smallint": T.ShortType(), "tinyint": T.ByteType(),
+            "string": T.StringType(), "array<string>": T.ArrayType(T.StringType())}[name]
+
+
+def spark_schema(table: Table, corrupt_column: str | None = None):
+    """The StructType a table is read with (JSON lines also get the column Spark puts a line it
+    cannot parse into)."""
+    from pyspark.sql import types as T
+    fields = [T.StructField(c.name, spark_type(c.kind), True) for c in table.columns]
+    if corrupt_column:
+        fields.append(T.StructField(corrupt_column, T.StringType(), True))
+    return T.StructType(fields)
