@@ -81,15 +81,28 @@ def old_logs(keeper: Keeper, layout: Layout, settings: CleanupSettings) -> tuple
     return doomed, stale
 
 
-def cleanup_clear_old_blocks(keeper: Keeper, layout: Layout, settings: CleanupSettings = CleanupSettings()) -> int:
+def cleanup_clear_old_blocks(keeper: Keeper, layout: Layout, settings: CleanupSettings = CleanupSettings(),
+                             cache: dict[str, tuple[int, int]] | None = None) -> int:
     """clearOldBlocks: keep the dedup_window newest block ids of blocks/, and only those less
     than dedup_window_seconds older than the newest one. An INSERT retried after its id went is
-    written again. Returns the ids removed."""
+    written again. Returns the ids removed.
+
+    `cache` (name -> (ctime, version)), kept by the caller between rounds, is ClickHouse's
+    cached_block_stats: only ids not seen before are stat'ed, so a round costs one listing, not a
+    read per id (a window of 1,000 ids would be 1,000 reads every cleanup period)."""
+    cache = {} if cache is None else cache
+    names = keeper.get_children(layout.blocks)
+    for gone in set(cache) - set(names):
+        del cache[gone]
     stats = []
-    for n in keeper.get_children(layout.blocks):
-        st = keeper.exists(f"{layout.blocks}/{n}")
-        if st is not None:
-            stats.append((st.ctime, n, st.version))
+    for n in names:
+        if n not in cache:
+            st = keeper.exists(f"{layout.blocks}/{n}")
+            if st is None:
+                continue
+            cache[n] = (st.ctime, st.version)
+        ctime, version = cache[n]
+        stats.append((ctime, n, version))
     if not stats:
         return 0
     stats.sort(reverse=True)  # newest first, as ClickHouse sorts by (ctime, name)
@@ -102,4 +115,5 @@ def cleanup_clear_old_blocks(keeper: Keeper, layout: Layout, settings: CleanupSe
             keeper.delete(f"{layout.blocks}/{n}", v)
         except (NoNodeError, BadVersionError):
             pass   # removed, or written again, meanwhile: either way not ours to remove
+        cache.pop(n, None)   # gone, or re-created: stat'ed afresh if it is listed again
     return len(doomed)

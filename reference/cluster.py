@@ -201,7 +201,8 @@ class Cluster:
         behind lost), keep blocks/ to the dedup window, unregister parts outdated long enough."""
         done = []
         for name, step in (("logs", lambda: cleanup_clear_old_logs(rep.keeper, self.layout, self.cleanup)),
-                           ("blocks", lambda: cleanup_clear_old_blocks(rep.keeper, self.layout, self.cleanup))):
+                           ("blocks", lambda: cleanup_clear_old_blocks(rep.keeper, self.layout, self.cleanup,
+                                                                      rep.block_stats))):
             try:
                 done.append(f"{step()} {name}")
             except GuardFailed:

@@ -56,6 +56,8 @@ class Replica:
     # but registered in replicas/{r}/parts until old_parts_lifetime has passed, as ClickHouse keeps
     # an outdated part (part name -> when it became outdated).
     outdated: dict[str, float] = field(default_factory=dict)
+    # The cleanup thread's cache of block ids' (ctime, version) (reference/cleanup.py).
+    block_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -155,13 +157,16 @@ class Replica:
         raise InsertRejected(f"commit into {partition} failed: {e}") from e
 
     # --- ReplicaSelectMerge, ReplicaSelectMutation ------------------------------------------
-    def _selectable(self, action: str, partition: str, block_during_clone: bool) -> None:
-        """The guard merges and part mutations share: an owner by the map, caught up on the
-        partition (its parts are then what the whole log makes of it, as ClickHouse's "virtual
-        parts" are), and with BlockDuringClone, not a partition in CLONE."""
+    def _owner(self, action: str, partition: str) -> None:
         a = self.cache.get(partition)
         if a is None or self.name not in a.owners:
             raise GuardFailed(action, f"{self.name}'s map does not make it an owner of {partition}")
+
+    def _selectable(self, action: str, partition: str, block_during_clone: bool) -> None:
+        """The guard merges and part mutations share, after the owner check and once there is
+        work (both read memory; this reads the queue and the log tail from Keeper, so it comes
+        last): caught up on the partition (its parts are then what the whole log makes of it, as
+        ClickHouse's "virtual parts" are), and with BlockDuringClone, not a partition in CLONE."""
         if not caught_up(self.keeper, self.layout, self.name, partition):
             raise GuardFailed(action, f"{self.name} is not caught up on {partition}")
         if block_during_clone:
@@ -177,9 +182,12 @@ class Replica:
         look covered and its rows would be lost. A number whose lock is gone is a freed gap that
         no part will fill, and ClickHouse merges across it. `final` (OPTIMIZE ... FINAL) merges
         every part of the partition at once, when they may all be merged together."""
+        self._owner("ReplicaSelectMerge", partition)
+        names = self.store.names(partition)
+        if len(names) < 2:
+            raise GuardFailed("ReplicaSelectMerge", f"{self.name} has fewer than two parts of {partition}")
         self._selectable("ReplicaSelectMerge", partition, block_during_clone)
         held = held_block_numbers(self.keeper, self.layout, partition)
-        names = self.store.names(partition)
         mergeable = lambda x, y: x.mutation == y.mutation and not any(x.max_block < n < y.min_block for n in held)  # noqa: E731
         pairs = [(x, y) for x, y in zip(names, names[1:]) if mergeable(x, y)]
         if final and len(names) > 1 and len(pairs) == len(names) - 1:
@@ -198,7 +206,7 @@ class Replica:
         """MUTATE_PART "mutate <part> to <part>_<m>" for one of this owner's parts whose data a
         mutation in mutations/ is owed, to the last such mutation (`part` picks which, as the
         spec's choice; by default the first)."""
-        self._selectable("ReplicaSelectMutation", partition, block_during_clone)
+        self._owner("ReplicaSelectMutation", partition)
         muts = self.mutations()
         todo = [n for n in self.store.names(partition) if owed(n, muts)]
         if part is not None:
@@ -206,6 +214,7 @@ class Replica:
         if not todo:
             raise GuardFailed("ReplicaSelectMutation", f"no part of {partition} on {self.name} owes a mutation"
                                                        + (f" ({part})" if part else ""))
+        self._selectable("ReplicaSelectMutation", partition, block_during_clone)
         x = todo[0]
         target = PartName(partition, x.min_block, x.max_block, x.level, desired_version(x, muts))
         entry = self._entry(MUTATE_PART, source_parts=(str(x),), new_part_name=str(target))
