@@ -38,9 +38,11 @@ STAGES = {
                          ["-m", "conformance", "--profile", "{profile}", "--report", "{report}"], "conformance"),
     "spark-check": Stage("spark-check", "pyspark_jobs/spark_check.py",
                          ["-m", "pyspark_jobs.spark_check", "--scale", "{scale}", "--report", "{report}"], "pyspark"),
+    "long-tests": Stage("long-tests", "harness/long_tests.py", ["-m", "harness.long_tests", "--report", "{report}"],
+                        "harness"),
     "bench": Stage("bench", "harness/bench.py", ["-m", "harness.bench", "--report", "{report}"], "reference"),
 }
-CHECK_STAGES = ["check-spec", "conformance", "spark-check"]
+CHECK_STAGES = ["check-spec", "conformance", "spark-check", "long-tests"]
 
 
 def run_stage(stage: Stage, thorough: bool, alone: bool = False) -> dict:

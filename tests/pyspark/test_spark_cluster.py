@@ -18,7 +18,8 @@ from harness.spark_cluster import SparkCluster
 from pyspark_jobs.spark_check import check_folder
 from pyspark_jobs.synth import generate
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# Long (a master and two workers, ~3.5 min on 2 cores): `make check` runs it (harness/long_tests.py).
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
 
 
