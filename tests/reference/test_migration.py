@@ -121,6 +121,22 @@ def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
         admin_reassign(admin, LAYOUT, P, "r3")
 
 
+def mutate_or_drop_on_both_owners(admin, reps, kind: str) -> list[dict]:
+    """A row on the owners r1 and r2, then a mutation (its MUTATE_PART for r1's part in the log)
+    or a DROP PARTITION that neither owner has applied yet; the rows every owner must end with."""
+    from reference.replica import client_drop_partition, client_mutate
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r1"])
+    drain(reps["r2"])
+    if kind == "drop":
+        client_drop_partition(admin, LAYOUT, P)
+        return []
+    client_mutate(admin, LAYOUT, "UPDATE event = 'updated' WHERE 1")
+    entry = reps["r1"].replica_select_mutation(P)   # the table-wide mutation, for r1's part
+    assert (entry.source_parts, entry.new_part_name) == ((f"{P}_0_0_0",), f"{P}_0_0_0_1")
+    return [{**ROWS[0], "event": "updated"}]
+
+
 @pytest.mark.parametrize("kind", ["mutation", "drop"])
 @pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
                                              (frozenset({"clone_ignores_skipped_entries"}), False)])
@@ -128,20 +144,8 @@ def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind,
     """F8, as MC{Mutation,Drop}DuringClone_clone_ignores_skipped_entries: the owner r1 put a
     MUTATE_PART of its part (or the DROP_RANGE) into the log before CLONE, neither owner applied
     it yet, the target skipped it; the target clones from r1, whose part predates it."""
-    from reference.replica import client_drop_partition, client_mutate
-
     admin, reps = make_cluster(bugs)
-    reps["r1"].replica_write_insert(P, ROWS, "h1")
-    drain(reps["r1"])
-    drain(reps["r2"])
-    if kind == "mutation":
-        client_mutate(admin, LAYOUT, "UPDATE event = 'updated' WHERE 1")
-        entry = reps["r1"].replica_select_mutation(P)   # the table-wide mutation, for r1's part
-        assert (entry.source_parts, entry.new_part_name) == ((f"{P}_0_0_0",), f"{P}_0_0_0_1")
-        expected = [{**ROWS[0], "event": "updated"}]
-    else:
-        client_drop_partition(admin, LAYOUT, P)
-        expected = []
+    expected = mutate_or_drop_on_both_owners(admin, reps, kind)
     drain(reps["r3"])  # r3 pulls and skips it: not a keeper yet
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     replica_clone_fetch(reps["r3"], P, reps)  # r1 has not applied it: the fetched part predates it
@@ -161,19 +165,8 @@ def test_clone_target_gets_skipped_entries_the_cleanup_thread_trimmed(make_clust
     owners have not executed it yet. F8's first fix re-reads skipped entries from the log and finds
     none; the fix takes them from the keepers' queues."""
     from reference.cleanup import CleanupSettings, cleanup_clear_old_logs
-    from reference.replica import client_drop_partition, client_mutate
-
     admin, reps = make_cluster(bugs)
-    reps["r1"].replica_write_insert(P, ROWS, "h1")
-    drain(reps["r1"])
-    drain(reps["r2"])
-    if kind == "mutation":
-        client_mutate(admin, LAYOUT, "UPDATE event = 'updated' WHERE 1")
-        reps["r1"].replica_select_mutation(P)
-        expected = [{**ROWS[0], "event": "updated"}]
-    else:
-        client_drop_partition(admin, LAYOUT, P)
-        expected = []
+    expected = mutate_or_drop_on_both_owners(admin, reps, kind)
     for rep in reps.values():
         rep.pull_whole_log()          # queued on r1 and r2, skipped by r3; nobody executes it yet
     cleanup_clear_old_logs(admin, LAYOUT, CleanupSettings(min_logs_to_keep=0))
