@@ -324,8 +324,22 @@ def replay_file(path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["replay"]:
+        usage = ("usage: python -m conformance replay FILE  (a failure file a conformance run wrote, "
+                 f"under {FAILURES}; it reruns the steps on the reference)")
+        if argv[1:] in (["-h"], ["--help"]):
+            print(usage)
+            return 0
         if len(argv) != 2:
-            print("usage: python -m conformance replay FILE", file=sys.stderr)
+            print(usage, file=sys.stderr)
+            return 2
+        try:
+            json.loads(Path(argv[1]).read_text())
+        except OSError as e:
+            print(f"conformance replay: cannot read {argv[1]}: {e.strerror} (failure files are written under "
+                  f"{FAILURES} when a run fails)", file=sys.stderr)
+            return 2
+        except ValueError as e:
+            print(f"conformance replay: {argv[1]} is not a failure file (not JSON: {e})", file=sys.stderr)
             return 2
         return replay_file(argv[1])
     ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
