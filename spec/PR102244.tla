@@ -99,10 +99,11 @@ FilterAssignment(r) == IF Reading("filter_cached") THEN view[r] ELSE asg
 Keeps(r) == r \in AssignedIn(FilterAssignment(r)) \/ Leaving(r)
 
 \* b is on its way to r by ordinary replication: queued, or in the log ahead of r's pointer
-\* while r keeps the partition.
+\* while r keeps the partition, or while Keeper assigns it to r (a cached filter may still
+\* catch up before r pulls the entry: only an entry actually skipped is lost to r).
 InFlightTo(r, b) ==
     \/ b \in queue[r]
-    \/ Keeps(r) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
+    \/ (Keeps(r) \/ r \in AssignedIn(asg)) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
 
 -----------------------------------------------------------------------------
 (* INSERT: a block written on a replica whose cache says it owns the partition; the commit    *)
