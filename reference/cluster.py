@@ -12,6 +12,7 @@ forwarding with `fault_rate`.
 from __future__ import annotations
 
 import random
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -68,9 +69,10 @@ class Cluster:
             raise ValueError(f"replica {name!r} is already running")
         store = self.down.pop(name, None) or PartStore(self.data_dir / name)
         keeper = self.connect()
-        register_replica(keeper, self.layout, name)
+        active_id = uuid.uuid4().hex.encode()
+        register_replica(keeper, self.layout, name, active_id)
         self.stores[name] = store
-        rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs)
+        rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
         done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
@@ -91,7 +93,7 @@ class Cluster:
         old = rep.keeper
         new = self.connect()
         try:
-            register_replica(new, self.layout, name)
+            register_replica(new, self.layout, name, rep.active_id)
             rep.keeper = new
             rep.load_map()
             rep._lost, rep._ptr, rep._log_listing = None, None, []   # read again in the new session

@@ -61,6 +61,8 @@ class Replica:
     # Commits Keeper could not confirm or deny (it went away during the commit multi): part ->
     # its block-number lock. Decided by resolve_unknown_commits once Keeper answers.
     unknown_commits: dict[PartName, str] = field(default_factory=dict)
+    # What this running replica writes into its is_active (registration.register_replica).
+    active_id: bytes = b""
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -121,7 +123,7 @@ class Replica:
         replicas/{r}/parts/<part>). Fixed protocol: both multis also check the assignment's
         version against the map (spec F4), so a stale map takes no number either."""
         check_partition_id(partition)
-        if not self.keeper.available:
+        if self.keeper.expired:
             # As a ClickHouse replica whose session expired (TABLE_IS_READ_ONLY): no write until the
             # session is re-established (Cluster.reestablish), the map reloaded first (F9).
             raise KeeperUnavailableError(f"replica {self.name} is read-only: its Keeper session expired "

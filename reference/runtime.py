@@ -63,9 +63,9 @@ class LiveCluster:
                     if rep is None:
                         return  # crashed: a restart starts a new thread
                     try:
-                        if not self.cluster.admin.available:
+                        if self.cluster.admin.expired:
                             self.cluster.reconnect_admin()
-                        if not rep.keeper.available:   # its session expired: read-only until this succeeds
+                        if rep.keeper.expired:   # its session expired: read-only until this succeeds
                             self.cluster.reestablish(name)
                             self.reestablished.append(name)
                         kinds = ["pull", "execute", "migrate", "merge"]

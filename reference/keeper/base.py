@@ -148,9 +148,10 @@ class Keeper(ABC):
     def session_id(self) -> int: ...
 
     @property
-    def available(self) -> bool:
-        """The session is alive and connected (a request would be sent now)."""
-        return True
+    def expired(self) -> bool:
+        """The session is known to be gone (its ephemeral nodes with it); it can do nothing more.
+        A session that is only disconnected is not expired: its calls retry."""
+        return False
 
     @abstractmethod
     def close(self) -> None:

@@ -105,8 +105,8 @@ class MemoryKeeper(Keeper):
         return self._sid
 
     @property
-    def available(self) -> bool:
-        return self._sid in self.ensemble.live_sessions
+    def expired(self) -> bool:
+        return self._sid not in self.ensemble.live_sessions
 
     def _live(self) -> None:
         if self._sid not in self.ensemble.live_sessions:

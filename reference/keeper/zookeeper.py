@@ -89,7 +89,11 @@ class ZooKeeperKeeper(Keeper):
     def __init__(self, hosts: str, timeout: float = 10.0, retry_deadline: float = 5.0):
         super().__init__()
         self.hosts, self.retry_deadline = hosts, retry_deadline
-        self.client = KazooClient(hosts=hosts, timeout=timeout)
+        # Reconnecting never gives up and waits at most 1 s between tries (kazoo's default backs
+        # off to an hour): a session outlives an outage shorter than its timeout only if the
+        # client is back within that time.
+        self.client = KazooClient(hosts=hosts, timeout=timeout,
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0))
         try:
             self.client.start(timeout=timeout + 5)
         except self.client.handler.timeout_exception as e:
@@ -109,8 +113,8 @@ class ZooKeeperKeeper(Keeper):
             self._expired = True
 
     @property
-    def available(self) -> bool:
-        return not self._expired and self.client.connected
+    def expired(self) -> bool:
+        return self._expired
 
     @property
     def session_id(self) -> int:
@@ -212,7 +216,10 @@ class ZooKeeperKeeper(Keeper):
         for o in creates:
             parent, prefix = (o.path[:-1], "") if o.path.endswith("/") else (parent_of(o.path), o.path.rsplit("/", 1)[1])
             if parent not in listings:
-                names = self._send(stop, self.client.get_children_async, parent)
+                try:
+                    names = self._send(stop, self.client.get_children_async, parent)
+                except KzNoNode:
+                    return None   # no parent: the create was not applied (its multi fails on the parent)
                 listings[parent] = sorted((n for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()),
                                           key=lambda n: n[-10:], reverse=True)
             newest = None
