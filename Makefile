@@ -6,11 +6,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup check test check-spec conformance spark-check bench clean help
+.PHONY: setup check test faults check-spec conformance spark-check bench clean help
 
 help:
 	@echo "make check        the main job: TLC models, conformance runs, Spark invariant job; summary table"
 	@echo "make test         the test suite (pytest)"
+	@echo "make faults       the ZooKeeper fault suite (ensemble members killed, the whole ensemble down)"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark invariant job on a reference run's history"
@@ -34,6 +35,10 @@ check: setup
 
 test: setup
 	@$(PY) -m pytest $(ARGS)
+
+# -m faults after addopts' -m 'not long': pytest keeps the last one.
+faults: setup
+	@$(PY) -m pytest -m faults $(ARGS)
 
 check-spec: setup
 	@$(PY) -m harness.check_models $(ARGS)

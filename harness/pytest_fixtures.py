@@ -69,6 +69,31 @@ def zk_ensemble():
         yield ensemble
 
 
+@pytest.fixture
+def zk_ensemble_chroot(zk_ensemble):
+    """A connection string to the 3-server ensemble (every member), chrooted to a fresh namespace.
+    Every member is running before the test and again after it (a test that stops members need
+    not restart them on failure); the namespace is deleted after."""
+    from kazoo.client import KazooClient
+
+    zk_ensemble.start()   # starts only the members that are down, then waits for a quorum
+    path = f"/tests/{uuid.uuid4().hex[:12]}"
+    root = KazooClient(hosts=zk_ensemble.hosts, timeout=10)
+    root.start(timeout=15)
+    root.ensure_path(path)
+    root.stop()
+    root.close()
+    try:
+        yield f"{zk_ensemble.hosts}{path}"
+    finally:
+        zk_ensemble.start()
+        root = KazooClient(hosts=zk_ensemble.hosts, timeout=10)
+        root.start(timeout=15)
+        root.delete(path, recursive=True)
+        root.stop()
+        root.close()
+
+
 @pytest.fixture(scope="session")
 def clickhouse_command():
     """The clickhouse-server command of this run; skips, saying how to install one, when there is none."""

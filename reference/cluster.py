@@ -12,6 +12,7 @@ forwarding with `fault_rate`.
 from __future__ import annotations
 
 import random
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,7 @@ from .assignment import GuardFailed, NotEnoughActiveReplicas, selective_assignme
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
 from .insert import InsertOutcomeUnknown, route_insert
-from .keeper import Keeper
+from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from .layout import Layout
 from .migration import (admin_reassign, coordinator_switch, migrations_in_flight, read_migration, replica_cleanup,
                         replica_clone_fetch, replica_take_over_migration)
@@ -68,9 +69,10 @@ class Cluster:
             raise ValueError(f"replica {name!r} is already running")
         store = self.down.pop(name, None) or PartStore(self.data_dir / name)
         keeper = self.connect()
-        register_replica(keeper, self.layout, name)
+        active_id = uuid.uuid4().hex.encode()
+        register_replica(keeper, self.layout, name, active_id)
         self.stores[name] = store
-        rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs)
+        rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
         done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
@@ -79,6 +81,46 @@ class Cluster:
         self.replicas[name] = rep
         self.log(f"replica {name} up")
         return rep
+
+    def reestablish(self, name: str) -> Replica:
+        """A replica whose Keeper session expired comes back as ClickHouse's restarting thread
+        brings it back: a new session, its ephemeral is_active created again, its map reloaded
+        before it serves again (F9: the map may have changed while it was away), is_lost read
+        again (it may have been marked lost meanwhile) and a clone if so. Until this succeeds its
+        old, expired session refuses every write. Raises KeeperUnavailableError while Keeper is
+        away (the caller tries again later); nothing changes then."""
+        rep = self.replicas[name]
+        old = rep.keeper
+        new = self.connect()
+        try:
+            register_replica(new, self.layout, name, rep.active_id)
+            rep.keeper = new
+            rep.load_map()
+            rep._lost, rep._ptr, rep._log_listing = None, None, []   # read again in the new session
+            done = replica_clone_if_lost(rep)
+            if done != "not lost":
+                self.log(f"replica {name} was lost: {done}")
+        except BaseException:
+            rep.keeper = old   # still expired: read-only, tried again later
+            try:
+                new.close()
+            except Exception:
+                pass
+            raise
+        try:
+            old.close()
+        except Exception:
+            pass
+        self.log(f"replica {name} has a new Keeper session")
+        return rep
+
+    def reconnect_admin(self) -> None:
+        """The administrator's session expired: open another (it holds no ephemeral node)."""
+        old, self.admin = self.admin, self.connect()
+        try:
+            old.close()
+        except Exception:
+            pass
 
     def crash_replica(self, name: str) -> None:
         """ReplicaCrash: the session goes (is_active with it), the map is lost, the disk stays."""
@@ -110,6 +152,12 @@ class Cluster:
                 error = "unknown"
             except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
                 error = "failed"
+            except KeeperUnavailableError as e:
+                # Keeper away (or the replica read-only): refused, unless a commit went out and could
+                # not be read back, which is the "unknown" of a lost answer
+                error = "unknown" if e.outcome_unknown else "failed"
+            except SessionExpiredError:
+                error = "failed"   # its session expired before it wrote: a read-only replica
             for p in done:
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
@@ -117,7 +165,10 @@ class Cluster:
                 status[pending[0]] = "unknown"  # that sub-block may have been written; the rest were not tried
             if not error:
                 break
-            self.background_step()  # time passes before the retry (maps may refresh)
+            try:
+                self.background_step()  # time passes before the retry (maps may refresh)
+            except KeeperError:
+                pass   # that replica's Keeper is away: its own thread copes with it
         ack = self.tick()
         for p, sub in subs.items():
             self.history.insert(block_id, p, sub, status[p], sent, ack)
@@ -144,6 +195,10 @@ class Cluster:
         return None
 
     def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:
+        if rep.unknown_commits:  # Keeper answers again: first decide the commits it could not confirm
+            removed = rep.resolve_unknown_commits()
+            if removed:
+                self.log(f"replica {rep.name}: commits not applied, parts removed: {', '.join(removed)}")
         partitions = rep.keeper.get_children(self.layout.assignments)
         if random_choice:
             self.rng.shuffle(partitions)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .keeper import Keeper, NodeExistsError, NoNodeError
+from .keeper import BadVersionError, Keeper, NodeExistsError, NoNodeError
 from .layout import Layout
 
 
@@ -48,7 +48,7 @@ def declare_replicas(keeper: Keeper, layout: Layout, replicas) -> None:
             keeper.create(layout.is_lost(r), b"0", makepath=True)
 
 
-def register_replica(keeper: Keeper, layout: Layout, replica: str) -> None:
+def register_replica(keeper: Keeper, layout: Layout, replica: str, identifier: bytes = b"") -> None:
     """replicas/{r}/ with log_pointer, is_lost, queue, parts, host, and the ephemeral is_active of
     this session. A replica that joins a table other replicas already have starts lost, as
     ClickHouse's createReplica makes it: it clones one of them (the log may be trimmed) instead of
@@ -65,7 +65,23 @@ def register_replica(keeper: Keeper, layout: Layout, replica: str) -> None:
         keeper.create(layout.host(replica), b"reference")
     keeper.ensure_path(layout.queue(replica))
     keeper.ensure_path(layout.parts(replica))
-    try:
-        keeper.create(layout.is_active(replica), b"", ephemeral=True)
-    except NodeExistsError:
-        raise RegistrationError(f"replica {replica!r} is already active in another session") from None
+    # is_active holds `identifier`, one per running replica (ClickHouse's active_node_identifier):
+    # a node with our own identifier is ours, left by a session this replica gave up on (it
+    # expired for the client but not yet on the server). As ClickHouse's restarting thread does,
+    # it is removed and created again in the new session; any other value is another replica.
+    for _ in range(2):
+        try:
+            keeper.create(layout.is_active(replica), identifier, ephemeral=True)
+            return
+        except NodeExistsError:
+            try:
+                value, stat = keeper.get(layout.is_active(replica))
+            except NoNodeError:
+                continue
+            if not identifier or value != identifier:
+                break
+            try:
+                keeper.delete(layout.is_active(replica), stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+    raise RegistrationError(f"replica {replica!r} is already active in another session")

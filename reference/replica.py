@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .assignment import Assignment, GuardFailed, read_assignment
-from .keeper import Check, Create, Delete, Keeper, MultiError, NoNodeError, SetData
+from .keeper import Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError, NoNodeError, SetData
 from .layout import Layout
 from .log_entry import (ALTER_METADATA, ATTACH_PART, CLEAR_COLUMN, CLEAR_INDEX, DROP_RANGE, GET_PART, GLOBAL,
                         LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
@@ -58,6 +58,11 @@ class Replica:
     outdated: dict[str, float] = field(default_factory=dict)
     # The cleanup thread's cache of block ids' (ctime, version) (reference/cleanup.py).
     block_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Commits Keeper could not confirm or deny (it went away during the commit multi): part ->
+    # its block-number lock. Decided by resolve_unknown_commits once Keeper answers.
+    unknown_commits: dict[PartName, str] = field(default_factory=dict)
+    # What this running replica writes into its is_active (registration.register_replica).
+    active_id: bytes = b""
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -118,6 +123,11 @@ class Replica:
         replicas/{r}/parts/<part>). Fixed protocol: both multis also check the assignment's
         version against the map (spec F4), so a stale map takes no number either."""
         check_partition_id(partition)
+        if self.keeper.expired:
+            # As a ClickHouse replica whose session expired (TABLE_IS_READ_ONLY): no write until the
+            # session is re-established (Cluster.reestablish), the map reloaded first (F9).
+            raise KeeperUnavailableError(f"replica {self.name} is read-only: its Keeper session expired "
+                                         f"and is not re-established yet")
         a = self.cache.get(partition)
         if a is None or self.name not in a.owners:
             raise GuardFailed("ReplicaWriteInsert", f"{self.name}'s map does not make it an owner of {partition}")
@@ -145,7 +155,28 @@ class Replica:
             self.store.remove(name)  # nothing was committed: the local part must go too
             release_lock(self.keeper, lock)  # its number becomes a gap no part will fill
             return self._refused(ops[e.index], partition, e)
+        except KeeperError:
+            # Keeper went away (retry deadline, or the session expired) and the commit could not be
+            # read back: it may be in Keeper or not. The part stays until Keeper can tell
+            # (resolve_unknown_commits); the caller sees KeeperUnavailableError/SessionExpiredError.
+            self.unknown_commits[name] = lock
+            raise
         return str(name)
+
+    def resolve_unknown_commits(self) -> list[str]:
+        """Decide the commits Keeper could not confirm, as ClickHouse's part check decides a part
+        an INSERT of unknown status left: registered in replicas/{r}/parts, the commit was
+        applied (the whole multi is atomic) and the part stays; not registered, it was not, and the
+        local part goes with its block-number lock (a number no part fills, as after a failed
+        commit). Returns the parts removed."""
+        removed = []
+        for name, lock in list(self.unknown_commits.items()):
+            if self.keeper.exists(f"{self.layout.parts(self.name)}/{name}") is None:
+                self.store.remove(name)
+                release_lock(self.keeper, lock)
+                removed.append(str(name))
+            del self.unknown_commits[name]
+        return removed
 
     def _refused(self, failed, partition: str, e: MultiError) -> str:
         """The outcome of a lock or commit multi that failed at op `failed`."""

@@ -37,6 +37,21 @@ class SessionExpiredError(KeeperError):
     """The session is gone: its ephemeral nodes were deleted and it can do nothing more."""
 
 
+class KeeperUnavailableError(KeeperError):
+    """No Keeper to talk to: the ensemble did not answer within the keeper's retry deadline, or
+    the session expired and has not been re-established yet. A replica in this state is
+    read-only, as a ClickHouse replica without ZooKeeper is (TABLE_IS_READ_ONLY): it refuses
+    writes with this error and comes back by itself once Keeper does.
+
+    `outcome_unknown` is True when a write may have been applied before the connection went and
+    could not be read back: the caller must treat it as possibly done (an INSERT's status is
+    "unknown"; a retry with the same block id is deduplicated)."""
+
+    def __init__(self, message: str, outcome_unknown: bool = False):
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
+
+
 class MultiError(KeeperError):
     """An atomic multi failed at op `index`, with `cause`; nothing in it was applied."""
 
@@ -131,6 +146,12 @@ class Keeper(ABC):
     @property
     @abstractmethod
     def session_id(self) -> int: ...
+
+    @property
+    def expired(self) -> bool:
+        """The session is known to be gone (its ephemeral nodes with it); it can do nothing more.
+        A session that is only disconnected is not expired: its calls retry."""
+        return False
 
     @abstractmethod
     def close(self) -> None:

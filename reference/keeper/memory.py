@@ -104,6 +104,10 @@ class MemoryKeeper(Keeper):
     def session_id(self) -> int:
         return self._sid
 
+    @property
+    def expired(self) -> bool:
+        return self._sid not in self.ensemble.live_sessions
+
     def _live(self) -> None:
         if self._sid not in self.ensemble.live_sessions:
             raise SessionExpiredError(f"session {self._sid} expired")
