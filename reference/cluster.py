@@ -36,6 +36,12 @@ from .workload import WORKLOAD
 
 
 class Cluster:
+    # What a random background step and a settle round may run; a design built on this driver
+    # (reference/pr102244/cluster.py) names its own steps.
+    BACKGROUND_KINDS = ("refresh", "pull", "execute", "migrate", "merge", "cleanup")
+    SETTLE_KINDS = ("refresh", "pull", "execute", "migrate")
+    route_insert = staticmethod(route_insert)
+
     def __init__(self, connect: Callable[[], Keeper], data_dir: str | Path, replicas=("r1", "r2", "r3"),
                  table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
@@ -146,7 +152,7 @@ class Cluster:
             receiver = self.replicas[self.rng.choice(sorted(self.replicas))]
             done: dict[str, str] = {}
             try:
-                route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
+                self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
                 error = None
             except InsertOutcomeUnknown:
                 error = "unknown"
@@ -184,7 +190,7 @@ class Cluster:
         (replica, kind) pairs were all disabled. Sampling, not a scan of every pair, keeps a
         step's Keeper reads bounded on a large cluster."""
         self.read_in_flight()
-        kinds = ["refresh", "pull", "execute", "migrate", "merge", "cleanup"]
+        kinds = list(self.BACKGROUND_KINDS)
         names = sorted(self.replicas)
         for _ in range(attempts):
             rep = self.replicas[self.rng.choice(names)]
@@ -311,7 +317,7 @@ class Cluster:
             self.read_in_flight()
             for r in sorted(self.replicas):
                 rep = self.replicas[r]
-                for kind in ("refresh", "pull", "execute", "migrate"):
+                for kind in self.SETTLE_KINDS:
                     while self._try(kind, rep):
                         self.tick()
                         progress += 1
@@ -428,8 +434,11 @@ class Cluster:
                 self.settle()
         raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
 
+    def assignment_rows(self) -> list[dict]:
+        return selective_assignments_rows(self.admin, self.layout)
+
     def snapshot(self) -> None:
-        self.history.snapshot(self.tick(), self.stores, selective_assignments_rows(self.admin, self.layout))
+        self.history.snapshot(self.tick(), self.stores, self.assignment_rows())
 
     def write_history(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
         self.snapshot()

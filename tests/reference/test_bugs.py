@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from reference.bugs import SWITCHES, UnknownSwitch, check_switches
+from reference.bugs import DESIGNS, SWITCHES, UnknownSwitch, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,13 +14,24 @@ def spec_switches(files):
     return {m for f in files for m in re.findall(r'Bug\("([a-z_]+)"\)', f.read_text())}
 
 
-# PR102244.tla models the open PR's design, which the reference does not implement yet (issue 14's
-# `--design pr102244`); its switches are compared once it does.
+# Two designs: the RFC's modules, and PR102244.tla for the open PR's (`--design pr102244`).
 RFC_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" not in f.name]
+PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" in f.name]
 
 
 def test_switches_are_the_specs_bug_names():
-    assert spec_switches(RFC_DESIGN_SPECS) == set(SWITCHES)
+    assert spec_switches(RFC_DESIGN_SPECS) | spec_switches(PR_DESIGN_SPECS) == set(SWITCHES)
+
+
+@pytest.mark.parametrize("design, specs", [("rfc", RFC_DESIGN_SPECS), ("pr102244", PR_DESIGN_SPECS)])
+def test_each_design_takes_its_specs_switches(design, specs):
+    assert DESIGNS[design] == spec_switches(specs)
+
+
+def test_pr_readings_are_the_specs_reading_names():
+    from reference.pr102244 import READINGS
+    names = {m for f in PR_DESIGN_SPECS for m in re.findall(r'Reading\("([a-z_]+)"\)', f.read_text())}
+    assert names == set(READINGS)
 
 
 @pytest.mark.parametrize("name", sorted(SWITCHES))
@@ -32,3 +43,10 @@ def test_every_switch_changes_reference_code(name):
 def test_unknown_switch_is_named():
     with pytest.raises(UnknownSwitch, match="no_such_bug"):
         check_switches({"no_dedup", "no_such_bug"})
+
+
+def test_a_switch_of_the_other_design_is_refused():
+    with pytest.raises(UnknownSwitch, match="snapshot_source_parts"):
+        check_switches({"snapshot_source_parts"})
+    with pytest.raises(UnknownSwitch, match="no_dedup"):
+        check_switches({"no_dedup"}, design="pr102244")

@@ -1,0 +1,174 @@
+"""The deterministic driver (reference/cluster.py) on the PR's design: PRReplicas, the PR's INSERT
+path, its migration steps as background steps, its rebalancer, and the history's assignments in
+the PR's terms. Queries, settling, the history and INSERT retries are the base driver's.
+
+The coordinator is one replica (by default the first), as PR102244.tla's `coord`; when it is down,
+another replica's migrate step takes over each of its migrations (TakeOver). A SWITCH refused by
+its version check turns the migration into FAILED (the fixed reading of PR-F3).
+"""
+
+from __future__ import annotations
+
+from ..assignment import GuardFailed
+from ..keeper import NoNodeError
+from ..registration import declare_replicas, register_replica
+from ..replica import _children, log_number
+from . import layout as pr_layout
+from .assignment import assignments_rows, read_assignment, read_count, set_count
+from .insert import route_insert
+from .migration import (done, fail, read_migration, read_migrations, rescan, signal_complete, start_clone, switch,
+                        take_over, write_clone_entries)
+from .rebalancer import rebalance_cycle
+from .replica import PRReplica
+from ..cluster import Cluster
+
+import uuid
+
+
+class PRCluster(Cluster):
+    BACKGROUND_KINDS = ("refresh", "pull", "execute", "migrate", "drop")
+    SETTLE_KINDS = ("refresh", "pull", "execute", "migrate", "drop")
+    route_insert = staticmethod(route_insert)
+
+    def __init__(self, connect, data_dir, replicas=("r1", "r2", "r3"), *, readings=frozenset(), cache_ttl: int = 20,
+                 coordinator: str | None = None, per_cycle: int = 2, **kw):
+        self.readings, self.cache_ttl, self.per_cycle = frozenset(readings), cache_ttl, per_cycle
+        self._initial = set(replicas)   # created with the table: none starts lost
+        self.coordinator = coordinator or sorted(replicas)[0]
+        super().__init__(connect, data_dir, replicas, **kw)
+
+    # --- membership ---------------------------------------------------------------------
+    def add_replica(self, name: str) -> PRReplica:
+        """A replica joins or restarts: registers, its count node, its cache loaded before it serves."""
+        if name in self.replicas:
+            raise ValueError(f"replica {name!r} is already running")
+        from ..parts import PartStore
+        store = self.down.pop(name, None) or PartStore(self.data_dir / name)
+        keeper = self.connect()
+        if name in self._initial:
+            declare_replicas(keeper, self.layout, [name])
+        active_id = uuid.uuid4().hex.encode()
+        register_replica(keeper, self.layout, name, active_id)
+        keeper.ensure_path(pr_layout.counts_root(self.layout))
+        if read_count(keeper, self.layout, name)[1] < 0:
+            keeper.multi([set_count(self.layout, name, 0, -1)])
+        self.stores[name] = store
+        rep = PRReplica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id,
+                        readings=self.readings, now=lambda: self.step, cache_ttl=self.cache_ttl)
+        rep.load_map()
+        self._join(rep)
+        self.replicas[name] = rep
+        self.log(f"replica {name} up")
+        return rep
+
+    def _join(self, rep: PRReplica) -> None:
+        """A replica new to a table with data starts lost (registration.py). Assigned nothing, it
+        has nothing to clone: it starts pulling at the log's end. One the assignment lists must
+        clone, which this design's driver does not do (the base's recovery reads the RFC's value)."""
+        k, lay = rep.keeper, self.layout
+        if k.get(lay.is_lost(rep.name))[0] != b"1":
+            return
+        if any(rep.name in read_assignment(k, lay, p).keepers() for p in k.get_children(lay.assignments)):
+            raise RuntimeError(f"replica {rep.name} is lost and assigned partitions: cloning it is not implemented "
+                               "for the PR's design")
+        end = max((log_number(n) for n in k.get_children(lay.log)), default=-1) + 1
+        k.set(lay.log_pointer(rep.name), str(end).encode())
+        k.set(lay.is_lost(rep.name), b"0")
+
+    # --- background steps ---------------------------------------------------------------
+    def _try(self, kind: str, rep, random_choice: bool = False) -> str | None:
+        if kind != "drop":
+            return super()._try(kind, rep, random_choice)
+        held = {n.partition for n in rep.store.names()} | {e.partition for _, e in rep.queue() if e.partition}
+        for p in sorted(held):
+            try:
+                n = rep.drop_unassigned(p)
+            except GuardFailed:
+                continue
+            self.log(f"{rep.name} drops {p} ({n} parts): not assigned")
+            return f"DropUnassigned({rep.name}, {p})"
+        return None
+
+    def read_in_flight(self) -> None:
+        self._in_flight = sorted(read_migrations(self.admin, self.layout))
+
+    def _advance_migration(self, rep: PRReplica) -> str | None:
+        """The migration steps `rep` can take now: as the target Rescan and SignalComplete; as the
+        coordinator WriteCloneEntries, Switch (Fail when its version check refuses it), Done; any
+        replica TakeOver of a migration whose coordinator is down."""
+        for m in self._in_flight:
+            mig, _ = read_migration(rep.keeper, self.layout, m)
+            if mig is None:
+                continue
+            steps = []
+            if mig["target"] == rep.name:
+                steps += [("Rescan", lambda: rescan(rep, m)), ("SignalComplete", lambda: signal_complete(rep, m))]
+            if mig["coordinator"] == rep.name:
+                steps += [("WriteCloneEntries", lambda: write_clone_entries(rep.keeper, self.layout, m, rep.name)),
+                          ("Switch", lambda: self._switch_or_fail(rep, m)),
+                          ("Done", lambda: done(rep.keeper, self.layout, m, rep.name, self.bugs))]
+            elif mig["coordinator"] not in self.replicas:
+                steps.append(("TakeOver", lambda: take_over(rep.keeper, self.layout, m, rep.name)))
+            for name, step in steps:
+                try:
+                    result = step()
+                except GuardFailed:
+                    continue
+                if name in ("Switch", "Done"):
+                    self.log(f"{name.upper()} {mig['partition']}: {mig['source']} -> {mig['target']}")
+                return f"{name}({m}) {result if result is not None else ''}".rstrip()
+        return None
+
+    def _switch_or_fail(self, rep: PRReplica, m: str):
+        try:
+            return switch(rep.keeper, self.layout, m, rep.name, self.bugs)
+        except GuardFailed as e:
+            if "not" in e.reason and "as CLONE left it" in e.reason:
+                fail(rep.keeper, self.layout, m, rep.name)   # FAILED: the assignment moved since CLONE
+                self.log(f"FAILED migration {m}: {e.reason}")
+                return "FAILED"
+            raise
+
+    # --- administration -----------------------------------------------------------------
+    def reassign(self, partition: str, dst: str, src: str | None = None) -> str:
+        """SYSTEM MIGRATE PARTITION: StartClone by the coordinator; returns the migration id."""
+        a = read_assignment(self.admin, self.layout, partition)
+        if a is None:
+            raise ValueError(f"partition {partition} is not assigned (no INSERT has created it)")
+        src = src or a.owners[0]
+        m = start_clone(self.admin, self.layout, partition, src, dst, self.coordinator, self.bugs)
+        self._started(partition, src, dst)
+        return m
+
+    def rebalance(self, interleave=None, max_rounds: int = 1000) -> list:
+        """The background rebalancer: a cycle starts up to `per_cycle` migrations; background steps
+        (and `interleave`) run until none is enabled, then the next cycle, until a cycle plans nothing."""
+        moves = []
+        for _ in range(max_rounds):
+            if self.coordinator not in self.replicas:
+                self.coordinator = sorted(self.replicas)[0]   # the rebalancer runs on a live replica
+            started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs)
+            for p, s, t, _ in started:
+                self.log(f"CLONE {p}: {s} -> {t}")
+                self._started(p, s, t)
+            moves += started
+            if not started and not read_migrations(self.admin, self.layout):
+                return moves
+            for _ in range(50):
+                if interleave:
+                    interleave()
+                if not self.background_step():
+                    break
+            if not started:
+                self.settle()
+        raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
+
+    def migrations_in_flight(self) -> list[str]:
+        return sorted(read_migrations(self.admin, self.layout))
+
+    def assignment_rows(self) -> list[dict]:
+        return assignments_rows(self.admin, self.layout)
+
+    def counts(self) -> dict[str, int]:
+        return {r: read_count(self.admin, self.layout, r)[0]
+                for r in _children(self.admin, pr_layout.counts_root(self.layout))}

@@ -1,0 +1,218 @@
+"""PR #102244's design on the reference (`--design pr102244`): each finding of spec/FINDINGS.md,
+section "PR #102244", driven step by step as its counterexample reads, shows its invariant
+broken with the switch on and kept with it off, on both Keeper backends."""
+
+import pytest
+
+from reference.assignment import GuardFailed
+from reference.insert import sub_block_hash
+from reference.pr102244.assignment import ensure_partition_assignment, read_assignment
+from reference.pr102244.cluster import PRCluster
+from reference.pr102244.invariants import no_acked_block_lost, owners_complete, replication_factor
+from reference.pr102244.migration import (done, read_migrations, signal_complete, start_clone, switch,
+                                          write_clone_entries)
+from reference.query import client_start_query, replica_read_partition
+from reference.workload import WORKLOAD
+from reference.table import Table
+
+P = "202401-5"   # 2024-01-15, user 5
+
+
+def cluster(connect, tmp_path, rf, bugs=(), readings=()):
+    table = Table(WORKLOAD.name, WORKLOAD.columns, WORKLOAD.partition_by, WORKLOAD.order_by, replication_factor=rf)
+    c = PRCluster(connect, tmp_path, ("r1", "r2", "r3"), table=table, bugs=frozenset(bugs), readings=readings)
+    ensure_partition_assignment(c.admin, c.layout, P, rf)   # InitOwners: the lowest counts, r1 (and r2)
+    for rep in c.replicas.values():
+        rep.refresh_view(P)
+    return c
+
+
+def write(c, r, row_id, acked):
+    """WriteInsert(r, b): a one-row block committed on r (its cache must be current: the CAS check)."""
+    rows = [{"date": "2024-01-15", "user_id": 5, "row_id": row_id, "event": "view"}]
+    c.replicas[r].replica_write_insert(P, rows, sub_block_hash(P, rows))
+    acked[row_id] = P
+
+
+def settle(c):
+    c.settle()
+    return c
+
+
+def only_migration(c):
+    (m,) = read_migrations(c.admin, c.layout)
+    return m
+
+
+def drain_queue(rep):
+    for node, _ in rep.queue():
+        try:
+            rep.replica_execute_entry(node)
+        except GuardFailed:
+            pass
+
+
+# --- PR-F1: source_parts_snapshot lists only the source's parts -----------------------------
+
+@pytest.mark.parametrize("bugs", [{"snapshot_source_parts", "complete_without_rescan"}, {"complete_without_rescan"}],
+                         ids=["as_written", "fixed"])
+def test_pr_f1_snapshot_of_the_source_only(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 2, bugs)
+    acked = {}
+    try:
+        write(c, "r1", 1, acked)                       # 1. committed on r1, GET_PART in the log
+        c.replicas["r3"].pull()                        # 2. r3 skips it; r2 has not fetched it
+        assert c.replicas["r3"].queue() == []
+        m = start_clone(c.admin, c.layout, P, "r2", "r3", "r1", c.bugs)   # 3. snapshot of r2's parts
+        written = write_clone_entries(c.admin, c.layout, m, "r1")
+        r3 = c.replicas["r3"]
+        r3.pull_whole_log()
+        drain_queue(r3)
+        signal_complete(r3, m)                         # 4. clone_complete
+        switch(c.admin, c.layout, m, "r1", c.bugs)     # 5. assignment r1, r3
+        assert read_assignment(c.admin, c.layout, P).owners == ("r1", "r3")
+        settle(c)
+        broken = owners_complete(c, acked)
+        if "snapshot_source_parts" in bugs:
+            assert written == 0 and broken == [f"owner r3 of {P} lacks rows [1] and nothing will bring them"]
+        else:
+            assert written == 1 and broken == []
+            assert 1 in {int(x["row_id"]) for n in r3.store.names(P) for x in r3.store.read(n)}
+    finally:
+        c.close()
+
+
+# --- PR-F2: SWITCH on clone_complete, and a source that stops and drops at once -------------
+
+@pytest.mark.parametrize("bugs", [{"source_stops_at_switch", "complete_without_rescan"}, {"complete_without_rescan"}],
+                         ids=["as_written", "fixed"])
+def test_pr_f2_block_lost_at_rf1(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 1, bugs)
+    acked = {}
+    try:
+        m = start_clone(c.admin, c.layout, P, "r1", "r2", "r1", c.bugs)   # 1. r1, r2:cloning; empty snapshot
+        c.replicas["r1"].refresh_view(P)
+        write(c, "r1", 1, acked)                                       # 2. committed on r1, not pulled by r2
+        write_clone_entries(c.admin, c.layout, m, "r1")                # 3. nothing to write; clone_complete
+        signal_complete(c.replicas["r2"], m)
+        switch(c.admin, c.layout, m, "r1", c.bugs)                     # 4. assignment r2
+        r1 = c.replicas["r1"]
+        r1.refresh_view(P)                                             # 5. r1 not assigned: drops its parts
+        if "source_stops_at_switch" in bugs:
+            done(c.admin, c.layout, m, "r1", c.bugs)
+            r1.drop_unassigned(P)
+            settle(c)                                                  # 6. r2 can fetch from no one
+            assert no_acked_block_lost(c, acked) == [f"row 1 of {P} is on no replica"]
+        else:
+            with pytest.raises(GuardFailed, match="pulled the log past the SWITCH"):
+                done(c.admin, c.layout, m, "r1", c.bugs)
+            with pytest.raises(GuardFailed, match="still keeps"):
+                r1.drop_unassigned(P)                                  # leaving: the SWITCH is not DONE
+            settle(c)
+            assert no_acked_block_lost(c, acked) == [] and owners_complete(c, acked) == []
+            assert read_migrations(c.admin, c.layout) == {} and r1.store.names(P) == []   # DONE, then dropped
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("bugs", [{"source_stops_at_switch", "complete_without_rescan"}, {"complete_without_rescan"}],
+                         ids=["as_written", "fixed"])
+def test_pr_f2_stale_cache_reads_the_stopped_source(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 2, bugs)
+    acked = {}
+    try:
+        m = start_clone(c.admin, c.layout, P, "r1", "r3", "r1", c.bugs)   # 1. r1, r2, r3:cloning
+        c.replicas["r2"].refresh_view(P)
+        write(c, "r2", 1, acked)                                         # 2. committed on r2
+        write_clone_entries(c.admin, c.layout, m, "r1")
+        signal_complete(c.replicas["r3"], m)                             # 3. empty snapshot: complete; SWITCH
+        switch(c.admin, c.layout, m, "r1", c.bugs)
+        r1 = c.replicas["r1"]
+        r1.refresh_view(P)
+        r1.pull_whole_log()                                              # r1 pulls the block's GET_PART
+        drain_queue(r1)
+        q = client_start_query(c.replicas["r3"], replicas=c.replicas,    # 4. a cache still says r1, r2
+                               choose=lambda at, owners: "r1")
+        assert q.routes == {P: "r1"}
+        rows = replica_read_partition(q, P, c.replicas)
+        if "source_stops_at_switch" in bugs:
+            assert rows == []      # QueryNoMissingInv: r1 skipped the GET_PART, the row is missed
+        else:
+            assert [x["row_id"] for x in rows] == [1]   # leaving: r1 kept replicating p
+    finally:
+        c.close()
+
+
+# --- PR-F3: two migrations of one partition, SWITCH on fresh versions -----------------------
+
+@pytest.mark.parametrize("bugs", [{"second_migration_allowed", "switch_fresh_version", "complete_without_rescan"},
+                                  {"second_migration_allowed", "complete_without_rescan"}],
+                         ids=["as_written", "fixed"])
+def test_pr_f3_two_migrations_switch_fresh(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 1, bugs)
+    try:
+        a = start_clone(c.admin, c.layout, P, "r1", "r2", "r1", c.bugs, mig_id="a")   # 1. A: r1 -> r2
+        b = start_clone(c.admin, c.layout, P, "r1", "r3", "r1", c.bugs, mig_id="b")   #    B: r1 -> r3
+        assert read_assignment(c.admin, c.layout, P).cloning == ("r2", "r3")
+        for m, t in ((a, "r2"), (b, "r3")):
+            write_clone_entries(c.admin, c.layout, m, "r1")
+            signal_complete(c.replicas[t], m)
+        if "switch_fresh_version" not in bugs:   # fixed: A's SWITCH checks the version CLONE A left
+            with pytest.raises(GuardFailed, match="as CLONE left it"):
+                switch(c.admin, c.layout, a, "r1", c.bugs)
+        switch(c.admin, c.layout, a if "switch_fresh_version" in bugs else b, "r1", c.bugs)   # 2. one SWITCH
+        if "switch_fresh_version" in bugs:
+            switch(c.admin, c.layout, b, "r1", c.bugs)  # 3. B's fresh read passes: r1 removed again
+            assert read_assignment(c.admin, c.layout, P).owners == ("r2", "r3")
+            assert replication_factor(c) == [f"{P} has owners ['r2', 'r3'], replication_factor 1",
+                                              "counts/r1 is -1, the assignments list it 0 times"]
+        else:
+            with pytest.raises(GuardFailed, match="as CLONE left it"):
+                switch(c.admin, c.layout, a, "r1", c.bugs)   # the other one must fail
+            assert replication_factor(c) == []
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("bugs", [{"second_migration_allowed", "switch_fresh_version"}, {"switch_fresh_version"}],
+                         ids=["second_allowed", "second_refused"])
+def test_pr_f3_the_other_fix_refuses_a_second_clone(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 1, bugs)
+    try:
+        start_clone(c.admin, c.layout, P, "r1", "r2", "r1", c.bugs)
+        if "second_migration_allowed" in bugs:
+            start_clone(c.admin, c.layout, P, "r1", "r3", "r1", c.bugs)
+            assert len(read_migrations(c.admin, c.layout)) == 2
+        else:
+            with pytest.raises(GuardFailed, match="already has a :cloning entry"):
+                start_clone(c.admin, c.layout, P, "r1", "r3", "r1", c.bugs)
+    finally:
+        c.close()
+
+
+# --- PR-F4: (reading filter_cached) the target skips GET_PARTs written after CLONE -----------
+
+@pytest.mark.parametrize("bugs", [{"complete_without_rescan"}, set()], ids=["as_written", "fixed"])
+def test_pr_f4_cached_filter_skips_the_targets_entries(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 2, bugs, readings={"filter_cached"})
+    acked = {}
+    try:
+        m = start_clone(c.admin, c.layout, P, "r1", "r3", "r1", c.bugs)   # 1. snapshot: all registered (none)
+        c.replicas["r1"].refresh_view(P)
+        write(c, "r1", 1, acked)                                         # 2. after CLONE
+        r3 = c.replicas["r3"]
+        r3.pull_whole_log()                                              # its cache predates CLONE: skipped
+        assert r3.queue() == []
+        write_clone_entries(c.admin, c.layout, m, "r1")
+        r3.refresh_view(P)
+        if bugs:
+            signal_complete(r3, m)                                       # 3. the (empty) snapshot: complete
+        else:
+            with pytest.raises(GuardFailed, match="not rescanned"):
+                signal_complete(r3, m)
+        settle(c)                                                        # SWITCH, DONE (fixed: rescan first)
+        assert read_assignment(c.admin, c.layout, P).owners == ("r2", "r3")
+        broken = owners_complete(c, acked)
+        assert broken == ([f"owner r3 of {P} lacks rows [1] and nothing will bring them"] if bugs else [])
+    finally:
+        c.close()
