@@ -70,6 +70,11 @@ def _cell(v) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
+        from .pr102244.cli import cmd_run as cmd_run_pr102244
+        return cmd_run_pr102244(a, table_with_buckets(a.buckets, a.replication_factor), keeper_factory, print_table)
+    if a.reading:
+        raise ValueError("--reading is a reading of PR #102244's text: use it with --design pr102244")
     bugs = check_switches(a.bug or [])
     table = table_with_buckets(a.buckets, a.replication_factor)
     if a.replication_factor > a.replicas:
@@ -231,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--query-rate", type=float, default=0.1, help="chance of a query between migration steps")
     r.add_argument("--queries", type=int, default=3, help="queries at the end")
     r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
+    r.add_argument("--design", choices=["rfc", "pr102244"], default="rfc",
+                   help="the RFC's design (default) or ClickHouse PR #102244's (spec/PR102244.md)")
+    r.add_argument("--reading", action="append", metavar="READING",
+                   help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", default=ROOT, help="the table's znode path")
