@@ -10,7 +10,6 @@ its version check turns the migration into FAILED (the fixed reading of PR-F3).
 from __future__ import annotations
 
 from ..assignment import GuardFailed
-from ..keeper import NoNodeError
 from ..registration import declare_replicas, register_replica
 from ..replica import _children, log_number
 from . import layout as pr_layout
