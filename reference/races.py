@@ -61,6 +61,11 @@ PROFILES = {p.name: p for p in (
                       "restart": 0.3},
             {**_KINDS, "cleanup": 3}, cleanup=CleanupSettings(min_logs_to_keep=2, max_logs_to_keep=6), max_down=1,
             describe="as racing, with a short log: replicas down long enough are marked lost and clone"),
+    Profile("thin", {"insert": 4, "step": 6, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 1.2,
+                     "restart": 0.8},
+            _KINDS, min_live=1, max_down=3,
+            describe="as racing, with most replicas down at times: new partitions meet fewer active "
+                     "replicas than the replication factor"),
 )}
 
 
@@ -77,8 +82,9 @@ def profile_of(name: str) -> Profile:
 class Race:
     """One profile's loop over a cluster; `counts` says what was done (and what was refused)."""
 
-    def __init__(self, c: Cluster, profile: Profile, seed: int, work):
+    def __init__(self, c: Cluster, profile: Profile, seed: int, work, steps: int | None = None):
         self.c, self.p, self.work = c, profile, work
+        self.steps = profile.steps if steps is None else steps
         self.rng = random.Random(f"race-{profile.name}-{seed}")
         self.counts: dict[str, int] = {}
 
@@ -87,7 +93,7 @@ class Race:
 
     def run(self) -> dict[str, int]:
         names, weights = zip(*sorted(self.p.actions.items()))
-        for _ in range(self.p.steps):
+        for _ in range(self.steps):
             getattr(self, f"_{self.rng.choices(names, weights)[0]}")()
         self.wind_down()
         return self.counts
@@ -196,12 +202,13 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
 
 
 def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 4, months: int = 3,
-         first_blocks: int = 4) -> dict[str, int]:
-    """Insert `first_blocks` blocks, then race the rest with the profile's actions."""
+         first_blocks: int = 4, steps: int | None = None) -> dict[str, int]:
+    """Insert `first_blocks` blocks, then race the rest with the profile's actions (`steps` loop
+    turns, the profile's by default)."""
     from .workload import blocks as gen
     work = gen(random.Random(seed), blocks, rows, months)
     c.load(work, limit=first_blocks)
-    return Race(c, profile, seed, work).run()
+    return Race(c, profile, seed, work, steps).run()
 
 
 def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> dict:
