@@ -26,8 +26,8 @@ class Tooth:
 
 TEETH = [
     Tooth("filter_with_stale_cache", "racing", 0, "QueryNoMissingInv"),
-    Tooth("cancel_drops_target_at_once", "racing", 0, "NoForeignPartsInv"),
-    Tooth("no_dedup", "racing", 0, "QueryNoDuplicateInv"),
+    Tooth("cancel_drops_target_at_once", "racing", 0, "NoForeignPartsInv", long=True),
+    Tooth("no_dedup", "racing", 0, "QueryNoDuplicateInv", long=True),
     Tooth("switch_without_catchup", "racing", 0, "QueryNoMissingInv", long=True),
     Tooth("serve_before_map_loaded", "racing", 0, "QueryNoMissingInv", long=True),
     Tooth("route_to_clone_target", "racing", 2, "QueryNoMissingInv", long=True),
