@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from pyspark_jobs import facts
 from pyspark_jobs.facts import KEYS, Facts, bits_of, shift
-from pyspark_jobs.load import INSERT, PART, RETURNED, History, check_large, read_table
+from pyspark_jobs.load import INSERT, LAG, PART, RETURNED, History, check_large, read_table
 from pyspark_jobs.local_frame import local_frame
 
 DESCRIPTIONS = {
@@ -31,7 +31,7 @@ DESCRIPTIONS = {
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
 }
-TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows"}
+TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag"}
 
 
 # --- the violating rows of each invariant (run only when it does not hold) -----------------------
@@ -115,7 +115,7 @@ class Violations:
     def QueryNoMissingInv(self) -> DataFrame:
         """(query_id, partition_id, row_id): a row acknowledged before a completed query started, in a
         partition it asked for (every partition with acknowledged rows when it asked for all), that
-        the query did not return."""
+        the query did not return and was not excused as replication lag (query_lag)."""
         h, fx = self.h, self.fx
         asked = local_frame(self.spark, [("partition_id", "string"), ("query_id", "string"), ("start_step", "bigint")],
                             [(p, q, start) for q, start, requested in h.done_queries if requested is not None
@@ -125,7 +125,9 @@ class Violations:
         acked = fx.rows.filter(F.col("n_ok") > 0).select(*KEYS, "ack_step")
         owed = (acked.join(F.broadcast(asked), "partition_id").unionByName(acked.crossJoin(F.broadcast(whole)))
                 .filter(F.col("ack_step") < F.col("start_step")).select("query_id", *KEYS))
-        return owed.join(self.returned().distinct(), ["query_id", *KEYS], "left_anti")
+        excused = self._large().filter(F.col("t") == LAG).select(F.col("who").alias("query_id"), *KEYS)
+        return (owed.join(self.returned().distinct(), ["query_id", *KEYS], "left_anti")
+                .join(excused.distinct(), ["query_id", *KEYS], "left_anti"))
 
 
 Progress = Callable[[str, dict, float], None]
@@ -145,6 +147,7 @@ def totals_of(groups: list[dict]) -> dict:
         t["rows"]["inserts"] += g["inserts"] or 0
         t["rows"]["parts"] += g["parts"] or 0
         t["rows"]["query_rows"] += g["returned"] or 0
+        t["rows"]["query_lag"] += g["lagging"] or 0
     t["acknowledged"] = sum(g["acknowledged"] or 0 for g in groups)
     t["unknown"] = sum(g["unknown"] or 0 for g in groups)
     t["last_parts"] = max((g["last_part"] for g in groups if g["last_part"] is not None), default=-1)

@@ -36,7 +36,9 @@ QUERIES = {
                       WHERE ok.ack_step < a.start_step)
         SELECT count(*) FROM owed o WHERE NOT EXISTS (
             SELECT 1 FROM query_rows r WHERE r.query_id = o.query_id AND r.partition_id = o.partition_id
-            AND r.row_id = o.row_id)""",
+            AND r.row_id = o.row_id) AND NOT EXISTS (
+            SELECT 1 FROM query_lag l WHERE l.query_id = o.query_id AND l.partition_id = o.partition_id
+            AND l.row_id = o.row_id)""",
     "QueryNoDuplicateInv": """
         SELECT count(*) FROM (SELECT r.query_id, partition_id, row_id FROM query_rows r
                               JOIN queries q ON q.query_id = r.query_id AND q.status = 'complete'
@@ -82,6 +84,11 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con.execute(f"SET threads = {threads}")
     for t in VIEWS:
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({_source(folder, t)})")
+    # query_lag (rows a query is not owed by replication lag) is optional: absent, R2 is strict
+    lag = folder / "query_lag.parquet"
+    con.execute(f"CREATE VIEW query_lag AS SELECT * FROM read_parquet({_source(folder, 'query_lag')})" if lag.exists()
+                else "CREATE VIEW query_lag AS SELECT NULL::VARCHAR AS query_id, NULL::VARCHAR AS partition_id, "
+                     "NULL::BIGINT AS row_id WHERE false")
     con.execute("CREATE VIEW final AS SELECT * FROM parts WHERE snapshot_step = (SELECT max(snapshot_step) FROM parts)")
     con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")

@@ -26,7 +26,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pyspark_jobs.load import INSERT, PART, RETURNED, History, keep
+from pyspark_jobs.load import INSERT, LAG, PART, RETURNED, History, keep
 from pyspark_jobs.local_frame import local_frame
 
 WORD = 63                 # bits per mask word (a signed long, sign bit unused)
@@ -99,8 +99,12 @@ class Facts:
         if self.qwords is not None:
             queries = local_frame(spark, [("query_id", "string"), ("qidx", "int")],
                                   [(q, i) for i, (q, _, _) in enumerate(h.done_queries)])
-            rows = rows.join(F.broadcast(queries), (t == RETURNED) & (c("who") == c("query_id")), "left")
-            qbits = [F.coalesce(F.bit_or(bit(c("qidx"), w)), zero()).alias(f"ret{w}") for w in self.qwords]
+            rows = rows.join(F.broadcast(queries), t.isin(RETURNED, LAG) & (c("who") == c("query_id")), "left")
+            qbits = [F.coalesce(F.bit_or(F.when(t == RETURNED, bit(c("qidx"), w))), zero()).alias(f"ret{w}")
+                     for w in self.qwords]
+            # the completed queries that were still receiving the row when they read it (query_lag)
+            qbits += [F.coalesce(F.bit_or(F.when(t == LAG, bit(c("qidx"), w))), zero()).alias(f"lag{w}")
+                      for w in self.qwords]
         final = (t == PART) & (c("step") == self.h.final_step)  # older snapshots are history, not state
         ok, unknown = (t == INSERT) & (c("code") == 0), (t == INSERT) & (c("code") == 2)
         self.rows = keep(rows.groupBy(*KEYS).agg(
@@ -115,9 +119,10 @@ class Facts:
             F.count(F.when(final & c("idx").isNull(), 1)).alias("n_unnamed"),
             *[F.coalesce(F.bit_or(F.when(final, bit(c("idx"), w))), zero()).alias(f"held{w}") for w in self.words],
             F.count(F.when(t == RETURNED, 1)).alias("n_returned"),
-            F.count(F.when(c("qidx").isNotNull(), 1) if qbits else F.lit(None)).alias("n_returned_done"),
+            F.count(F.when((t == RETURNED) & c("qidx").isNotNull(), 1) if qbits else F.lit(None)).alias("n_returned_done"),
+            F.count(F.when(t == LAG, 1)).alias("n_lag"),
             *qbits,
-            *[F.coalesce(F.bit_or(F.when(t == k, c("bad"))), F.lit(0)).alias(f"bad{k}") for k in (INSERT, PART, RETURNED)]))
+            *[F.coalesce(F.bit_or(F.when(t == k, c("bad"))), F.lit(0)).alias(f"bad{k}") for k in (INSERT, PART, RETURNED, LAG)]))
         h.kept.append(self.rows)
 
         # Per partition of the final assignment: owner and allowed (owner or leaving) masks, the
@@ -166,10 +171,11 @@ class Facts:
 
     def owed_missing(self) -> Column:
         """Completed queries that owed the row (it was acknowledged before they started, in a
-        partition they asked for) and did not return it."""
+        partition they asked for, and it was not in flight to them: query_lag) and did not return it."""
         after = count_at_most(F.col("ack_step"), [start for _, start, _ in self.h.done_queries])
         return popcount([F.coalesce(F.col(f"asked{w}"), F.lit(self.whole[w])).bitwiseAND(from_bit(after, w))
-                         .bitwiseAND(F.bitwise_not(F.col(f"ret{w}"))) for w in self.qwords])
+                         .bitwiseAND(F.bitwise_not(F.col(f"ret{w}")))
+                         .bitwiseAND(F.bitwise_not(F.col(f"lag{w}"))) for w in self.qwords])
 
     def returned_twice(self) -> Column:
         return F.col("n_returned_done") > popcount([F.col(f"ret{w}") for w in self.qwords])
@@ -185,9 +191,9 @@ class Facts:
             F.count(F.when(self.returned_twice(), 1)).alias("returned_twice")]
         groups = self.with_partitions(self.rows).groupBy("partition_id", "unknown_insert").agg(
             F.sum("n_inserts").alias("inserts"), F.sum("n_ok").alias("acknowledged"),
-            F.sum("n_unknown").alias("unknown"), F.sum("n_parts").alias("parts"), F.sum("n_returned").alias("returned"),
+            F.sum("n_unknown").alias("unknown"), F.sum("n_parts").alias("parts"), F.sum("n_returned").alias("returned"), F.sum("n_lag").alias("lagging"),
             F.max("last_part").alias("last_part"),
-            *[F.bit_or(f"bad{k}").alias(f"bad{k}") for k in (INSERT, PART, RETURNED)],
+            *[F.bit_or(f"bad{k}").alias(f"bad{k}") for k in (INSERT, PART, RETURNED, LAG)],
             F.count(F.when(acked, 1)).alias("acked_rows"),
             F.sum(lost).alias("lost"),
             *[F.bit_or(F.when(acked, m)).alias(f"miss{w}") for w, m in zip(self.words, self.missing())],

@@ -28,6 +28,8 @@ class Table:
     # Tables of one row per inserted/held/returned row: read into the co-partitioned frame.
     large: bool = False
     must_have_rows: str | None = None   # why an empty table is refused (None: empty is allowed)
+    # A table a history may lack (histories written before it existed): read as empty.
+    optional: bool = False
     statuses: tuple[str, ...] = field(default_factory=tuple)  # allowed values of `status`
 
     @property
@@ -46,6 +48,11 @@ TABLES = {t.name: t for t in (
           statuses=QUERY_STATUSES),
     Table("query_rows", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
           large=True),
+    # Rows a query is not owed by replication lag (reference/lag.py: the spec's InFlightTo, and
+    # unpulled entries of partitions the query's map did not know). Optional: a history without it
+    # is checked with every read taken as synced (R2 strict), as before the table existed.
+    Table("query_lag", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
+          large=True, optional=True),
     Table("parts", (Column("snapshot_step", "long"), Column("replica", "string"), Column("partition_id", "string"),
                     Column("part_name", "string"), Column("row_id", "long")),
           large=True, must_have_rows="no parts: the history has no final snapshot of the replicas"),

@@ -126,6 +126,8 @@ def find_tables(folder: str) -> dict[str, TableSource]:
     found, problems = {}, []
     for name, table in TABLES.items():
         candidates = [(root / f"{name}.{ext}", fmt) for ext, fmt in FORMATS if (root / f"{name}.{ext}").exists()]
+        if not candidates and table.optional:
+            continue
         if not candidates:
             problems.append(f"{root}: no {name}.parquet or {name}.jsonl")
             continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from functools import reduce
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -31,7 +32,8 @@ from pyspark_jobs.layout import TableSource, find_tables
 log = logging.getLogger(__name__)
 CORRUPT = locate.CORRUPT
 # `rows.t`: which table a row comes from
-INSERT, PART, RETURNED = 0, 1, 2
+INSERT, PART, RETURNED, LAG = 0, 1, 2, 3
+LARGE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG}
 STATUS_CODE = {"ok": 0, "failed": 1, "unknown": 2}
 ROWS_PER_PARTITION = 4_000_000  # keeps one task's hash tables a few hundred MB at most
 
@@ -128,7 +130,7 @@ def _narrow(name: str, df: DataFrame) -> DataFrame:
                          code.cast("byte").alias("code"), c("ack_step").alias("step"),
                          F.when(c("status") == "unknown", F.xxhash64("insert_id")).alias("unknown_insert"), "bad")
     who, step = ("replica", c("snapshot_step")) if name == "parts" else ("query_id", null_l)
-    return df.select(F.lit(PART if name == "parts" else RETURNED).alias("t"), "partition_id", "row_id",
+    return df.select(F.lit(LARGE[name]).alias("t"), "partition_id", "row_id",
                      c(who).alias("who"), F.lit(None).cast("byte").alias("code"), step.alias("step"),
                      null_l.alias("unknown_insert"), "bad")
 
@@ -164,8 +166,8 @@ class History:
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
-        frames = [_narrow(name, read_table(spark, self.sources[name])) for name in ("inserts", "parts", "query_rows")]
-        return frames[0].unionByName(frames[1]).unionByName(frames[2])
+        frames = [_narrow(name, read_table(spark, self.sources[name])) for name in LARGE if name in self.sources]
+        return reduce(DataFrame.unionByName, frames)
 
     def close(self) -> None:
         for df in self.kept:
@@ -244,8 +246,8 @@ def plan_settings(spark: SparkSession, partitions: int):
 def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     """Refuse the large tables on what the facts pass found: a bad row (named by file and line), an
     empty table, nothing acknowledged, a parts snapshot after the last assignment snapshot."""
-    for name in ("inserts", "parts", "query_rows"):
-        if totals["bad"][name]:
+    for name in LARGE:
+        if totals["bad"].get(name):
             raise refuse(spark, h.sources[name], read_table(spark, h.sources[name]), totals["bad"][name])
     for name in ("inserts", "parts"):
         if totals["rows"][name] == 0:  # a Spark folder whose footers said otherwise

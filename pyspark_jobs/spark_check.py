@@ -109,8 +109,43 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
                 f"{'holds' if res['holds'] else 'violations'}; oracle: {run['oracle_violations']} violations; "
                 f"{'as expected' if res['as_expected'] else 'NOT AS EXPECTED'} ({res['seconds']} s)")
             results.append(res)
+        ok &= _racing_runs(spark, Path(d) / "racing", scale, sample, results)
         ok &= _clickhouse_runs(spark, Path(d) / "clickhouse", sample, results)
     return results, ok
+
+
+# Racing profiles (reference/races.py) on the fixed protocol, and switches the job must catch on
+# them (pyspark_jobs/teeth.py); the large scale runs every tooth.
+RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0)],
+                "switches": ["filter_with_stale_cache", "cleanup_no_delay", "clone_lost_replica_from_one_peer"]}
+
+
+def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dict]) -> bool:
+    """Each run must agree with the oracle; a fixed one must hold, a switched one must be refused
+    with its tooth's invariant named. The report says what each found."""
+    from pyspark_jobs.teeth import SIZE, TEETH
+    from reference.races import racing_history
+    teeth = [t for t in TEETH if scale != "small" or t.switch in RACING_SMALL["switches"]]
+    fixed = RACING_SMALL["fixed"] if scale == "small" else sorted({(t.profile, t.seed) for t in TEETH})
+    cases = [(p, s, None) for p, s in fixed] + [(t.profile, t.seed, t) for t in teeth]
+    ok = True
+    for profile, seed, tooth in cases:
+        bugs = frozenset({tooth.switch}) if tooth else frozenset()
+        say(f"spark-check: racing profile {profile} seed {seed} {sorted(bugs) or '(fixed protocol)'} ...")
+        run = racing_history(folder / f"{profile}-{seed}-{tooth.switch if tooth else 'fixed'}", profile, seed, bugs,
+                             **SIZE)
+        res = check_folder(spark, run["history"], sample)
+        found = sorted(n for n, r in res["invariants"].items() if not r["holds"])
+        res.update(run=run, bugs=sorted(bugs), seed=seed, profile=profile, found=found)
+        agree = res["holds"] == (run["oracle_violations"] == 0)
+        res["as_expected"] = agree and (tooth.invariant in found if tooth else res["holds"])
+        ok &= res["as_expected"]
+        say(f"  {run['rows']} rows, {run['queries']} queries, actions {run['actions']}; spark: "
+            f"{'holds' if res['holds'] else 'VIOLATED ' + ', '.join(found)}; oracle: {run['oracle_violations']} "
+            f"violations; {'as expected' if res['as_expected'] else 'NOT AS EXPECTED'} "
+            f"(run {run['seconds']} s, check {res['seconds']} s)")
+        results.append(res)
+    return ok
 
 
 def _clickhouse_runs(spark, folder: Path, sample: int, results: list[dict]) -> bool:
@@ -169,8 +204,13 @@ def run(a: argparse.Namespace) -> int:
     try:
         if a.scale:
             results, ok = run_scale(spark, a.scale, a.sample)
+            racing = [r for r in results if "profile" in r]
+            caught = [r for r in racing if r["bugs"] and r["as_expected"]]
             summary = (f"{sum(1 for r in results if r['as_expected'])}/{len(results)} runs as expected "
-                       f"({sum(r['inserted_rows'] for r in results)} rows)")
+                       f"({sum(r['inserted_rows'] for r in results)} rows); racing: "
+                       f"{sum(1 for r in racing if not r['bugs'] and r['holds'])}/{sum(1 for r in racing if not r['bugs'])}"
+                       f" fixed hold, {len(caught)}/{sum(1 for r in racing if r['bugs'])} switches caught "
+                       f"({', '.join(r['bugs'][0] + ': ' + '+'.join(r['found']) for r in caught)})")
         else:
             results = [check_folder(spark, folder, a.sample, a.partitions) for folder in a.input]
             ok = all(r["holds"] for r in results)

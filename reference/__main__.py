@@ -27,6 +27,7 @@ from .keeper import MemoryEnsemble
 from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
+from .races import UnknownProfile
 from .parts import BadPart
 from .system_tables import all_tables
 from .table import BadPartitionId, Table, TableDefinitionError, check_partition_id
@@ -93,6 +94,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     connect, backend = keeper_factory(a.zk)
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
+    if a.profile != "quiet":
+        return run_profile(a, bugs, connect, backend, data, progress, out)
     c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
                 root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
                 backend=backend, log=progress)
@@ -138,6 +141,34 @@ def cmd_run(a: argparse.Namespace) -> int:
         else:
             for name in a.show:
                 print_table(name, tables[name], out)
+            print(f"\nhistory check: {len(problems)} violations" + "".join(f"\n  {p}" for p in problems[:20]), file=out)
+        return 1 if problems else 0
+    finally:
+        c.close()
+
+
+def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
+    """--profile racing|stale|lossy|thin: the profile's seeded loop (reference/races.py) instead of
+    the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
+    --steps and --seed apply, the history and the check as for quiet."""
+    from .races import profile_of, race, racing_cluster
+    profile = profile_of(a.profile)
+    c = racing_cluster(connect, data, profile, a.seed, bugs, replicas=a.replicas, buckets=a.buckets,
+                       rf=a.replication_factor, root=a.root, backend=backend, log=progress)
+    try:
+        counts = race(c, profile, a.seed, blocks=a.blocks, rows=a.rows, months=a.months, steps=a.steps)
+        progress(f"profile {a.profile}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if a.history:
+            c.write_history(a.history, a.history_format)
+            progress(f"history written to {a.history}")
+        else:
+            c.snapshot()
+        problems = violations(c.history, c.table.replication_factor)
+        if a.json:
+            json.dump({"profile": a.profile, "actions": counts, "queries": c.queries, "steps": c.step,
+                       "violations": problems, "data": str(data)}, sys.stdout, indent=1, default=str)
+            print()
+        else:
             print(f"\nhistory check: {len(problems)} violations" + "".join(f"\n  {p}" for p in problems[:20]), file=out)
         return 1 if problems else 0
     finally:
@@ -241,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--reading", action="append", metavar="READING",
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
+                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin")
+    r.add_argument("--steps", type=int, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", default=ROOT, help="the table's znode path")
     r.add_argument("--data", help="folder for the replicas' parts (default: a new temporary folder)")
@@ -274,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
-    except (UnknownSwitch, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
+    except (UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

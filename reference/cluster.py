@@ -5,7 +5,8 @@ the history, and is what the command line, the end-to-end tests and the benchmar
 Driver policies that are not protocol: a query first pulls the log on the replica it starts
 at, and syncs the replica it reads each partition from (SYSTEM SYNC REPLICA for that partition;
 what select_sequential_consistency gives), so a missed acknowledged row is a protocol bug, not
-replication lag; faults are injected at INSERT
+replication lag; a query with sync=False does neither and records the rows the spec excuses as
+lag instead (reference/lag.py, reference/races.py's racing profiles); faults are injected at INSERT
 forwarding with `fault_rate`.
 """
 
@@ -19,8 +20,9 @@ from typing import Callable
 from .assignment import GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
-from .insert import InsertOutcomeUnknown, route_insert
+from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
 from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
+from .lag import in_flight, not_pulled
 from .layout import Layout
 from .migration import (admin_reassign, coordinator_switch, migrations_in_flight, read_migration, replica_cleanup,
                         replica_clone_fetch, replica_take_over_migration)
@@ -64,6 +66,7 @@ class Cluster:
         self.replicas: dict[str, Replica] = {}
         self.down: dict[str, PartStore] = {}
         self.queries = 0
+        self.block_rows: dict[str, list[int]] = {}  # block id -> its row_ids (for query_lag)
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
         for r in replicas:
             self.add_replica(r)
@@ -147,6 +150,8 @@ class Cluster:
         and records each sub-block in the history."""
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
+        for p, sub in subs.items():
+            self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
         status = {p: "failed" for p in subs}
         for _ in range(tries):
             receiver = self.replicas[self.rng.choice(sorted(self.replicas))]
@@ -339,17 +344,26 @@ class Cluster:
                     pass
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
-              between: Callable[[], None] | None = None):
+              between: Callable[[], None] | None = None, sync: bool = True):
         """ClientStartQuery at a replica, then each partition read in its own step with up to
-        `interleave` background steps (or a call of `between`) before each read; recorded in the history."""
+        `interleave` background steps (or a call of `between`) before each read; recorded in the history.
+        sync=False: no pull at the start and no sync before a read (a stale map, a lagging reader);
+        the rows the spec excuses as replication lag are recorded with the query (reference/lag.py)."""
         at = at or self.rng.choice(sorted(self.replicas))
         start = self.tick()
-        # Sequential consistency, first half: the replica the query starts at pulls the log to
-        # its end, so every partition with a committed INSERT is in its map (by the F2 fix). The
-        # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
-        while self._try("pull", self.replicas[at]):
-            pass
+        lag: dict[str, set[int]] = {}
+        if sync:
+            # Sequential consistency, first half: the replica the query starts at pulls the log to
+            # its end, so every partition with a committed INSERT is in its map (by the F2 fix). The
+            # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
+            while self._try("pull", self.replicas[at]):
+                pass
         q = client_start_query(self.replicas[at], partitions, replicas=self.replicas)
+        if not sync:
+            unknown = [p for p in self.admin.get_children(self.layout.assignments)
+                       if p not in q.routes and (partitions is None or p in partitions)]
+            for p, ids in not_pulled(self.admin, self.layout, at, unknown).items():
+                lag[p] = self._rows_of(ids)
         routes = dict(q.routes)
         got = {}
         for p in sorted(q.pending):
@@ -363,11 +377,17 @@ class Cluster:
                 self.queries += 1
                 self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
                 return None  # ClientQueryFails: the chosen replica went down
-            self._sync_partition(self.replicas[reader], p)
+            if sync:
+                self._sync_partition(self.replicas[reader], p)
+            else:
+                lag[p] = lag.get(p, set()) | self._rows_of(in_flight(self.admin, self.layout, reader, p))
             got[p] = replica_read_partition(q, p, self.replicas)
         self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "complete", partitions)
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "complete", partitions, lag)
         return q
+
+    def _rows_of(self, block_ids) -> set[int]:
+        return {r for b in block_ids for r in self.block_rows.get(b, ())}
 
     # --- administration -----------------------------------------------------------------
     def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:

@@ -24,6 +24,10 @@ SCHEMAS = {
                 "status": "string", "partitions_requested": "list<string>"},
     "query_reads": {"query_id": "string", "partition_id": "string", "read_from": "string"},
     "query_rows": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
+    # Rows a query is not owed by replication lag (the spec's R2, reference/lag.py): of a partition
+    # its map did not know, not pulled by its replica yet; or still in flight to the replica it read
+    # the partition from. Empty for a synced query.
+    "query_lag": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
     "parts": {"snapshot_step": "int64", "replica": "string", "partition_id": "string", "part_name": "string",
               "row_id": "int64"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
@@ -47,8 +51,9 @@ class History:
 
     def query(self, query_id: str, replica: str, start: int, end: int, routes: dict[str, str],
               rows_by_partition: dict[str, list[dict]], status: str = "complete",
-              requested: set[str] | None = None) -> None:
-        """`requested`: the partitions the query asked for after pruning; None for the whole table."""
+              requested: set[str] | None = None, lag: dict[str, set[int]] | None = None) -> None:
+        """`requested`: the partitions the query asked for after pruning; None for the whole table.
+        `lag`: per partition, the row_ids it is not owed by replication lag (table query_lag)."""
         self.tables["queries"].append({"query_id": query_id, "replica": replica, "start_step": start,
                                        "end_step": end, "status": status,
                                        "partitions_requested": None if requested is None else sorted(requested)})
@@ -57,6 +62,9 @@ class History:
         for p, rows in sorted(rows_by_partition.items()):
             self.tables["query_rows"] += [{"query_id": query_id, "partition_id": p, "row_id": int(x["row_id"])}
                                           for x in rows]
+        for p, ids in sorted((lag or {}).items()):
+            self.tables["query_lag"] += [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
+                                         for r in sorted(ids)]
 
     def snapshot(self, step: int, stores: dict, assignments: list[dict]) -> None:
         """Every replica's part inventory, row by row, and the assignment, at `step`."""

@@ -1,0 +1,233 @@
+"""Workload profiles whose client and operator actions race the protocol's own steps, for the
+history checkers (the in-process oracle, pyspark_jobs/): the interleavings TLC explores, on the
+reference, so a history can show a lost, doubled or short-replicated row.
+
+`quiet` is what `reference run` did before profiles (every insert before any migration, synced
+queries): it is not driven from here. The other profiles run one seeded loop over the
+deterministic driver (reference/cluster.py), so a (profile, seed) is one history, step for step:
+
+- inserts (with retries and, at `fault_rate`, broken forwards of unknown outcome) that land
+  between a CLONE's start, its fetch, its SWITCH and its CLEANUP, into partitions that keep being
+  created (new months and buckets) while maps are stale;
+- REASSIGNs started at random and cancelled at random (a cancel in every state is tried; the
+  coordinator refuses it after SWITCH);
+- queries that start on the replica's map as it is and read without syncing: the rows the spec
+  excuses as replication lag are recorded with them (reference/lag.py), the rest are owed;
+- replicas crashed and restarted (and queried right after the restart), and, in `lossy`, kept
+  down while the cleanup thread trims the log, so they come back lost and clone;
+- background steps chosen by kind with the profile's weights: few map refreshes keep maps stale.
+
+At the end every replica is restarted, the migrations run to their end, the cluster settles and
+one synced query per replica is made: the final snapshot is a state the invariants judge.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .assignment import GuardFailed, NotEnoughActiveReplicas
+from .cleanup import CleanupSettings
+from .cluster import Cluster
+from .migration import MigrationError, coordinator_cancel, migrations_in_flight, read_migration
+from .replica import InsertRejected
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    actions: dict[str, float]                  # action -> weight, one drawn per loop turn
+    kinds: dict[str, float]                    # background step kind -> weight
+    steps: int = 400                           # loop turns
+    interleave: int = 3                        # background steps at most before each read
+    fault_rate: float = 0.1                    # broken INSERT forwards (outcome unknown)
+    min_live: int = 2                          # never crash below this many running replicas
+    max_down: int = 2                          # nor have more than this many down at once
+    cleanup: CleanupSettings = field(default_factory=CleanupSettings)
+    describe: str = ""
+
+
+_KINDS = {"refresh": 1, "pull": 4, "execute": 4, "migrate": 3, "merge": 1, "cleanup": 1}
+PROFILES = {p.name: p for p in (
+    Profile("racing", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.7, "query": 2, "crash": 0.3,
+                       "restart": 0.6},
+            _KINDS, describe="inserts, retries, reassigns and cancels racing CLONE/SWITCH/CLEANUP; "
+                             "unsynced queries; crash and restart"),
+    Profile("stale", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.3, "query": 4, "crash": 0.2,
+                      "restart": 0.5},
+            {**_KINDS, "refresh": 0.2, "migrate": 5}, interleave=5,
+            describe="as racing, with maps refreshed rarely and queries read between migration steps"),
+    Profile("lossy", {"insert": 4, "step": 10, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.6,
+                      "restart": 0.3},
+            {**_KINDS, "cleanup": 3}, cleanup=CleanupSettings(min_logs_to_keep=2, max_logs_to_keep=6), max_down=1,
+            describe="as racing, with a short log: replicas down long enough are marked lost and clone"),
+    Profile("thin", {"insert": 4, "step": 6, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 1.2,
+                     "restart": 0.8},
+            _KINDS, min_live=1, max_down=3,
+            describe="as racing, with most replicas down at times: new partitions meet fewer active "
+                     "replicas than the replication factor"),
+)}
+
+
+class UnknownProfile(ValueError):
+    pass
+
+
+def profile_of(name: str) -> Profile:
+    if name not in PROFILES:
+        raise UnknownProfile(f"unknown profile {name!r}; known: quiet, {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+class Race:
+    """One profile's loop over a cluster; `counts` says what was done (and what was refused)."""
+
+    def __init__(self, c: Cluster, profile: Profile, seed: int, work, steps: int | None = None):
+        self.c, self.p, self.work = c, profile, work
+        self.steps = profile.steps if steps is None else steps
+        self.rng = random.Random(f"race-{profile.name}-{seed}")
+        self.counts: dict[str, int] = {}
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def run(self) -> dict[str, int]:
+        names, weights = zip(*sorted(self.p.actions.items()))
+        for _ in range(self.steps):
+            getattr(self, f"_{self.rng.choices(names, weights)[0]}")()
+        self.wind_down()
+        return self.counts
+
+    # --- actions ------------------------------------------------------------------------
+    def _insert(self) -> None:
+        nxt = next(self.work, None)
+        if nxt is None:
+            return self._step()
+        block_id, rows = nxt
+        try:
+            for st in self.c.insert(rows, block_id).values():
+                self._count(f"insert {st}")
+        except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
+            self._count("insert refused")
+
+    def _step(self) -> None:
+        c = self.c
+        kinds, weights = zip(*sorted(self.p.kinds.items()))
+        c.read_in_flight()
+        rep = c.replicas[self.rng.choice(sorted(c.replicas))]
+        if c._try(self.rng.choices(kinds, weights)[0], rep, random_choice=True):
+            c.tick()
+            self._count("step")
+
+    def _reassign(self) -> None:
+        c = self.c
+        partitions = sorted(c.admin.get_children(c.layout.assignments))
+        if not partitions:
+            return
+        p = self.rng.choice(partitions)
+        from .assignment import read_assignment
+        a = read_assignment(c.admin, c.layout, p)
+        candidates = sorted(r for r in c.replicas if r not in a.owners)
+        if not candidates:
+            return
+        try:
+            c.reassign(p, self.rng.choice(candidates), self.rng.choice(sorted(a.owners)))
+            self._count("reassign")
+        except (MigrationError, GuardFailed):
+            self._count("reassign refused")
+
+    def _cancel(self) -> None:
+        c = self.c
+        flying = migrations_in_flight(c.admin, c.layout)
+        if not flying:
+            return
+        p = self.rng.choice(sorted(flying))
+        mig, _ = read_migration(c.admin, c.layout, p)
+        try:
+            coordinator_cancel(c.admin, c.layout, p, target=c.replicas.get(mig["dst"]), bugs=c.bugs)
+            self._count(f"cancel in {mig['state']}{' fetched' if mig.get('fetched') else ''}")
+        except GuardFailed:
+            self._count(f"cancel refused in {mig['state']}")
+
+    def _query(self) -> None:
+        c = self.c
+        at = self.rng.choice(sorted(c.replicas))
+        q = c.query(at=at, interleave=self.p.interleave, sync=False)
+        self._count("query" if q is not None else "query failed")
+
+    def _crash(self) -> None:
+        c = self.c
+        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
+            return
+        c.crash_replica(self.rng.choice(sorted(c.replicas)))
+        self._count("crash")
+
+    def _restart(self) -> None:
+        c = self.c
+        if not c.down:
+            return
+        name = self.rng.choice(sorted(c.down))
+        c.add_replica(name)
+        self._count("restart")
+        if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
+            self._query()
+
+    # --- the end: a state to judge -----------------------------------------------------
+    def wind_down(self, max_steps: int = 20_000) -> None:
+        c = self.c
+        for name in sorted(c.down):
+            c.add_replica(name)
+        for _ in range(max_steps):
+            if not migrations_in_flight(c.admin, c.layout):
+                break
+            if not c.background_step():
+                c.settle()
+        else:
+            raise RuntimeError(f"migrations still in flight after {max_steps} steps: "
+                               f"{migrations_in_flight(c.admin, c.layout)}")
+        c.settle()
+        for r in sorted(c.replicas):
+            c.query(at=r)
+
+
+def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozenset(), replicas: int = 4,
+                   buckets: int = 4, rf: int = 2, **kw) -> Cluster:
+    """A cluster for a profile: few partitions (so moves, writes and reads meet on them)."""
+    from .workload import WORKLOAD
+    from .table import Table
+    table = Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,
+                  replication_factor=rf)
+    return Cluster(connect, data_dir, replicas=[f"r{i}" for i in range(1, replicas + 1)], table=table, seed=seed,
+                   fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, **kw)
+
+
+def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 4, months: int = 3,
+         first_blocks: int = 4, steps: int | None = None) -> dict[str, int]:
+    """Insert `first_blocks` blocks, then race the rest with the profile's actions (`steps` loop
+    turns, the profile's by default)."""
+    from .workload import blocks as gen
+    work = gen(random.Random(seed), blocks, rows, months)
+    c.load(work, limit=first_blocks)
+    return Race(c, profile, seed, work, steps).run()
+
+
+def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> dict:
+    """Run a profile on the in-memory keeper and write its history to `folder`/history; the
+    in-process oracle's verdict and the run's figures."""
+    from pathlib import Path
+    import time
+    from .keeper import MemoryEnsemble
+    from .oracle import violations
+    folder = Path(folder)
+    t0 = time.perf_counter()
+    c = racing_cluster(MemoryEnsemble().connect, folder / "data", profile_of(profile), seed, bugs)
+    try:
+        counts = race(c, profile_of(profile), seed, **kw)
+        c.write_history(folder / "history")
+        problems = violations(c.history, c.table.replication_factor)
+        return {"profile": profile, "seed": seed, "bugs": sorted(bugs), "history": str(folder / "history"),
+                "oracle_violations": len(problems), "oracle_sample": problems[:5], "actions": counts,
+                "rows": len(c.history.tables["inserts"]), "queries": c.queries, "steps": c.step,
+                "seconds": round(time.perf_counter() - t0, 2)}
+    finally:
+        c.close()
