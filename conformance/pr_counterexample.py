@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
 
+from .explore import first_difference
 from .pr_system import PRSystem, model_constants
 from .stategraph import SPEC
 
@@ -27,13 +28,6 @@ FINDINGS = {
     "MCPR102244_switch_fresh_version.cfg": ("PR-F3", "switch_fresh_version"),
     "MCPR102244_filter_cached.cfg": ("PR-F4", "complete_without_rescan"),
 }
-
-
-def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None:
-    for var in sorted(spec):
-        if spec[var] != ref.get(var):
-            return var, spec[var], ref.get(var)
-    return None
 
 
 @dataclass

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.tlc.values import to_json
 
-from .pr_counterexample import first_difference
+from .explore import _path, first_difference
 from .pr_system import PRSystem, model_constants
 from .stategraph import SPEC, cfg_invariants, dump, expanded
 
@@ -57,14 +57,6 @@ class PRExploreReport:
         d = dict(self.__dict__)
         d["agreement"] = round(self.covered / self.edges_checkable, 4) if self.edges_checkable else 1.0
         return d
-
-
-def _path(parent: dict, node) -> list:
-    out = []
-    while parent.get(node) is not None:
-        node, step = parent[node]
-        out.append(step)
-    return out[::-1]
 
 
 def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, sample: float | None = None,
