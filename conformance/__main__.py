@@ -18,6 +18,9 @@ Stages, each printed with its figures:
      of the same constants with no switch on, and again with the spec's invariants alone; time
      to first failure, the failing walk's length and its length shrunk (conformance/walk.py),
      written to build/conformance/machine-*.json for `replay`.
+  6. PR #102244's design (spec/PR102244.tla, reference/pr102244/): the state-graph replay of
+     MCPR102244 (both directions, cut at a depth or sampled per profile), and (dev, thorough)
+     PR-F1..PR-F4's counterexamples carried to the reference with and without their switch.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
 (stage 5 must catch every switch against the fixed graph; invariants alone are reported).
 """
@@ -258,6 +261,44 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     return ok
 
 
+# MCPR102244 (68,298 states) replayed per profile: (depth bound, sampled share of the states).
+# Every state costs a try of each of its ~40 instances (2-3 ms each on a loaded machine), so the
+# whole graph is ~1 h: ci and dev cut it at depth 6 (1,393 states expanded, 13,930 edges), thorough
+# samples the whole graph.
+PR_EXPLORE = {"ci": (5, None), "dev": (6, None), "thorough": (None, 0.05)}
+
+
+def stage_pr102244(profile: str, out: dict) -> bool:
+    from .pr_counterexample import FINDINGS, carry
+    from .pr_explore import explore
+    depth, sample = PR_EXPLORE[profile]
+    r = explore("MCPR102244.cfg", depth=depth, sample=sample, progress=print,
+                failure_file=FAILURES / "explore-MCPR102244.cfg.json").as_dict()
+    ok = r["failure"] is None and r["violation"] is None and r["agreement"] == 1.0
+    out["pr102244_replay"] = r
+    print(f"  replay MCPR102244.cfg{f' to depth {depth}' if depth else ''}"
+          f"{f', {sample:.0%} of states sampled (seed 0)' if sample else ''}: {r['covered']}/{r['edges_checkable']} "
+          f"edges of {r['expanded']} expanded states ({r['agreement']:.1%}; graph {r['states']} states, {r['edges']} "
+          f"edges), {r['steps_tried']} steps tried, {r['seconds']} s -> {'ok' if ok else 'FAILED'}", flush=True)
+    if r["failure"]:
+        print(f"    {r['failure']['kind']} {r['failure'].get('action', '')}: {r['failure']['variable']}\n"
+              f"    spec:      {r['failure']['spec']}\n    reference: {r['failure']['reference']}\n"
+              f"    steps: {r['failure']['steps']}")
+    if r["violation"]:
+        print(f"    {r['violation']['invariant']} broken on the reference after {r['violation']['steps']}")
+    if profile == "ci":   # tests/conformance/test_pr102244_conformance.py carries them inside make test
+        return ok
+    for cfg in sorted(FINDINGS):
+        c = carry(cfg)
+        ok &= c.caught
+        out.setdefault("pr102244_counterexamples", []).append(c.as_dict())
+        print(f"  {cfg} ({c.finding}): " + (
+            f"caught, {c.invariant} broken on the reference after TLC's {c.trace_length} steps "
+            f"(TLC {c.tlc_seconds} s, {c.seconds} s in all); without {c.switch} it {c.without_switch[:90]}"
+            if c.caught else f"NOT CAUGHT: {c.stuck or c.without_switch}"), flush=True)
+    return ok
+
+
 def _print_counts(counts: Counter, refusals: Counter, names: list[str]) -> None:
     never = [n for n in names if not counts[n]]
     print("    steps per rule: " + ", ".join(f"{n} {counts[n]}" + (f" (+{refusals[n]} refused)" if refusals[n] else "")
@@ -351,20 +392,22 @@ def main(argv: list[str] | None = None) -> int:
     prof = profile()
     out: dict = {"profile": a.profile}
     t0 = time.perf_counter()
-    print("conformance 1/5: state-graph replay (Assignment)", flush=True)
+    print("conformance 1/6: state-graph replay (Assignment)", flush=True)
     ok = stage_replay(a.profile, out)
-    print("conformance 2/5: state-graph replay (SelectiveReplication), both directions", flush=True)
+    print("conformance 2/6: state-graph replay (SelectiveReplication), both directions", flush=True)
     ok &= stage_explore(a.profile, out)
     carried = ""
     if a.profile != "ci":  # tests/conformance carries three of them inside make test
-        print("conformance 3/5: broken variants' counterexamples carried to the reference", flush=True)
+        print("conformance 3/6: broken variants' counterexamples carried to the reference", flush=True)
         ok &= stage_counterexamples(out)
         carried = (f"; {sum(r['caught'] for r in out['counterexamples'])}/{len(out['counterexamples'])} "
                    "broken variants' counterexamples reproduced on the reference")
-    print("conformance 4/5: Assignment state machine against the state graph", flush=True)
+    print("conformance 4/6: Assignment state machine against the state graph", flush=True)
     ok &= stage_assignment_machine(prof, out)
-    print("conformance 5/5: whole-protocol state machine", flush=True)
+    print("conformance 5/6: whole-protocol state machine", flush=True)
     ok &= stage_protocol(prof, a.profile, out)
+    print("conformance 6/6: PR #102244's design (PR102244.tla, reference/pr102244)", flush=True)
+    ok &= stage_pr102244(a.profile, out)
     fixed = out["replay"][0]
     against = [r for r in out["protocol_switches"] if r["checked_against"] != "invariants only"]
     alone = [r for r in out["protocol_switches"] if r["checked_against"] == "invariants only"]
@@ -377,7 +420,12 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"; model machine caught {sum(r['failed'] for r in against)}/{len(against)} broken "
                          f"variants with each step checked against the fixed graph, "
                          f"{sum(r['failed'] for r in alone)}/{len(alone)} on invariants alone"
-                         if out["protocol_switches"] else ""))
+                         if out["protocol_switches"] else "")
+                      + f"; PR #102244: {out['pr102244_replay']['covered']}/{out['pr102244_replay']['edges_checkable']} "
+                        "checked edges of MCPR102244 replayed"
+                      + (f", {sum(r['caught'] for r in out['pr102244_counterexamples'])}/"
+                         f"{len(out['pr102244_counterexamples'])} PR findings' counterexamples reproduced"
+                         if out.get("pr102244_counterexamples") else ""))
     print(f"{out['summary']} ({time.perf_counter() - t0:.0f} s)")
     if a.report:
         Path(a.report).parent.mkdir(parents=True, exist_ok=True)

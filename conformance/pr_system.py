@@ -1,0 +1,352 @@
+"""The reference's PR #102244 design (reference/pr102244/) under the constants of one model of
+spec/PR102244.tla, for the counterexample carry and the state-graph replay of the PR's models.
+
+- `instances()` lists every step the harness may try now: each action of PR102244.tla's `Next`
+  with each parameter from the model's constants; the reference refuses those whose guard is false.
+- `step(action, args)` runs one on the reference's step function of the same name (snake case:
+  StartClone -> start_clone, ...); one of REFUSED means the reference refused it.
+- `abstract()` reads the reference's state as PR102244.tla's thirteen variables, valued as TLC
+  prints them: `asg`/`aver` from the assignment node and its znode version, `counts` from
+  `selective/counts/*`, `mig` from `/migrations/<id>` and its `clone_complete` child, `log` from
+  `log/` (a GET_PART entry as the block its part holds), `ptr` from each log_pointer, `queue`
+  from `replicas/{r}/queue`, `parts` from each replica's parts (a block is a row_id), `view` from
+  each replica's cache. The client's side (`committed`, `aux`, `inv_missed`) and the terminal
+  states of a migration (DONE and FAILED remove its node; the spec keeps the record with its
+  state) are kept here by the spec's rules.
+- `snapshot()` / `restore()` take the whole system back to a state.
+
+Refinements (each an abstract stutter, so the reference takes them at once after every step):
+a queue entry whose part is already on the replica's disk is executed ("covered": the spec's
+Pull does not queue a block the replica has, and its queue is a set, so a Rescan's second entry
+for a queued block is the same element).
+
+Not implemented: CoordinatorCrash and TakeOver. The spec's coordinator crash kills the
+coordinating process only; the reference's coordinator is a replica whose is_active node decides
+takeover, so a crash of the coordinator alone has no reference step. Every model carried or
+replayed here has MaxCrashes = 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from harness.tlc.values import Fn, ModelValue
+from reference.assignment import GuardFailed
+from reference.insert import sub_block_hash
+from reference.keeper import MemoryEnsemble, SessionExpiredError
+from reference.layout import Layout
+from reference.log_entry import GET_PART, LogEntry
+from reference.parts import BadPart, PartName
+from reference.pr102244 import layout as pr_layout
+from reference.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count, set_count
+from reference.pr102244.invariants import no_acked_block_lost, owners_complete, replication_factor
+from reference.pr102244.migration import (done, fail, read_migration, rescan, signal_complete, start_clone, switch,
+                                          write_clone_entries)
+from reference.pr102244.replica import PRReplica
+from reference.query import client_start_query, replica_read_partition
+from reference.registration import create_table_znodes, declare_replicas, register_replica
+from reference.replica import InsertRejected
+
+from .spec_model import seq_or_fn
+from .spec_system import MemoryPartStore, Pick
+from .stategraph import SPEC
+
+LAYOUT = Layout("/clickhouse/tables/replay/pr102244")
+P = "202401-5"            # the model's one partition (2024-01-15, user 5)
+NONE = "none"
+REFUSED = (GuardFailed, InsertRejected, BadPart, SessionExpiredError)
+IDLE = {"st": "idle", "src": NONE, "tgt": NONE, "snap": frozenset(), "written": False, "rescanned": False,
+        "complete": False, "aver0": 0, "logAtSwitch": 0}
+ACTIONS = ("WriteInsert", "RefreshView", "Pull", "DropUnassigned", "TakeOver", "Fetch", "StartClone",
+           "WriteCloneEntries", "Rescan", "SignalComplete", "Switch", "Done", "Fail", "CoordinatorCrash", "Query")
+
+
+# --- a cfg of PR102244's models, read as Python values --------------------------------------
+def _definitions() -> dict:
+    """MCPR102244.tla's constant definitions (`OnR1R2 == {r1, r2}`), as Python sets."""
+    out = {}
+    for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", (SPEC / "MCPR102244.tla").read_text(), re.M):
+        items = [x.strip() for x in body.split(",") if x.strip()]
+        out[name] = frozenset(int(x) if x.isdigit() else x for x in items)
+    return out
+
+
+def model_constants(cfg: str) -> dict:
+    """Replicas, RF, InitOwners, Blocks, MigIds, the bounds, Bugs and Readings of a PR102244 cfg."""
+    text, defs = (SPEC / cfg).read_text(), _definitions()
+
+    def sub(name):
+        return defs[re.search(rf"^\s*{name} <- (\w+)", text, re.M)[1]]
+
+    def num(name):
+        return int(re.search(rf"^\s*{name} = (\d+)", text, re.M)[1])
+
+    def strings(name):
+        return frozenset(re.findall(r'"(\w+)"', re.search(rf"^\s*{name} = \{{([^}}]*)\}}", text, re.M)[1]))
+    return {"replicas": tuple(sorted(sub("Replicas"))), "init_owners": sub("InitOwners"), "blocks": sub("Blocks"),
+            "mig_ids": tuple(sorted(sub("MigIds"))), "rf": num("RF"), "max_fails": num("MaxFails"),
+            "max_crashes": num("MaxCrashes"), "max_queries": num("MaxQueries"), "bugs": strings("Bugs"),
+            "readings": strings("Readings")}
+
+
+class _ClusterView:
+    """What reference/pr102244/invariants.py reads of a cluster: Keeper, the layout, the table's
+    replication_factor and the replicas' stores."""
+
+    def __init__(self, system: "PRSystem"):
+        self.admin, self.layout, self.stores, self.down = system.admin, LAYOUT, system.stores, {}
+        self.table = type("Table", (), {"replication_factor": system.c["rf"]})()
+
+
+class PRSystem:
+    def __init__(self, constants: dict, bugs: frozenset[str] | None = None, readings: frozenset[str] | None = None,
+                 coordinator: str = "r1"):
+        self.c = constants
+        self.bugs = constants["bugs"] if bugs is None else frozenset(bugs)
+        self.readings = constants["readings"] if readings is None else frozenset(readings)
+        self.names = constants["replicas"]
+        self.ensemble = MemoryEnsemble()
+        self.admin = self.ensemble.connect()
+        create_table_znodes(self.admin, LAYOUT, constants["rf"])
+        declare_replicas(self.admin, LAYOUT, self.names)   # created with the table: none starts lost
+        self.admin.ensure_path(pr_layout.counts_root(LAYOUT))
+        self.stores = {r: MemoryPartStore(r) for r in self.names}
+        self.reps: dict[str, PRReplica] = {}
+        for r in self.names:
+            k = self.ensemble.connect()
+            register_replica(k, LAYOUT, r)
+            k.multi([set_count(LAYOUT, r, 0, -1)])
+            self.reps[r] = PRReplica(r, k, LAYOUT, self.stores[r], self.stores, self.bugs, readings=self.readings)
+        # Init: the partition's assignment, as the first INSERT's ensurePartitionAssignment makes it
+        # (the rf lowest counts, ties by name); the model's InitOwners must be that choice.
+        a = ensure_partition_assignment(self.admin, LAYOUT, P, constants["rf"])
+        if set(a.owners) != set(constants["init_owners"]):
+            raise ValueError(f"ensurePartitionAssignment picks {a.owners}, the model starts on "
+                             f"{sorted(constants['init_owners'])}")
+        for rep in self.reps.values():
+            rep.refresh_view(P)
+        self.coord: str | None = coordinator
+        self.committed: set[int] = set()
+        self.aux = {"fails": 0, "crashes": 0, "queries": 0}
+        self.missed = False
+        self.block_of: dict[str, int] = {}     # part name -> the block (INSERT id) it holds
+        self.ended: dict[int, dict] = {}       # DONE / FAILED migrations: the spec's record, kept
+
+    def close(self) -> None:
+        pass  # all in memory
+
+    # --- snapshot / restore -----------------------------------------------------------------
+    def snapshot(self):
+        reps = {r: (dict(rep.cache), dict(rep.cached_at), dict(rep.pins), list(rep._log_listing), rep._ptr)
+                for r, rep in self.reps.items()}
+        return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps, self.coord,
+                set(self.committed), dict(self.aux), self.missed, dict(self.block_of), copy.deepcopy(self.ended))
+
+    def restore(self, snap) -> None:
+        ens, stores, reps, self.coord, committed, aux, self.missed, block_of, ended = snap
+        self.ensemble.restore(ens)
+        for r, s in stores.items():
+            self.stores[r].restore(s)
+        for r, (cache, cached_at, pins, listing, ptr) in reps.items():
+            rep = self.reps[r]
+            rep.cache, rep.cached_at, rep.pins, rep._log_listing, rep._ptr = (dict(cache), dict(cached_at),
+                                                                               dict(pins), list(listing), ptr)
+        self.committed, self.aux, self.block_of = set(committed), dict(aux), dict(block_of)
+        self.ended = copy.deepcopy(ended)
+
+    # --- the abstraction ----------------------------------------------------------------------
+    def _children(self, path: str) -> list[str]:
+        node = self.ensemble.nodes.get(path)
+        return sorted(node.children) if node else []
+
+    def _block(self, part: str) -> int:
+        """The block a part holds, by the INSERT that wrote it; a part the harness did not see
+        written shows as -1, so the states differ."""
+        return self.block_of.get(part, -1)
+
+    def _rows(self, r: str) -> frozenset:
+        store = self.stores[r]
+        return frozenset(int(x["row_id"]) for n in store.names(P) for x in store.read(n))
+
+    def _log(self) -> list[LogEntry]:
+        return [LogEntry.parse(self.ensemble.nodes[f"{LAYOUT.log}/{n}"].value) for n in self._children(LAYOUT.log)]
+
+    def _queue(self, r: str) -> list[tuple[str, LogEntry]]:
+        q = LAYOUT.queue(r)
+        return [(n, LogEntry.parse(self.ensemble.nodes[f"{q}/{n}"].value)) for n in self._children(q)]
+
+    def _mig(self, m: int) -> dict:
+        if m in self.ended:
+            return self.ended[m]
+        x, _ = read_migration(self.admin, LAYOUT, str(m))
+        if x is None:
+            return dict(IDLE)
+        mv = ModelValue
+        return {"st": x["state"], "src": mv(x["source"]), "tgt": mv(x["target"]),
+                "snap": frozenset(self._block(s) for s in x["source_parts_snapshot"]), "written": x["written"],
+                "rescanned": x["rescanned"],
+                "complete": self.admin.exists(pr_layout.clone_complete(LAYOUT, str(m))) is not None,
+                "aver0": x["aver0"], "logAtSwitch": x["log_at_switch"] or 0}
+
+    @staticmethod
+    def _assignment(a, version: bool) -> Fn:
+        d = {"owners": frozenset(map(ModelValue, a.owners)), "cloning": frozenset(map(ModelValue, a.cloning))}
+        return Fn({**d, "ver": a.version} if version else d)
+
+    def abstract(self) -> dict:
+        mv = ModelValue
+        a = read_assignment(self.admin, LAYOUT, P)
+        nodes = self.ensemble.nodes
+        return {
+            "asg": self._assignment(a, version=False), "aver": a.version,
+            "counts": Fn({mv(r): read_count(self.admin, LAYOUT, r)[0] for r in self.names}),
+            "mig": seq_or_fn({m: Fn(self._mig(m)) for m in self.c["mig_ids"]}),
+            "coord": mv(self.coord) if self.coord else NONE,
+            "log": tuple(self._block(e.new_part_name) for e in self._log()),
+            "ptr": Fn({mv(r): int(nodes[LAYOUT.log_pointer(r)].value) for r in self.names}),
+            "queue": Fn({mv(r): frozenset(self._block(e.new_part_name) for _, e in self._queue(r)) for r in self.names}),
+            "parts": Fn({mv(r): self._rows(r) for r in self.names}),
+            "view": Fn({mv(r): self._assignment(self.reps[r].cache[P], version=True) for r in self.names}),
+            "committed": frozenset(self.committed),
+            "aux": Fn(self.aux),
+            "inv_missed": self.missed,
+        }
+
+    # --- PR102244.tla's invariants, by reference/pr102244/invariants.py ----------------------
+    def invariants(self) -> dict[str, list[str]]:
+        """Each invariant's violations on the reference's state, in plain words ([] when it holds)."""
+        view, acked = _ClusterView(self), {b: P for b in self.committed}
+        return {"ReplicationFactorInv": replication_factor(view), "NoAckedBlockLostInv": no_acked_block_lost(view, acked),
+                "OwnersCompleteInv": owners_complete(view, acked),
+                "QueryNoMissingInv": ["a SELECT missed an acknowledged block"] if self.missed else [],
+                "TypeOKInv": []}
+
+    # --- the steps ------------------------------------------------------------------------------
+    def instances(self) -> list[tuple[str, tuple]]:
+        R, out = self.names, []
+        for r in R:
+            out += [("WriteInsert", (r, b)) for b in sorted(self.c["blocks"])]
+            out += [("RefreshView", (r,)), ("Pull", (r,)), ("DropUnassigned", (r,))]
+            out += [("Fetch", (r, b)) for b in sorted(self.c["blocks"])]
+        for m in self.c["mig_ids"]:
+            out += [("StartClone", (m, s, t)) for s in R for t in R]
+            out += [(a, (m,)) for a in ("WriteCloneEntries", "Rescan", "SignalComplete", "Switch", "Done", "Fail")]
+        out += [("Query", (x, y)) for x in R for y in R]
+        return out
+
+    def step(self, action: str, args: tuple):
+        out = getattr(self, "_" + action)(*args)
+        self._drain_covered()
+        return out
+
+    def attempt(self, snap, action: str, args: tuple) -> dict | None:
+        """From the state of `snap`, take one step; its abstract state, or None when refused."""
+        self.restore(snap)
+        try:
+            self.step(action, args)
+        except REFUSED:
+            return None
+        return self.abstract()
+
+    def _drain_covered(self) -> None:
+        for r, rep in self.reps.items():
+            have = {str(n) for n in self.stores[r].names(P)}
+            for node, e in self._queue(r):
+                if e.type == GET_PART and e.new_part_name in have:
+                    rep.replica_execute_entry(node)
+
+    def _coordinator(self) -> PRReplica:
+        if self.coord is None:
+            raise GuardFailed("coordinator", "the coordinator crashed and no replica took over")
+        return self.reps[self.coord]
+
+    def _target(self, m: int) -> PRReplica:
+        x, _ = read_migration(self.admin, LAYOUT, str(m))
+        if x is None:
+            raise GuardFailed("migration", f"migration {m} has no node")
+        return self.reps[x["target"]]
+
+    def _WriteInsert(self, r, b):
+        if b in self.committed:   # the client's: each INSERT id is one block, committed once
+            raise GuardFailed("WriteInsert", f"block {b} is committed")
+        rows = [{"date": "2024-01-15", "user_id": 5, "row_id": b, "event": "view"}]
+        part = self.reps[r].replica_write_insert(P, rows, sub_block_hash(P, rows))
+        if part == "deduplicated":
+            raise GuardFailed("WriteInsert", f"block {b} deduplicated")
+        self.block_of[part] = b
+        self.committed.add(b)
+        return part
+
+    def _RefreshView(self, r):
+        return self.reps[r].refresh_view(P)
+
+    def _Pull(self, r):
+        return self.reps[r].pull()
+
+    def _Fetch(self, r, b):
+        nodes = [n for n, e in self._queue(r) if e.type == GET_PART and self._block(e.new_part_name) == b]
+        if not nodes:
+            raise GuardFailed("Fetch", f"{r} has no GET_PART of block {b} queued")
+        return self.reps[r].replica_execute_entry(nodes[0])
+
+    def _DropUnassigned(self, r):
+        return self.reps[r].drop_unassigned(P)
+
+    def _StartClone(self, m, s, t):
+        # The spec names migrations in order (uuids are symmetric); so does the harness.
+        if any(n < m and self._mig(n)["st"] == "idle" for n in self.c["mig_ids"]) or self._mig(m)["st"] != "idle":
+            raise GuardFailed("StartClone", f"migration id {m} is not the next one")
+        k = self._coordinator()
+        return start_clone(k.keeper, LAYOUT, P, s, t, k.name, self.bugs, mig_id=str(m))
+
+    def _WriteCloneEntries(self, m):
+        k = self._coordinator()
+        return write_clone_entries(k.keeper, LAYOUT, str(m), k.name)
+
+    def _Rescan(self, m):
+        return rescan(self._target(m), str(m))
+
+    def _SignalComplete(self, m):
+        return signal_complete(self._target(m), str(m))
+
+    def _Switch(self, m):
+        k = self._coordinator()
+        return switch(k.keeper, LAYOUT, str(m), k.name, self.bugs)
+
+    def _end(self, m, state: str, how) -> None:
+        """DONE and FAILED remove the migration's node; the spec keeps its record with the state."""
+        record = self._mig(m)
+        k = self._coordinator()
+        how(k.keeper, LAYOUT, str(m), k.name)
+        self.ended[m] = {**record, "st": state}
+
+    def _Done(self, m):
+        self._end(m, "done", lambda *a: done(*a, self.bugs))
+
+    def _Fail(self, m):
+        if self.aux["fails"] >= self.c["max_fails"]:
+            raise GuardFailed("Fail", "MaxFails reached")
+        self._end(m, "failed", fail)
+        self.aux["fails"] += 1
+
+    def _Query(self, x, y):
+        """A SELECT routed by x's cache to y, read at once (the spec's Query); it missed a block
+        when y lacks a committed block that replication is not bringing it (InFlightTo, with the
+        reference's own filter deciding whether y keeps the log entries ahead of its pointer)."""
+        if self.aux["queries"] >= self.c["max_queries"]:
+            raise GuardFailed("Query", "MaxQueries reached")
+        q = client_start_query(self.reps[x], {P}, choose=lambda at, owners: Pick(y).choice(sorted(owners)),
+                               replicas=self.reps)
+        got = {int(row["row_id"]) for row in replica_read_partition(q, P, self.reps)}
+        self.missed = self.missed or any(b not in got and not self._in_flight(y, b) for b in self.committed)
+        self.aux["queries"] += 1
+        return sorted(got)
+
+    def _in_flight(self, r: str, b: int) -> bool:
+        if any(self._block(e.new_part_name) == b for _, e in self._queue(r)):
+            return True
+        ptr = int(self.ensemble.nodes[LAYOUT.log_pointer(r)].value)
+        a = read_assignment(self.admin, LAYOUT, P)
+        ahead = [e for e in self._log()[ptr:] if self._block(e.new_part_name) == b]
+        return any(self.reps[r].keeps(e) or r in a.keepers() for e in ahead)
