@@ -19,12 +19,13 @@ Stages, each printed with its figures:
      to first failure, the failing walk's length and its length shrunk (conformance/walk.py),
      written to build/conformance/machine-*.json for `replay`.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
-(stage 5 must catch every switch against the fixed graph; invariants alone are reported).
+(stage 5 must catch every switch against the fixed graph; invariants alone are reported); 2 for
+bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ctrl-C
+(harness/cli_args.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -34,6 +35,9 @@ from pathlib import Path
 
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+
+from harness.cli_args import BadInput, Parser, output_file, run_main
+from harness.tlc.runner import TLCSetupError
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILURES = ROOT / "build" / "conformance"
@@ -305,9 +309,31 @@ def replay_walk_file(rec: dict) -> int:
     return 1 if failed else 0
 
 
+# What each kind of failure file holds; a file without it is not one `replay` can run.
+FAILURE_KEYS = {"model machine": ("cfg", "bugs", "graph", "steps"), "SelectiveReplication": ("cfg", "bugs", "steps", "kind"),
+                "Assignment": ("cfg", "bugs", "steps")}
+
+
+def check_failure_file(path: str, rec) -> None:
+    if not isinstance(rec, dict):
+        raise BadInput(f"{path} is not a failure file (a JSON {type(rec).__name__}, not an object)")
+    kind = "model machine" if rec.get("kind") == "model machine" else rec.get("module")
+    if kind not in FAILURE_KEYS:
+        raise BadInput(f"{path} is not a failure file (no 'kind' or 'module' replay knows: {kind!r})")
+    missing = [k for k in FAILURE_KEYS[kind] if k not in rec]
+    if missing:
+        raise BadInput(f"{path}: a {kind} failure file without {', '.join(missing)}")
+    if not isinstance(rec["steps"], list) or not all(isinstance(s, list) and len(s) == 2 for s in rec["steps"]):
+        raise BadInput(f"{path}: 'steps' must be a list of [action, parameters] pairs")
+    cfg = ROOT / "spec" / str(rec["cfg"])
+    if not cfg.is_file():
+        raise BadInput(f"{path}: cfg {rec['cfg']} is not a model in {cfg.parent}")
+
+
 def replay_file(path: str) -> int:
     from .replay import model_constants, run_steps
     rec = json.loads(Path(path).read_text())
+    check_failure_file(path, rec)
     if rec.get("kind") == "model machine":
         return replay_walk_file(rec)
     if rec.get("module") == "SelectiveReplication":
@@ -341,11 +367,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"conformance replay: {argv[1]} is not a failure file (not JSON: {e})", file=sys.stderr)
             return 2
-        return replay_file(argv[1])
-    ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
+        return run_main("conformance replay", lambda: replay_file(argv[1]), environment=(TLCSetupError,))
+    ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
-    ap.add_argument("--report")
+    ap.add_argument("--report", type=output_file, help="write the JSON report here")
     a = ap.parse_args(argv)
+    return run_main(ap.prog, lambda: run(a), environment=(TLCSetupError,))
+
+
+def run(a) -> int:
     os.environ["CONFORMANCE_PROFILE"] = a.profile
     from .machines import profile
     prof = profile()

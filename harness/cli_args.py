@@ -242,9 +242,9 @@ def run_main(prog: str, main: Callable[[], int], bad_input: Sequence[type[BaseEx
         return fail(prog, "environment", str(e) or type(e).__name__, ENVIRONMENT)
     except KeyboardInterrupt:
         return fail(prog, "interrupted", "stopped by Ctrl-C", INTERRUPTED)
-    except BrokenPipeError:  # output piped into `head`: the reader left, nothing to say
-        sys.stderr.close()
-        return HOLDS
+    except BrokenPipeError:  # output piped into `head`: the reader left; the shell's code for SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 128 + 13
     except Exception as e:  # noqa: BLE001 - the contract: no traceback reaches the user
         log = _log_traceback(prog)
         text = str(e).splitlines()[0][:300] if str(e) else ""
