@@ -194,18 +194,22 @@ def existing_file(text: str) -> Path:
 # ---- environment checks
 
 
-def keeper_reachable(hosts: str, timeout: float = 3.0) -> None:
+def keeper_reachable(connect: str, timeout: float = 3.0) -> None:
     """A session with ZooKeeper within `timeout` seconds, or EnvironmentFailure: a wrong host or port
-    is one line in seconds, not kazoo's retries for the session timeout."""
+    is one line in seconds, not kazoo's retries for the session timeout. A chroot that does not
+    exist is bad input named by its path (as ClickHouse, we do not create it)."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
     from kazoo.retry import KazooRetry
+    hosts, slash, chroot = connect.partition("/")
     quiet = logging.getLogger("kazoo.client")
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)  # its "Connection dropped" warnings are what we report, once
     client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=KazooRetry(max_tries=-1, max_delay=0.5))
     try:
         client.start(timeout=timeout)
+        if slash and client.exists("/" + chroot) is None:
+            raise BadInput(f"--zk {connect}: no znode /{chroot} on {hosts} (create it, or leave the chroot out)")
     except KazooTimeoutError:
         raise EnvironmentFailure(f"no ZooKeeper answers at {hosts} within {timeout:g} s "
                                  "(start one: python -m harness.zookeeper)") from None

@@ -188,17 +188,20 @@ def test_no_case_changed_the_checkout(results):
 
 @pytest.mark.zookeeper
 @pytest.mark.parametrize("args, says", [
-    (["tables", "--root", "/nothing/here"], ["--root /nothing/here", "no selective table", "/nothing/here/"]),
-    (run("--crash", "r9"), ["--crash r9"]),
-    (run("--history", "/proc/h"), ["--history", "/proc"]),
-], ids=["tables_of_a_missing_znode", "crash_unknown_replica_on_zookeeper", "history_unwritable_on_zookeeper"])
+    (["tables", "--zk", "{zk}", "--root", "/nothing/here"], ["--root /nothing/here", "no selective table", "/nothing/here/"]),
+    (["tables", "--zk", "{zk}/missing"], ["--zk", "no znode /tests/", "/missing"]),
+    (run("--zk", "{zk}/missing"), ["--zk", "no znode /tests/", "/missing"]),
+    (run("--zk", "{zk}", "--crash", "r9"), ["--crash r9"]),
+    (run("--zk", "{zk}", "--history", "/proc/h"), ["--history", "/proc"]),
+], ids=["tables_of_a_missing_znode", "tables_under_a_missing_chroot", "run_under_a_missing_chroot",
+        "crash_unknown_replica_on_zookeeper", "history_unwritable_on_zookeeper"])
 def test_bad_input_on_zookeeper_changes_nothing_there(args, says, zk_chroot, zk_client, tmp_path):
     def znodes(path="/"):
         return {path: zk_client.get(path)[1].mzxid, **{k: v for c in zk_client.get_children(path)
                                                         for k, v in znodes(f"{path.rstrip('/')}/{c}").items()}}
     zk_client.ensure_path("/clickhouse")  # something there to stay as it was
     before = znodes()
-    ran = run_cli(["-m", REF, *args, "--zk", zk_chroot], tmp_path / "tmp")
+    ran = run_cli(["-m", REF, *(a.format(zk=zk_chroot) for a in args)], tmp_path / "tmp")
     assert ran.code == 2 and no_traceback(ran.err), ran.text
     assert all(s in ran.err for s in says), ran.err
     assert znodes() == before
