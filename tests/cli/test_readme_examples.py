@@ -102,7 +102,8 @@ EXAMPLES = {
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
                                                                      subs={"build/": "{tmp}/"}, long=True),
     # conformance/README.md
-    ".venv/bin/python -m conformance --profile ci": Run(0, ["conformance 5/5", "protocol machine passed"], long=True),
+    # What make test runs as tests/conformance/ (the README says so); again here it took over 10 minutes.
+    ".venv/bin/python -m conformance --profile ci": Covered("tests/conformance/ (the ci profile's stages as tests)"),
     ".venv/bin/python -m conformance --profile thorough": Make("check"),
     "python -m conformance": Help(["conformance"]), "python -m conformance --profile dev": Make("conformance"),
     "python -m conformance replay FILE": Help(["conformance", "replay"]),
