@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 HOLDS, VIOLATED, BAD_INPUT, ENVIRONMENT, INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STATUS = ("exit status: 0 holds, 1 a violation was found, 2 bad input or usage, 3 no verdict (the "
+               "environment failed), 130 Ctrl-C")
 
 
 class BadInput(Exception):
@@ -56,6 +58,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _ShowDefaults)
+        kwargs.setdefault("epilog", EXIT_STATUS)
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args, **kwargs):

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="random simulation of behaviours up to DEPTH steps")
     ap.add_argument("--stop-after", type=int_at_least(1), default=60, metavar="SECONDS",
                     help="with --simulate: stop after this long (TLC's simulation never stops by itself)")
-    ap.epilog = "Arguments after a lone -- go to TLC unchanged (e.g. -- -dump dot,actionlabels g.dot)."
+    ap.epilog = f"Arguments after a lone -- go to TLC unchanged (e.g. -- -dump dot,actionlabels g.dot). {ap.epilog}"
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)

@@ -32,12 +32,13 @@ def test_keep_keeps_the_parts_folder_and_names_it(tmp_path):
 
 @pytest.mark.parametrize("argv", [["reference", "run"], ["reference", "gantt"], ["reference", "tables"],
                                   ["harness.tlc"], ["harness.check_models"], ["conformance"], ["harness.zookeeper"]])
-def test_help_shows_defaults(argv, tmp_path):
+def test_help_shows_defaults_and_the_exit_status(argv, tmp_path):
     ran = run_cli(["-m", *argv, "--help"], tmp_path / "tmp")
     assert ran.code == 0 and ran.out.startswith("usage:"), ran.text
     # every option with a default says it (e.g. `--blocks BLOCKS  INSERT blocks (default: 20)`)
     if argv != ["harness.zookeeper"]:  # it has no option but --help
         assert "default: " in ran.out, ran.out
+    assert "exit status: 0 holds, 1 a violation was found, 2 bad input" in " ".join(ran.out.split())
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
