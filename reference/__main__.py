@@ -39,7 +39,7 @@ from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
 from .parts import BadPart
 from .system_tables import all_tables
-from .table import BadPartitionId, Table, TableDefinitionError, check_partition_id
+from .table import BadPartitionId, Table, TableDefinitionError
 from .workload import WORKLOAD, blocks
 
 ROOT = "/clickhouse/tables/01/events"
