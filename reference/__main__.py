@@ -30,8 +30,8 @@ from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_r
                               positive_float, run_main, zk_address, znode_path)
 
 from .assignment import GuardFailed
-from .bugs import UnknownSwitch, check_switches
-from .cli_checks import check_gantt, check_run
+from .bugs import UnknownSwitch
+from .cli_checks import check_gantt, check_run, switches
 from .cluster import Cluster
 from .keeper import KeeperUnavailableError, MemoryEnsemble
 from .layout import Layout
@@ -80,7 +80,7 @@ def _cell(v) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    bugs = check_switches(a.bug or [])
+    bugs = switches(a.bug)
     table = table_with_buckets(a.buckets, a.replication_factor)
     reassigns = check_run(a)
     if a.zk:

@@ -8,11 +8,19 @@ import argparse
 
 from harness.cli_args import BadInput
 
-from .table import check_partition_id
+from .bugs import UnknownSwitch, check_switches
+from .table import BadPartitionId, check_partition_id
 
 
 def replica_names(first: int, count: int, width: int = 0) -> list[str]:
     return [f"r{i:0{width}d}" for i in range(first, first + count)]
+
+
+def switches(names: list[str] | None) -> frozenset[str]:
+    try:
+        return check_switches(names or [])
+    except UnknownSwitch as e:
+        raise BadInput(f"--bug: {e}") from None
 
 
 def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
@@ -43,7 +51,10 @@ def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
             raise BadInput(f"--reassign wants PARTITION:REPLICA, not {spec!r}")
         if dst not in running:
             raise BadInput(f"--reassign {spec}: no running replica {dst}; running at that point: {', '.join(running)}")
-        reassigns.append((check_partition_id(p), dst))
+        try:
+            reassigns.append((check_partition_id(p), dst))
+        except BadPartitionId as e:
+            raise BadInput(f"--reassign {spec}: {e}") from None
     return reassigns
 
 

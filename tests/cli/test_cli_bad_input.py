@@ -66,9 +66,10 @@ CASES = [
     Case("crash_twice", REF, run("--crash", "r1", "--crash", "r1"), 2, ["--crash r1", "twice"]),
     Case("restart_not_crashed", REF, run("--restart", "r2"), 2, ["--restart r2", "--crash"]),
     Case("reassign_to_unknown_replica", REF, run("--reassign", "202401-5:r9"), 2, ["--reassign 202401-5:r9", "r9"]),
-    Case("reassign_malformed_partition", REF, run("--reassign", "202401_5:r2"), 2, ["malformed partition id '202401_5'"]),
+    Case("reassign_malformed_partition", REF, run("--reassign", "202401_5:r2"), 2,
+         ["--reassign 202401_5:r2", "malformed partition id '202401_5'"]),
     Case("reassign_without_replica", REF, run("--reassign", "202401-5"), 2, ["--reassign", "PARTITION:REPLICA"]),
-    Case("unknown_switch", REF, run("--bug", "nope"), 2, ["unknown switch", "nope"]),
+    Case("unknown_switch", REF, run("--bug", "nope"), 2, ["--bug", "unknown switch", "nope"]),
     Case("unknown_history_format", REF, run("--history-format", "csv"), 2, ["--history-format", "'csv'"]),
     # output paths, before the run
     Case("history_is_a_file", REF, run("--history", "{home}/a_file"), 2, ["--history", "a_file", "not a folder"],
