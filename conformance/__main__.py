@@ -22,12 +22,13 @@ Stages, each printed with its figures:
      MCPR102244 (both directions, cut at a depth or sampled per profile), and (dev, thorough)
      PR-F1..PR-F4's counterexamples carried to the reference with and without their switch.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
-(stage 5 must catch every switch against the fixed graph; invariants alone are reported).
+(stage 5 must catch every switch against the fixed graph; invariants alone are reported); 2 for
+bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ctrl-C
+(harness/cli_args.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -346,9 +347,32 @@ def replay_walk_file(rec: dict) -> int:
     return 1 if failed else 0
 
 
+# What each kind of failure file holds; a file without it is not one `replay` can run.
+FAILURE_KEYS = {"model machine": ("cfg", "bugs", "graph", "steps"), "SelectiveReplication": ("cfg", "bugs", "steps", "kind"),
+                "Assignment": ("cfg", "bugs", "steps")}
+
+
+def check_failure_file(path: str, rec) -> None:
+    from harness.cli_args import BadInput
+    if not isinstance(rec, dict):
+        raise BadInput(f"{path} is not a failure file (a JSON {type(rec).__name__}, not an object)")
+    kind = "model machine" if rec.get("kind") == "model machine" else rec.get("module")
+    if kind not in FAILURE_KEYS:
+        raise BadInput(f"{path} is not a failure file (no 'kind' or 'module' replay knows: {kind!r})")
+    missing = [k for k in FAILURE_KEYS[kind] if k not in rec]
+    if missing:
+        raise BadInput(f"{path}: a {kind} failure file without {', '.join(missing)}")
+    if not isinstance(rec["steps"], list) or not all(isinstance(s, list) and len(s) == 2 for s in rec["steps"]):
+        raise BadInput(f"{path}: 'steps' must be a list of [action, parameters] pairs")
+    cfg = ROOT / "spec" / str(rec["cfg"])
+    if not cfg.is_file():
+        raise BadInput(f"{path}: cfg {rec['cfg']} is not a model in {cfg.parent}")
+
+
 def replay_file(path: str) -> int:
-    from .replay import model_constants, run_steps
     rec = json.loads(Path(path).read_text())
+    check_failure_file(path, rec)
+    from .replay import model_constants, run_steps
     if rec.get("kind") == "model machine":
         return replay_walk_file(rec)
     if rec.get("module") == "SelectiveReplication":
@@ -363,6 +387,10 @@ def replay_file(path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Imported here, not at the top: tests import this module for run_machine, and the ci
+    # profile's derandomized walks were seen to depend on what else is loaded (memory layout).
+    from harness.cli_args import Parser, output_file, run_main
+    from harness.tlc.runner import TLCSetupError
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["replay"]:
         usage = ("usage: python -m conformance replay FILE  (a failure file a conformance run wrote, "
@@ -382,11 +410,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"conformance replay: {argv[1]} is not a failure file (not JSON: {e})", file=sys.stderr)
             return 2
-        return replay_file(argv[1])
-    ap = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.splitlines()[0])
+        return run_main("conformance replay", lambda: replay_file(argv[1]), environment=(TLCSetupError,))
+    ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
-    ap.add_argument("--report")
+    ap.add_argument("--report", type=output_file, help="write the JSON report here")
     a = ap.parse_args(argv)
+    return run_main(ap.prog, lambda: run(a), environment=(TLCSetupError,))
+
+
+def run(a) -> int:
     os.environ["CONFORMANCE_PROFILE"] = a.profile
     from .machines import profile
     prof = profile()

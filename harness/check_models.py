@@ -6,17 +6,20 @@ not failed: timing is the machine's), or when a holding model's distinct-state c
 differs from the recorded one (the spec changed: re-record on purpose with ``--record``).
 Violating models keep their counterexample length and time as figures, not as checks: with
 2 workers TLC's trace for a violation may differ between runs.
+
+Exit status (harness/cli_args.py): 0 every model as expected, 1 some model not, 2 bad input (an
+unknown --only, a malformed manifest), 3 no verdict (Java or TLC missing), 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli_args import BadInput, Parser, output_file, run_main
 from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
                          print_progress, run_tlc)
 
@@ -163,31 +166,26 @@ def table(verdicts: list[Verdict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
-    ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only (default) or all")
+    ap = Parser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only, or all")
     ap.add_argument("--only", action="append", help="run just this model (repeatable)")
     ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
-    ap.add_argument("--report", help="write a JSON report here")
+    ap.add_argument("--report", type=output_file, help="write a JSON report here")
     a = ap.parse_args(argv)
-    try:
-        models = load_manifest()
-    except ManifestError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_main(ap.prog, lambda: run(a), bad_input=(ManifestError,), environment=(TLCSetupError,))
+
+
+def run(a) -> int:
+    models = load_manifest()
     if a.only:
         unknown = set(a.only) - {m["name"] for m in models}
         if unknown:
-            print(f"error: no model named {', '.join(sorted(unknown))} in {MANIFEST}", file=sys.stderr)
-            return 2
+            raise BadInput(f"--only {', '.join(sorted(unknown))}: no such model in {MANIFEST}")
         models = [m for m in models if m["name"] in a.only]
     elif a.size == "small":
         models = [m for m in models if m["size"] == "small"]
     start = time.monotonic()
-    try:
-        verdicts = check(models)
-    except TLCSetupError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    verdicts = check(models)
     print()
     print(table(verdicts))
     failed = [v for v in verdicts if not v.passed]

@@ -1,7 +1,8 @@
 """Start real ZooKeeper servers on loopback for tests: one standalone server or a 3-node ensemble.
 
 ``python -m harness.zookeeper`` starts a standalone server for a person at a shell, prints its
-address, and stops it on Ctrl-C.
+address as the option the other commands take (``--zk 127.0.0.1:PORT``), and stops it on Ctrl-C
+or SIGTERM (exit 0; 3 when no server can be started, harness/cli_args.py).
 
 Where the server comes from, in order: ``ZOOKEEPER_HOME`` (a release tarball: its ``lib/`` jars),
 else Debian's ``zookeeper`` package in /usr/share/java (installed by ``make setup``). ``ZK_HOSTS``
@@ -14,7 +15,6 @@ crashed or interrupted test left running.
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import os
 import shutil
@@ -316,23 +316,25 @@ def serve_until_interrupted(stopped: Callable[[], str | None], poll: float = 0.5
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.zookeeper",
-                                 description="Start a standalone ZooKeeper server on loopback until Ctrl-C.")
+    from .cli_args import ENVIRONMENT, HOLDS, Parser, fail
+    ap = Parser(prog="python -m harness.zookeeper",
+                description="Start a standalone ZooKeeper server on loopback until Ctrl-C or SIGTERM.")
     ap.parse_args(argv)
     interrupt_on_ctrl_c_and_kill()
     try:
         with ZooKeeperServer() as zk:
-            print(f"zookeeper {zk.hosts} (pid {zk.pid}, dataDir {zk.data_dir})", flush=True)
-            print(f"  try: {sys.executable} -c \"from kazoo.client import KazooClient as K; "
-                  f"k = K('{zk.hosts}'); k.start(); print(k.get_children('/'))\"", flush=True)
-            print("Ctrl-C stops it.", flush=True)
+            # The first line is the option to paste (and what a script reads).
+            print(f"--zk {zk.hosts}", flush=True)
+            print(f"  ZooKeeper pid {zk.pid}, dataDir {zk.data_dir} (removed when it stops)", flush=True)
+            print(f"  try: python -m reference run --zk {zk.hosts} --blocks 4; "
+                  f"python -m reference tables --zk {zk.hosts}", flush=True)
+            print("  Ctrl-C stops it.", flush=True)
             return serve_until_interrupted(lambda: None if zk.running() else f"ZooKeeper (pid {zk.pid})")
     except KeyboardInterrupt:
         print("stopped ZooKeeper", flush=True)
-        return 0
+        return HOLDS
     except ZooKeeperUnavailable as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return fail(ap.prog, "environment", str(e).splitlines()[0], ENVIRONMENT)
 
 
 if __name__ == "__main__":

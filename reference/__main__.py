@@ -8,6 +8,9 @@
 generated workload on the RFC's table, then adds/crashes replicas, reassigns or rebalances with
 progress lines, runs queries, prints the system tables and the history check, and writes the
 history (--history DIR). --json prints one JSON document instead of tables.
+
+Exit status (harness/cli_args.py): 0 the history check holds, 1 it found a violation, 2 bad input
+(named), 3 the environment failed (ZooKeeper unreachable, ...), 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,22 +18,29 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from kazoo.exceptions import KazooException
+
+from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
+                              positive_float, run_main, zk_address, znode_path)
+
 from .assignment import GuardFailed
-from .bugs import UnknownSwitch, check_switches
+from .bugs import UnknownSwitch
+from .cli_checks import check_gantt, check_run, switches
 from .cluster import Cluster
-from .keeper import MemoryEnsemble
+from .keeper import KeeperUnavailableError, MemoryEnsemble
 from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
 from .races import UnknownProfile
 from .parts import BadPart
 from .system_tables import all_tables
-from .table import BadPartitionId, Table, TableDefinitionError, check_partition_id
+from .table import BadPartitionId, Table, TableDefinitionError
 from .workload import WORKLOAD, blocks
 
 ROOT = "/clickhouse/tables/01/events"
@@ -71,21 +81,13 @@ def _cell(v) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
-        from .pr102244.cli import cmd_run as cmd_run_pr102244
-        return cmd_run_pr102244(a, table_with_buckets(a.buckets, a.replication_factor), keeper_factory, print_table)
-    if a.reading:
-        raise ValueError("--reading is a reading of PR #102244's text: use it with --design pr102244")
-    bugs = check_switches(a.bug or [])
+    if a.reading and a.design != "pr102244":
+        raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
+    bugs = switches(a.bug, a.design)
     table = table_with_buckets(a.buckets, a.replication_factor)
-    if a.replication_factor > a.replicas:
-        raise ValueError(f"replication factor {a.replication_factor} is above the {a.replicas} replicas")
-    reassigns = []
-    for spec in a.reassign or []:
-        p, sep, dst = spec.partition(":")
-        if not sep or not dst:
-            raise ValueError(f"--reassign wants PARTITION:REPLICA, not {spec!r}")
-        reassigns.append((check_partition_id(p), dst))
+    reassigns = check_run(a)
+    if a.zk:
+        keeper_reachable(a.zk)
     out = sys.stderr if a.json else sys.stdout
     t0 = time.monotonic()
 
@@ -94,8 +96,23 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     connect, backend = keeper_factory(a.zk)
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
-    if a.profile != "quiet":
-        return run_profile(a, bugs, connect, backend, data, progress, out)
+    try:
+        if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
+            from .pr102244.cli import cmd_run as cmd_run_pr102244
+            return cmd_run_pr102244(a, bugs, table, reassigns, connect, backend, data, progress, out, print_table)
+        if a.profile != "quiet":
+            return run_profile(a, bugs, connect, backend, data, progress, out)
+        return _run(a, bugs, table, reassigns, out, progress, connect, backend, data)
+    finally:
+        # A temporary folder of our own goes with the run unless --keep; --data is the user's.
+        if not a.data:
+            if a.keep:
+                print(f"replicas' parts kept in {data}", file=out)
+            else:
+                shutil.rmtree(data, ignore_errors=True)
+
+
+def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path) -> int:
     c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
                 root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
                 backend=backend, log=progress)
@@ -105,6 +122,9 @@ def cmd_run(a: argparse.Namespace) -> int:
                 progress(f"inserted {i}/{a.blocks} blocks; sub-blocks ok {statuses['ok']}, "
                          f"unknown {statuses['unknown']}, failed {statuses['failed']}")
         statuses = c.load(blocks(random.Random(a.seed), a.blocks, a.rows, a.months), progress=loaded)
+        if not statuses["ok"]:
+            raise BadInput(f"no INSERT was acknowledged (--fault-rate {a.fault_rate:g}, --blocks {a.blocks}): "
+                           "nothing to check")
         c.settle()
         for r in a.crash or []:
             c.crash_replica(r)
@@ -136,7 +156,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.json:
             json.dump({"tables": tables, "inserts": statuses, "queries": c.queries, "steps": c.step,
-                       "violations": problems, "data": str(data)}, sys.stdout, indent=1, default=str)
+                       "violations": problems, "data": str(data) if a.data or a.keep else None},
+                      sys.stdout, indent=1, default=str)
             print()
         else:
             for name in a.show:
@@ -177,11 +198,12 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
 
 def cmd_tables(a: argparse.Namespace) -> int:
     from .keeper.zookeeper import ZooKeeperKeeper
+    keeper_reachable(a.zk)
     k = ZooKeeperKeeper(a.zk)
     try:
         layout = Layout(a.root)
         if k.exists(layout.config) is None:
-            raise ValueError(f"no selective table at {a.root} on {a.zk}")
+            raise BadInput(f"--root {a.root}: no selective table on {a.zk} (no znode {layout.config})")
         tables = all_tables(k, layout)
     finally:
         k.close()
@@ -208,9 +230,11 @@ def cmd_gantt(a: argparse.Namespace) -> int:
     from .makespan import GB, Bandwidth, simulate
     from .rebalance import plan_rebalance
     from .scenarios import growth
+    check_gantt(a)
     schedule = schedule_of(a)
     if a.run:
-        c = Cluster(MemoryEnsemble().connect, tempfile.mkdtemp(prefix="selective-gantt-"),
+        data = tempfile.mkdtemp(prefix="selective-gantt-")
+        c = Cluster(MemoryEnsemble().connect, data,
                     replicas=[f"r{i:02d}" for i in range(1, a.old + 1)], seed=a.seed,
                     table=table_with_buckets(16, a.rf), schedule=schedule)
         try:
@@ -221,6 +245,7 @@ def cmd_gantt(a: argparse.Namespace) -> int:
             migrations = gantt.from_timeline(c.timeline)
         finally:
             c.close()
+            shutil.rmtree(data, ignore_errors=True)
         title = f"reference run: {a.old} -> {a.old + a.new} replicas, {len(moves)} moves, {schedule.describe()}"
         unit = "driver steps"
         print(f"{len(moves)} moves; {len(migrations)} switched; steps {min(m['start'] for m in migrations)}.."
@@ -248,24 +273,25 @@ TABLES = ["system.replicas", "system.replication_queue", "system.selective_assig
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reference", description=__doc__.split("\n\n")[0])
+    at_least_0, at_least_1 = int_at_least(0), int_at_least(1)
+    ap = Parser(prog="python -m reference", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a cluster with a workload (in-memory keeper unless --zk)")
-    r.add_argument("--replicas", type=int, default=3)
-    r.add_argument("--replication-factor", type=int, default=2)
-    r.add_argument("--buckets", type=int, default=16, help="user_id %% BUCKETS in the partition key")
-    r.add_argument("--months", type=int, default=2)
-    r.add_argument("--blocks", type=int, default=20, help="INSERT blocks")
-    r.add_argument("--rows", type=int, default=10, help="rows per block")
-    r.add_argument("--fault-rate", type=float, default=0.0, help="chance a forward breaks (outcome unknown)")
-    r.add_argument("--add-replicas", type=int, default=0)
+    r.add_argument("--replicas", type=at_least_1, default=3)
+    r.add_argument("--replication-factor", type=at_least_1, default=2)
+    r.add_argument("--buckets", type=at_least_1, default=16, help="user_id %% BUCKETS in the partition key")
+    r.add_argument("--months", type=at_least_1, default=2)
+    r.add_argument("--blocks", type=at_least_1, default=20, help="INSERT blocks")
+    r.add_argument("--rows", type=at_least_1, default=10, help="rows per block")
+    r.add_argument("--fault-rate", type=fraction, default=0.0, help="chance a forward breaks (outcome unknown)")
+    r.add_argument("--add-replicas", type=at_least_0, default=0)
     r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
-    r.add_argument("--restart", action="append", metavar="REPLICA", help="restart it after the migrations")
+    r.add_argument("--restart", action="append", metavar="REPLICA", help="restart a crashed replica after the migrations")
     r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
     r.add_argument("--rebalance", action="store_true")
-    r.add_argument("--max-concurrent", type=int, default=4, help="migrations at once")
-    r.add_argument("--query-rate", type=float, default=0.1, help="chance of a query between migration steps")
-    r.add_argument("--queries", type=int, default=3, help="queries at the end")
+    r.add_argument("--max-concurrent", type=at_least_1, default=4, help="migrations at once")
+    r.add_argument("--query-rate", type=fraction, default=0.1, help="chance of a query between migration steps")
+    r.add_argument("--queries", type=at_least_0, default=3, help="queries at the end")
     r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
     r.add_argument("--design", choices=["rfc", "pr102244"], default="rfc",
                    help="the RFC's design (default) or ClickHouse PR #102244's (spec/PR102244.md)")
@@ -274,43 +300,44 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
                    "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin")
-    r.add_argument("--steps", type=int, help="(racing profiles) loop turns; default the profile's")
-    r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
-    r.add_argument("--root", default=ROOT, help="the table's znode path")
-    r.add_argument("--data", help="folder for the replicas' parts (default: a new temporary folder)")
-    r.add_argument("--history", metavar="DIR", help="write the history there")
+    r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
+    r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
+    r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
+    r.add_argument("--data", type=output_dir, help="folder for the replicas' parts (default: a temporary folder, "
+                   "removed after the run unless --keep)")
+    r.add_argument("--keep", action="store_true", help="keep the temporary folder of the replicas' parts and name it")
+    r.add_argument("--history", type=output_dir, metavar="DIR", help="write the history there")
     r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
     r.add_argument("--show", nargs="*", choices=TABLES, default=TABLES[2:3] + TABLES[:1])
     r.add_argument("--json", action="store_true")
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
-    t.add_argument("--zk", required=True, metavar="HOST:PORT")
-    t.add_argument("--root", default=ROOT)
+    t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
+    t.add_argument("--root", type=znode_path, default=ROOT)
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
     t.add_argument("--json", action="store_true")
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
     g.add_argument("--run", action="store_true", help="run the reference on the in-memory keeper instead of simulating")
-    g.add_argument("--old", type=int, default=10, help="replicas before")
-    g.add_argument("--new", type=int, default=2, help="replicas added")
-    g.add_argument("--partitions", type=int, default=192, help="(simulation) partitions")
-    g.add_argument("--rf", type=int, default=2, help="replication factor")
-    g.add_argument("--size", type=float, default=50, help="(simulation) GB per partition")
-    g.add_argument("--read", type=float, default=1, help="(simulation) GB/s a source disk reads")
-    g.add_argument("--ingest", type=float, default=10, help="(simulation) GB/s a target takes in")
-    g.add_argument("--months", type=int, default=3, help="(--run) months of data")
-    g.add_argument("--blocks", type=int, default=40, help="(--run) INSERT blocks")
+    g.add_argument("--old", type=at_least_1, default=10, help="replicas before")
+    g.add_argument("--new", type=at_least_1, default=2, help="replicas added")
+    g.add_argument("--partitions", type=at_least_1, default=192, help="(simulation) partitions")
+    g.add_argument("--rf", type=at_least_1, default=2, help="replication factor")
+    g.add_argument("--size", type=positive_float, default=50, help="(simulation) GB per partition")
+    g.add_argument("--read", type=positive_float, default=1, help="(simulation) GB/s a source disk reads")
+    g.add_argument("--ingest", type=positive_float, default=10, help="(simulation) GB/s a target takes in")
+    g.add_argument("--months", type=at_least_1, default=3, help="(--run) months of data")
+    g.add_argument("--blocks", type=at_least_1, default=40, help="(--run) INSERT blocks")
     g.add_argument("--rule", choices=["least_busy", "table_limit"], default="least_busy")
-    g.add_argument("--per-table", type=int, help="migrations per table (default 16 least_busy, 4 table_limit)")
-    g.add_argument("--per-source", type=int, default=2)
-    g.add_argument("--per-target", type=int, default=16)
+    g.add_argument("--per-table", type=at_least_1, help="migrations per table (default 16 least_busy, 4 table_limit)")
+    g.add_argument("--per-source", type=at_least_1, default=2)
+    g.add_argument("--per-target", type=at_least_1, default=16)
     g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")
     g.add_argument("--seed", type=int, default=1)
-    g.add_argument("--out", help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
+    g.add_argument("--out", type=output_file, help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
     a = ap.parse_args(argv)
-    try:
-        return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
-    except (UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_main(ap.prog, lambda: {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a),
+                    bad_input=(UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed,
+                               BadPart),
+                    environment=(KeeperUnavailableError, KazooException))
 
 
 if __name__ == "__main__":

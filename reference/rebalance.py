@@ -43,8 +43,6 @@ from __future__ import annotations
 import heapq
 import math
 
-import networkx as nx
-
 from .assignment import read_assignment
 from .keeper import Keeper
 from .layout import Layout
@@ -256,6 +254,7 @@ class _CountPlan:
         may give one within its band, through `slack`) and ends at one below its band (or at one
         that may take one within its band); it may pass `slack` once, as a replica taking one
         within its band and another giving one."""
+        import networkx as nx  # here, not at the top: it is most of `python -m reference`'s start-up
         g = nx.DiGraph()
         via: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for x in self.replicas:

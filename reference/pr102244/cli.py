@@ -12,13 +12,11 @@ import argparse
 import json
 import random
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from ..bugs import check_switches
+from harness.cli_args import BadInput
+
 from ..oracle import violations
-from ..table import check_partition_id
 from ..workload import blocks
 from . import READINGS
 from .cluster import PRCluster
@@ -29,29 +27,15 @@ from .migration import migrations_rows
 def check_readings(names) -> frozenset[str]:
     unknown = sorted(set(names) - set(READINGS))
     if unknown:
-        raise ValueError(f"unknown reading(s) {unknown}; known: {', '.join(sorted(READINGS))}")
+        raise BadInput(f"--reading: unknown reading(s) {unknown}; known: {', '.join(sorted(READINGS))}")
     return frozenset(names)
 
 
-def cmd_run(a: argparse.Namespace, table, keeper_factory, print_table) -> int:
-    bugs = check_switches(a.bug or [], design="pr102244")
+def cmd_run(a: argparse.Namespace, bugs, table, reassigns, connect, backend, data: Path, progress, out,
+            print_table) -> int:
+    """Called by reference/__main__.py's cmd_run once the arguments are checked (switches of this
+    design, --reassign pairs, Keeper reachable) and the data folder chosen."""
     readings = check_readings(a.reading or [])
-    if a.replication_factor > a.replicas:
-        raise ValueError(f"replication factor {a.replication_factor} is above the {a.replicas} replicas")
-    reassigns = []
-    for spec in a.reassign or []:
-        p, sep, dst = spec.partition(":")
-        if not sep or not dst:
-            raise ValueError(f"--reassign wants PARTITION:REPLICA, not {spec!r}")
-        reassigns.append((check_partition_id(p), dst))
-    out = sys.stderr if a.json else sys.stdout
-    t0 = time.monotonic()
-
-    def progress(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
-
-    connect, backend = keeper_factory(a.zk)
-    data = Path(a.data or tempfile.mkdtemp(prefix="selective-pr-"))
     c = PRCluster(connect, data, [f"r{i}" for i in range(1, a.replicas + 1)], readings=readings,
                   per_cycle=a.max_concurrent, table=table, root=a.root, bugs=bugs, seed=a.seed,
                   fault_rate=a.fault_rate, backend=backend, log=progress)

@@ -1,0 +1,63 @@
+"""Checks of `python -m reference` arguments that span several options (replica names, the
+replication factor against the replicas), made before a run starts so that bad input costs
+nothing and changes nothing. Single-option ranges are argparse types in harness/cli_args.py."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli_args import BadInput
+
+from .bugs import UnknownSwitch, check_switches
+from .table import BadPartitionId, check_partition_id
+
+
+def replica_names(first: int, count: int, width: int = 0) -> list[str]:
+    return [f"r{i:0{width}d}" for i in range(first, first + count)]
+
+
+def switches(names: list[str] | None, design: str = "rfc") -> frozenset[str]:
+    try:
+        return check_switches(names or [], design)
+    except UnknownSwitch as e:
+        raise BadInput(f"--bug: {e}") from None
+
+
+def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
+    """Raise BadInput naming the option; return the parsed --reassign (partition, replica) pairs."""
+    if a.replication_factor > a.replicas:
+        raise BadInput(f"--replication-factor {a.replication_factor} is above the {a.replicas} replicas")
+    initial = replica_names(1, a.replicas)
+    added = replica_names(a.replicas + 1, a.add_replicas)
+    crashed = a.crash or []
+    for name in crashed:
+        if name not in initial:
+            raise BadInput(f"--crash {name}: no such replica; the run starts {', '.join(initial)}")
+    twice = sorted({n for n in crashed if crashed.count(n) > 1})
+    if twice:
+        raise BadInput(f"--crash {twice[0]} given twice")
+    # The crashes come right after the inserts, before --add-replicas: someone must stay to serve.
+    if len(crashed) == len(initial) and not a.add_replicas:
+        raise BadInput(f"--crash names every replica ({', '.join(initial)}): at least one must keep running")
+    for name in a.restart or []:
+        if name not in crashed:
+            raise BadInput(f"--restart {name}: only a replica given to --crash can be restarted"
+                           + (f" ({', '.join(crashed)})" if crashed else " (none was)"))
+    running = [r for r in initial if r not in crashed] + added
+    reassigns = []
+    for spec in a.reassign or []:
+        p, sep, dst = spec.partition(":")
+        if not sep or not dst:
+            raise BadInput(f"--reassign wants PARTITION:REPLICA, not {spec!r}")
+        if dst not in running:
+            raise BadInput(f"--reassign {spec}: no running replica {dst}; running at that point: {', '.join(running)}")
+        try:
+            reassigns.append((check_partition_id(p), dst))
+        except BadPartitionId as e:
+            raise BadInput(f"--reassign {spec}: {e}") from None
+    return reassigns
+
+
+def check_gantt(a: argparse.Namespace) -> None:
+    if a.rf > a.old:
+        raise BadInput(f"--rf {a.rf} is above the {a.old} --old replicas")

@@ -1,0 +1,53 @@
+"""Run a command line as a user does (a subprocess from the checkout) and see what it left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# Folders that change while tests run for reasons of their own (caches, the shared venv).
+NOT_OURS = {".git", ".venv", ".tools", ".pytest_cache", ".hypothesis", "__pycache__"}
+
+
+@dataclass
+class Ran:
+    argv: list[str]
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def run_cli(argv: list[str], tmp: Path, env: dict | None = None, timeout: float = 120) -> Ran:
+    """`python -m ...` from the checkout, its temporary files in `tmp` (so what it leaves is seen)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    full = {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    p = subprocess.run([sys.executable, *argv], cwd=ROOT, env=full, capture_output=True, text=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    return Ran(argv, p.returncode, p.stdout, p.stderr)
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root` with its size and modification time (caches and the venv left out)."""
+    state = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in NOT_OURS]
+        for name in files:
+            p = Path(folder, name)
+            try:
+                st = p.lstat()
+            except FileNotFoundError:
+                continue
+            state[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def no_traceback(err: str) -> bool:
+    return "Traceback (most recent call last)" not in err and "\tat " not in err and "Exception in thread" not in err

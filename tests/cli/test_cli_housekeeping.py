@@ -1,0 +1,86 @@
+"""What a command leaves behind and how it stops (issue 17): no temporary folder unless --keep,
+Ctrl-C one line and exit 130, defaults in every --help, `python -m harness.zookeeper` serving a
+shell until SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+from cli_runner import ROOT, no_traceback, run_cli
+
+
+def test_a_run_leaves_no_temporary_folder(tmp_path):
+    ran = run_cli(["-m", "reference", "run", "--blocks", "2"], tmp_path / "tmp")
+    assert ran.code == 0, ran.text
+    assert "history check: 0 violations" in ran.out
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_keep_keeps_the_parts_folder_and_names_it(tmp_path):
+    ran = run_cli(["-m", "reference", "run", "--blocks", "2", "--keep"], tmp_path / "tmp")
+    assert ran.code == 0, ran.text
+    kept = re.search(r"replicas' parts kept in (\S+)", ran.out)
+    assert kept, ran.out
+    folder = kept.group(1)
+    assert os.path.dirname(folder) == str(tmp_path / "tmp") and any(os.scandir(folder))
+
+
+@pytest.mark.parametrize("argv", [["reference", "run"], ["reference", "gantt"], ["reference", "tables"],
+                                  ["harness.tlc"], ["harness.check_models"], ["conformance"], ["harness.zookeeper"]])
+def test_help_shows_defaults_and_the_exit_status(argv, tmp_path):
+    ran = run_cli(["-m", *argv, "--help"], tmp_path / "tmp")
+    assert ran.code == 0 and ran.out.startswith("usage:"), ran.text
+    # every option with a default says it (e.g. `--blocks BLOCKS  INSERT blocks (default: 20)`)
+    if argv != ["harness.zookeeper"]:  # it has no option but --help
+        assert "default: " in ran.out, ran.out
+    assert "exit status: 0 holds, 1 a violation was found, 2 bad input" in " ".join(ran.out.split())
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    """SIGINT in the middle of the inserts: the temporary folder goes too."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "reference", "run", "--blocks", "100000", "--rows", "1"], cwd=ROOT,
+                         env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().startswith("[")  # a progress line: the run is under way
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 130, err
+    assert no_traceback(err) and err.strip() == "python -m reference: interrupted: stopped by Ctrl-C"
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_for_the_shell_prints_its_address_and_stops_on_sigterm(tmp_path):
+    from kazoo.client import KazooClient
+
+    from harness.zookeeper import four_letter
+    p = subprocess.Popen([sys.executable, "-m", "harness.zookeeper"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        first = p.stdout.readline().strip()
+        m = re.fullmatch(r"--zk (127\.0\.0\.1:(\d+))", first)
+        assert m, first + p.stderr.read() if p.poll() is not None else first
+        client = KazooClient(hosts=m.group(1), timeout=10)
+        client.start(timeout=15)
+        assert "zookeeper" in client.get_children("/")
+        client.stop()
+        client.close()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 0 and "stopped ZooKeeper" in out and no_traceback(err), err
+    assert four_letter(int(m.group(2)), "ruok") == ""  # nothing serves there any more
+    assert list(tmp_path.iterdir()) == []  # its dataDir went with it

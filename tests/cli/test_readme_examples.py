@@ -1,0 +1,188 @@
+"""Every command README.md and the part READMEs show (issue 17), held to what it claims.
+
+EXAMPLES lists each command once with how it is held: run as written (cheap ones here, the rest
+`long`), its `--help` where the README shows a template (FILE, HISTORY_DIR), its Makefile target,
+or the test that covers it. A command added to a README and not to EXAMPLES fails the first test,
+and so does an entry whose command left the READMEs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from cli_runner import ROOT, no_traceback, run_cli
+
+READMES = ["README.md", "reference/README.md", "conformance/README.md", "pyspark_jobs/README.md", "spec/README.md"]
+COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
+
+
+def shown_commands() -> dict[str, str]:
+    """command -> the README showing it first: each line of a fenced block (continuations joined,
+    comments cut) and each inline `code` span that reads as a command."""
+    found: dict[str, str] = {}
+    for name in READMES:
+        text = (ROOT / name).read_text()
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            for line in re.sub(r"\\\n\s*", "", block).splitlines():
+                cmd = re.split(r"\s+#\s", line)[0].strip()
+                if COMMAND.match(cmd):
+                    found.setdefault(cmd, name)
+        for span in re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S)):
+            if COMMAND.match(span.strip()):
+                found.setdefault(span.strip(), name)
+    return found
+
+
+@dataclass
+class Run:
+    """Run as written (python -> this interpreter); `subs` moves what it writes into the test's folder."""
+    code: int
+    says: list[str]
+    subs: dict = field(default_factory=dict)
+    long: bool = False
+    zookeeper: bool = False
+
+
+@dataclass
+class Help:
+    """A template (FILE, HISTORY_DIR, ...) or a server for a shell: its module's --help must work."""
+    argv: list[str]
+
+
+@dataclass
+class Make:
+    target: str
+
+
+@dataclass
+class Covered:
+    """Run elsewhere, by the test named."""
+    by: str
+
+
+RUN_BUG = ("python -m reference run --bug cleanup_no_delay --add-replicas 1 --rebalance --query-rate 0.5")
+EXAMPLES = {
+    "make check": Make("check"), "make test": Make("test"), "make setup": Make("setup"), "make bench": Make("bench"),
+    "make check-spec": Make("check-spec"), 'make check-spec ARGS="--size all"': Make("check-spec"),
+    'make check-spec ARGS="--only MCAssignment"': Make("check-spec"),
+    'make check-spec ARGS="--only MCMigration"': Make("check-spec"), "make check-spec ARGS=--record": Make("check-spec"),
+    "make test ARGS=tests/reference": Make("test"), "make test ARGS=tests/clickhouse": Make("test"),
+    "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
+    "make faults": Make("faults"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
+    "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
+    "python -m reference run ...": Help(["reference", "run"]),
+    "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
+    "python -m harness.check_models": Help(["harness.check_models"]),
+    "python -m reference run --history DIR": Help(["reference", "run"]),
+    ".venv/bin/python -m reference run --help": Run(0, ["usage: python -m reference run", "(default: 20)"]),
+    "python -m harness.long_tests": Help(["harness.long_tests"]),
+    ".venv/bin/python -m agreement [--write-readme]": Help(["agreement"]),
+    "python -m agreement --write-readme": Help(["agreement"]),
+    ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
+    ".venv/bin/python -m harness.bench --only reference": Help(["harness.bench"]),
+    "python -m harness.bench --only rebalance": Help(["harness.bench"]),
+    ".venv/bin/python -m harness.tlc spec/MCAssignment.tla --config spec/MCAssignment_blind_write.cfg --no-deadlock":
+        Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
+    ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_source_stops_at_switch.cfg"
+    " --no-deadlock --diff --workers 1": Run(1, ["invariant_violated"], long=True),
+    # reference/README.md
+    "python -m reference run --replicas 10 --months 3 --blocks 40 --add-replicas 2 --rebalance --fault-rate 0.05"
+    " --history /tmp/history": Run(0, ["REBALANCE done", "history check: 0 violations", "history written to"],
+                                   subs={"/tmp/history": "{tmp}/history"}, long=True),
+    RUN_BUG: Run(1, ["history check: ", "missed row"]),
+    "python -m harness.zookeeper": Covered("test_cli_housekeeping.py::test_zookeeper_for_the_shell_prints_its_address"
+                                           "_and_stops_on_sigterm"),
+    "python -m reference run --zk 127.0.0.1:PORT --blocks 4": Run(0, ["history check: 0 violations"], zookeeper=True),
+    "python -m reference tables --zk 127.0.0.1:PORT": Run(0, ["system.replicas (3 rows)"], zookeeper=True),
+    "python -m reference gantt --ingest 2.5 --out build/gantt-sim.png": Run(0, ["makespan", "wrote "],
+                                                                          subs={"build/": "{tmp}/"}),
+    "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
+                                                                     subs={"build/": "{tmp}/"}, long=True),
+    # conformance/README.md
+    # What make test runs as tests/conformance/ (the README says so); again here it took over 10 minutes.
+    ".venv/bin/python -m conformance --profile ci": Covered("tests/conformance/ (the ci profile's stages as tests)"),
+    ".venv/bin/python -m conformance --profile thorough": Make("check"),
+    "python -m conformance": Help(["conformance"]), "python -m conformance --profile dev": Make("conformance"),
+    "python -m conformance replay FILE": Help(["conformance", "replay"]),
+    ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json":
+        Covered("test_replay_of_the_file_make_conformance_writes (long)"),
+    # pyspark_jobs/README.md
+    ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR":
+        Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
+    ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR [--report out.json]":
+        Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
+    ".venv/bin/python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]]":
+        Help(["pyspark_jobs.spark_check"]),
+    "python -m pyspark_jobs.spark_check --scale small": Make("spark-check"),
+}
+
+
+def test_every_command_the_readmes_show_is_listed_here():
+    shown = shown_commands()
+    assert len(shown) > 30  # the extraction finds the READMEs' commands, not nothing
+    assert sorted(set(shown) - set(EXAMPLES)) == [], "shown in a README but not in EXAMPLES"
+    assert sorted(set(EXAMPLES) - set(shown)) == [], "in EXAMPLES but no README shows it any more"
+
+
+def test_make_targets_exist():
+    rules = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+    assert {e.target for e in EXAMPLES.values() if isinstance(e, Make)} <= rules
+
+
+@pytest.mark.parametrize("argv", sorted({tuple(e.argv) for e in EXAMPLES.values() if isinstance(e, Help)}), ids=" ".join)
+def test_templates_have_working_help(argv, tmp_path):
+    ran = run_cli(["-m", *argv, "--help"], tmp_path / "tmp")
+    assert ran.code == 0 and "usage:" in ran.out and no_traceback(ran.err), ran.text
+
+
+def _argv(cmd: str, tmp: Path, zk: str | None) -> list[str]:
+    example = EXAMPLES[cmd]
+    for old, new in example.subs.items():
+        cmd = cmd.replace(old, new.format(tmp=tmp))
+    if zk:
+        cmd = cmd.replace("127.0.0.1:PORT", zk)
+    words = cmd.split()
+    assert words[0] in ("python", ".venv/bin/python") and words[1] == "-m", cmd
+    return words[1:]
+
+
+RUNS = [pytest.param(cmd, id=cmd[:90], marks=[m for m, on in ((pytest.mark.long, e.long),
+                                                             (pytest.mark.zookeeper, e.zookeeper)) if on])
+        for cmd, e in EXAMPLES.items() if isinstance(e, Run)]
+
+
+@pytest.mark.parametrize("cmd", RUNS)
+def test_example_does_what_the_readme_says(cmd, tmp_path, request):
+    example = EXAMPLES[cmd]
+    zk = None
+    if example.zookeeper:
+        zk = request.getfixturevalue("zk_chroot")
+        if "tables" in cmd:  # a table to show: the README's run on the same server first
+            first = run_cli(_argv("python -m reference run --zk 127.0.0.1:PORT --blocks 4", tmp_path, zk), tmp_path / "t0")
+            assert first.code == 0, first.text
+    ran = run_cli(_argv(cmd, tmp_path, zk), tmp_path / "tmp", timeout=600)
+    assert ran.code == example.code, f"{cmd}: exit {ran.code}\n{ran.text[-3000:]}"
+    assert no_traceback(ran.err), ran.err
+    missing = [s for s in example.says if s not in ran.text]
+    assert not missing, f"{cmd}: {missing} not in\n{ran.text[-3000:]}"
+
+
+@pytest.mark.long
+def test_replay_of_the_file_make_conformance_writes(tmp_path):
+    """conformance/README.md replays a model machine's walk of MCRetry_no_dedup: the walk
+    `make conformance` (stage 5, `hunt`) writes, replayed by the command as shown."""
+    import os
+    os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
+    from hypothesis import settings
+
+    from conformance.__main__ import graph_of, hunt
+    from conformance.machines import profile
+    cfg = "MCRetry_no_dedup.cfg"
+    r = hunt(cfg, graph_of(cfg), settings(profile(), max_examples=1000, stateful_step_count=20, database=None),
+             failures=tmp_path)
+    assert r["failed"] and Path(r["failure_file"]).name == f"machine-{cfg}.json"
+    ran = run_cli(["-m", "conformance", "replay", r["failure_file"]], tmp_path / "tmp")
+    assert ran.code == 1 and no_traceback(ran.err) and "step " in ran.out, ran.text
