@@ -71,7 +71,12 @@ EXAMPLES = {
     'make check-spec ARGS="--only MCMigration"': Make("check-spec"), "make check-spec ARGS=--record": Make("check-spec"),
     "make test ARGS=tests/reference": Make("test"), "make test ARGS=tests/clickhouse": Make("test"),
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
-    "make faults": Make("faults"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
+    "make faults": Make("faults"),
+    "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
+        "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
+    "python -m reference run --profile racing|stale|lossy|thin --seed N": Covered(
+        "tests/reference/test_races.py (each profile's run and its exit codes)"),
+    "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
