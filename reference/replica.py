@@ -325,8 +325,17 @@ class Replica:
 
     # --- ReplicaExecuteEntry -------------------------------------------------------------
     def queue(self) -> list[tuple[str, LogEntry]]:
+        """The queue's entries in order. An entry removed between the listing and its read (done
+        meanwhile, or cleared by a CLEANUP or a clone run again after a restart) is skipped: every
+        caller is a step that must be safe to take again."""
         q = self.layout.queue(self.name)
-        return [(n, LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")) for n in self.keeper.get_children(q)]
+        out = []
+        for n in self.keeper.get_children(q):
+            try:
+                out.append((n, LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")))
+            except NoNodeError:
+                continue
+        return out
 
     def _is_dropped(self, part: PartName) -> bool:
         """A DROP_RANGE this replica executed covers the part's data (spec: a block below the drop)."""
