@@ -28,6 +28,7 @@ from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
 from .parts import BadPart
+from .registration import LeftoverRoot, RootInUse
 from .system_tables import all_tables
 from .table import BadPartitionId, Table, TableDefinitionError, check_partition_id
 from .workload import WORKLOAD, blocks
@@ -87,10 +88,15 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
 
     connect, backend = keeper_factory(a.zk)
+    holder = claim(a, connect)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
-    c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
-                root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
-                backend=backend, log=progress)
+    try:
+        c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
+                    root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
+                    backend=backend, log=progress)
+    except BaseException:
+        holder.close()
+        raise
     try:
         def loaded(i: int, statuses: dict) -> None:
             if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
@@ -137,6 +143,22 @@ def cmd_run(a: argparse.Namespace) -> int:
         return 1 if problems else 0
     finally:
         c.close()
+        holder.close()
+
+
+def claim(a: argparse.Namespace, connect):
+    """A session holding --root for this run (registration.claim_root); on the in-memory keeper
+    every run has its own tree, so there is nothing to hold."""
+    import os
+    import socket
+    from .registration import claim_root
+    k = connect()
+    try:
+        claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "")
+    except BaseException:
+        k.close()
+        raise
+    return k
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
@@ -234,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", default=ROOT, help="the table's znode path")
+    r.add_argument("--fresh", action="store_true",
+                   help="clear a table an earlier run left at --root (refused while its replicas are live)")
     r.add_argument("--data", help="folder for the replicas' parts (default: a new temporary folder)")
     r.add_argument("--history", metavar="DIR", help="write the history there")
     r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
@@ -265,7 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
-    except (UnknownSwitch, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError) as e:
+    except RootInUse as e:   # another run is live on the root: the environment, not the input
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    except (UnknownSwitch, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed, BadPart, ValueError,
+            LeftoverRoot) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
