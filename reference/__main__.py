@@ -23,7 +23,7 @@ from pathlib import Path
 from .assignment import GuardFailed
 from .bugs import UnknownSwitch, check_switches
 from .cluster import Cluster
-from .keeper import MemoryEnsemble
+from .keeper import MemoryEnsemble, NoAuthError
 from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
@@ -43,11 +43,15 @@ def table_with_buckets(buckets: int, rf: int) -> Table:
                  replication_factor=rf)
 
 
-def keeper_factory(zk: str | None):
+def keeper_factory(zk: str | None, auth: str | None = None):
     if zk is None:
+        if auth is not None:
+            raise ValueError("--zk-auth needs --zk (the in-memory keeper has no ACLs)")
         return MemoryEnsemble().connect, "memory"
-    from .keeper.zookeeper import ZooKeeperKeeper
-    return (lambda: ZooKeeperKeeper(zk)), "zookeeper"
+    from .keeper.zookeeper import ZooKeeperKeeper, parse_auth
+    if auth is not None:
+        parse_auth(auth)   # a malformed --zk-auth is bad input before anything connects
+    return (lambda: ZooKeeperKeeper(zk, auth=auth)), "zookeeper"
 
 
 def print_table(title: str, rows: list[dict], out) -> None:
@@ -87,7 +91,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
 
-    connect, backend = keeper_factory(a.zk)
+    connect, backend = keeper_factory(a.zk, a.zk_auth)
     holder = claim(a, connect)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
@@ -162,8 +166,7 @@ def claim(a: argparse.Namespace, connect):
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
-    from .keeper.zookeeper import ZooKeeperKeeper
-    k = ZooKeeperKeeper(a.zk)
+    k = keeper_factory(a.zk, a.zk_auth)[0]()
     try:
         layout = Layout(a.root)
         if k.exists(layout.config) is None:
@@ -256,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", default=ROOT, help="the table's znode path")
+    r.add_argument("--zk-auth", metavar="USER:PASSWORD", help="digest identity (as ClickHouse's <identity>): "
+                   "every znode the run creates is readable and writable by it only")
     r.add_argument("--fresh", action="store_true",
                    help="clear a table an earlier run left at --root (refused while its replicas are live)")
     r.add_argument("--data", help="folder for the replicas' parts (default: a new temporary folder)")
@@ -266,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", required=True, metavar="HOST:PORT")
     t.add_argument("--root", default=ROOT)
+    t.add_argument("--zk-auth", metavar="USER:PASSWORD", help="the identity the table was created with")
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
     t.add_argument("--json", action="store_true")
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
@@ -289,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
+    except NoAuthError as e:
+        print(f"error: ZooKeeper refused a request by the node's ACL ({e}): --zk-auth names another identity, "
+              f"or none", file=sys.stderr)
+        return 2
     except RootInUse as e:   # another run is live on the root: the environment, not the input
         print(f"error: {e}", file=sys.stderr)
         return 3
