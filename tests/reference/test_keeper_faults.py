@@ -12,8 +12,8 @@ import random
 import time
 
 import pytest
-from kazoo.exceptions import ConnectionLoss
 
+from harness.faults import LosingKeeper
 from reference.cluster import Cluster
 from reference.keeper import Create, Delete, KeeperUnavailableError, SetData
 from reference.keeper.zookeeper import ZooKeeperKeeper
@@ -25,40 +25,6 @@ from reference.workload import blocks
 pytestmark = pytest.mark.zookeeper
 
 RF = 2
-
-
-class LosingKeeper(ZooKeeperKeeper):
-    """A ZooKeeperKeeper whose connection "breaks" around chosen writes: `before` raises
-    ConnectionLoss instead of sending the request, `after` sends it, waits until ZooKeeper has
-    applied it, then raises ConnectionLoss as if the answer had been lost on the way back.
-
-    Test-only, because a real connection cannot be cut at a chosen point: killing a server
-    breaks the connection at a random point of a random request, and never reliably between
-    the moment ZooKeeper applies a multi and the moment its answer arrives, which is the case
-    the read-back exists for. The injection is at the layer's one send point (`_send`), so the
-    retry (kazoo's KazooRetry) and the read-back that follow are the real ones."""
-
-    WRITES = ("commit_async", "create_async", "set_async", "delete_async")
-
-    def __init__(self, hosts: str, plan=None, rate: float = 0.0, seed: int = 0, **kw):
-        super().__init__(hosts, **kw)
-        self.plan = list(plan or [])      # ("before"|"after") for the next writes, in order
-        self.rate, self.rng = rate, random.Random(seed)
-        self.injected: list[tuple[str, str]] = []
-        self._in_read_back = False
-
-    def _send(self, stop, async_fn, *args, **kwargs):
-        name = getattr(async_fn, "__name__", "")
-        if name in self.WRITES:
-            where = self.plan.pop(0) if self.plan else (
-                self.rng.choice(("before", "after")) if self.rng.random() < self.rate else None)
-            if where:
-                self.injected.append((where, name))
-                if where == "before":
-                    raise ConnectionLoss("injected: connection lost before the request was sent")
-                super()._send(stop, async_fn, *args, **kwargs)
-                raise ConnectionLoss("injected: connection lost after ZooKeeper applied the request")
-        return super()._send(stop, async_fn, *args, **kwargs)
 
 
 def _log_entries(k, path="/log"):
