@@ -274,7 +274,7 @@ def passed(outcomes: list[Outcome]) -> bool:
                for o in outcomes)
 
 
-def run_matrix(faults, states, seeds, folder: Path, spark, say=print) -> list[Outcome]:
+def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: print(line, flush=True)) -> list[Outcome]:
     from harness.zookeeper import ZooKeeperEnsemble
     outcomes = []
     with ZooKeeperEnsemble(size=3) as ensemble:
@@ -300,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--states", default=",".join(STATES))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
+    ap.add_argument("--report", help="JSON report with a one-line summary (make check's table)")
     a = ap.parse_args(argv)
     faults, states = a.faults.split(","), a.states.split(",")
     for name, given, known in (("--faults", faults, FAULTS), ("--states", states, STATES)):
@@ -328,6 +329,14 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     lines = table(outcomes)
     print("\n".join(lines))
+    if a.report:
+        import json
+        summary = (f"{len(outcomes)} runs: {sum(o.recovered for o in outcomes)} recovered, "
+                   f"{sum(max(o.lost, 0) for o in outcomes)} rows lost, {sum(max(o.duplicated, 0) for o in outcomes)} "
+                   f"duplicated, checkers agree on {sum(o.agree for o in outcomes)}")
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.report).write_text(json.dumps({"command": command, "summary": summary,
+                                              "runs": [{**o.__dict__, "agree": o.agree} for o in outcomes]}, indent=1))
     if a.markdown:
         from harness.bench_rebalance import splice
         body = "\n".join(["## Fault suite: the live runtime under ZooKeeper and replica faults", "",
