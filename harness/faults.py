@@ -256,7 +256,7 @@ def spark_verdicts(spark, folder: str) -> dict:
 
 def table(outcomes: list[Outcome]) -> list[str]:
     lines = ["| fault x state | runs | recovered | time to recover, s (median, max) | rows lost | rows duplicated | "
-             "checkers agree |", "|---|---|---|---|---|---|---|"]
+             "checkers agree | invariants violated (runs) |", "|---|---|---|---|---|---|---|---|"]
     cells: dict[tuple[str, str], list[Outcome]] = {}
     for o in outcomes:
         cells.setdefault((o.fault, o.state), []).append(o)
@@ -265,8 +265,18 @@ def table(outcomes: list[Outcome]) -> list[str]:
         t = f"{statistics.median(times):.1f}, {max(times):.1f}" if times else "-"
         lines.append(f"| {f} x {s} | {len(runs)} | {sum(o.recovered for o in runs)} | {t} | "
                      f"{sum(max(o.lost, 0) for o in runs)} | {sum(max(o.duplicated, 0) for o in runs)} | "
-                     f"{sum(o.agree for o in runs)}/{len(runs)} |")
+                     f"{sum(o.agree for o in runs)}/{len(runs)} | {_violated(runs)} |")
     return lines
+
+
+def _violated(runs: list[Outcome]) -> str:
+    """The invariants the oracle found violated, with how many runs: none when every run held."""
+    count: dict[str, int] = {}
+    for o in runs:
+        for name, holds in o.oracle.items():
+            if not holds:
+                count[name] = count.get(name, 0) + 1
+    return ", ".join(f"{n} ({k})" for n, k in sorted(count.items())) or "none"
 
 
 def passed(outcomes: list[Outcome]) -> bool:
@@ -285,10 +295,17 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
                     o = run_one(ensemble, ensemble.hosts, f, s, seed, folder / f"{f}-{s}-{seed}")
                     if o.history:
                         o.spark = spark_verdicts(spark, o.history)
+                        if not (o.agree and all(o.oracle.values())):   # kept for whoever looks into it
+                            import shutil
+                            kept = ROOT / "build" / "faults" / f"{f}-{s}-{seed}"
+                            shutil.rmtree(kept, ignore_errors=True)
+                            shutil.copytree(o.history, kept)
+                            o.note = (o.note + "; " if o.note else "") + f"history kept in {kept}"
                     say(f"  {f} x {s} seed {seed}: {'recovered' if o.recovered else 'NOT recovered'}"
                         + (f" in {o.seconds:.1f} s" if o.seconds is not None else "")
                         + f", lost {o.lost}, duplicated {o.duplicated}, checkers "
                         + ("agree" if o.agree else f"DISAGREE (oracle {o.oracle}, spark {o.spark})")
+                        + "".join(f"; {name} VIOLATED" for name, holds in o.oracle.items() if not holds)
                         + (f"; {o.note}" if o.note else "") + f" [{time.monotonic() - t0:.0f} s]")
                     outcomes.append(o)
     return outcomes

@@ -23,6 +23,7 @@ from .history import History
 from .insert import InsertOutcomeUnknown, route_insert
 from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from .layout import Layout
+from .log_entry import GET_PART
 from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
                         migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
@@ -35,6 +36,10 @@ from .registration import create_table_znodes, register_replica
 from .replica import InsertRejected, Replica
 from .table import Table
 from .workload import WORKLOAD
+
+
+class ReplicaNotInSync(Exception):
+    """A replica cannot sync a partition before a read (a part it must fetch has no running holder)."""
 
 
 class Cluster:
@@ -369,15 +374,19 @@ class Cluster:
 
     # --- SELECT -------------------------------------------------------------------------
     def _sync_partition(self, rep: Replica, partition: str) -> None:
-        """SYSTEM SYNC REPLICA for one partition before reading it (see the module docstring)."""
+        """SYSTEM SYNC REPLICA for one partition before reading it (see the module docstring).
+        A GET_PART it cannot execute (no running replica has the part: its only holder is down)
+        leaves it without a committed part: ReplicaNotInSync, and the read goes to another owner
+        or the query fails, as select_sequential_consistency makes it, rather than miss a row."""
         while self._try("pull", rep):
             pass
         for node, e in rep.queue():
             if e.partition == partition:
                 try:
                     rep.replica_execute_entry(node)
-                except GuardFailed:
-                    pass
+                except GuardFailed as why:
+                    if e.type == GET_PART:
+                        raise ReplicaNotInSync(f"{rep.name} cannot fetch {e.new_part_name}: {why}") from why
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
               between: Callable[[], None] | None = None):
@@ -408,7 +417,7 @@ class Cluster:
                 self._sync_for_read(q, at, p)
                 routes[p] = q.routes[p]
                 got[p] = replica_read_partition(q, p, self.replicas)
-        except (KeeperUnavailableError, SessionExpiredError):
+        except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
             return self._query_failed(q, at, start, routes, got, partitions)
         except BaseException:
             if q is not None:
@@ -435,7 +444,7 @@ class Cluster:
             try:
                 self._sync_partition(self.replicas[reader], partition)
                 return
-            except (KeeperUnavailableError, SessionExpiredError):
+            except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
                 a = self.replicas[at].cache.get(partition)
                 others = sorted(o for o in (a.owners if a else ()) if o not in tried and o in self.replicas
                                 and not self.replicas[o].keeper.expired)

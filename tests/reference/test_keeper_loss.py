@@ -139,3 +139,30 @@ def test_a_source_down_after_takeover_is_cleaned_up_for_and_drops_its_copy_on_re
         _exact(c)
     finally:
         c.close()
+
+
+def test_a_read_that_cannot_fetch_a_committed_part_fails_rather_than_miss_a_row(connect, tmp_path):
+    """Found by the fault suite (replica_crash x cleanup): an owner writes a part and crashes
+    before the other owner fetched it; a query reading the other owner could not sync the
+    partition and returned it without the acknowledged row. Now the read goes to another owner,
+    and with none that has it the query fails (select_sequential_consistency), until the holder
+    is back."""
+    c = _cluster(connect, tmp_path, seed=9)
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        month, bucket = p.split("-")
+        rows = [{"date": f"{month[:4]}-{month[4:]}-15", "user_id": int(bucket), "row_id": 90_000, "event": "buy"}]
+        assert c.table.split_by_partition(rows).keys() == {p}
+        sent = c.tick()
+        c.replicas["r1"].replica_write_insert(p, rows, "only-on-r1")
+        c.history.insert("only-on-r1", p, rows, "ok", sent, c.tick())
+        c.crash_replica("r1")
+        assert c.query(at="r2", partitions={p}) is None
+        assert c.history.tables["queries"][-1]["status"] == "failed"
+        assert all(not rep.pins for rep in c.replicas.values())
+        c.add_replica("r1")
+        q = c.query(at="r2", partitions={p})
+        assert q is not None and 90_000 in {r["row_id"] for r in q.rows}
+        _exact(c)
+    finally:
+        c.close()
