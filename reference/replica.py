@@ -63,6 +63,8 @@ class Replica:
     unknown_commits: dict[PartName, str] = field(default_factory=dict)
     # What this running replica writes into its is_active (registration.register_replica).
     active_id: bytes = b""
+    # Partitions whose map version is in the cache but not yet published (Keeper went away).
+    _unpublished: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -89,13 +91,18 @@ class Replica:
         and publish the version when it changed."""
         old = self.cache.get(partition)
         self.cache[partition] = a
-        if old is None or old.version != a.version:
+        if old is None or old.version != a.version or partition in self._unpublished:
             # CLEANUP must know every map has seen a SWITCH (spec ReplicaCleanup): publish it.
+            # A publish Keeper did not take (it went away) is tried again at the next refresh,
+            # even with no change: otherwise the map would hold the version and never say so,
+            # and CLEANUP would wait for it for good (found by the fault suite: full outage in CLONE).
+            self._unpublished.add(partition)
             path = self.layout.map_version(self.name, partition)
             try:
                 self.keeper.set(path, str(a.version).encode())
             except NoNodeError:
                 self.keeper.create(path, str(a.version).encode(), makepath=True)
+            self._unpublished.discard(partition)
         return a
 
     def load_map(self) -> None:

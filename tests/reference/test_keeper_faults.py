@@ -283,3 +283,26 @@ def test_live_runtime_re_establishes_an_expired_session(zk_ensemble, zk_ensemble
         _check_history(c)
     finally:
         c.close()
+
+
+def test_a_map_version_keeper_did_not_take_is_published_at_the_next_refresh(zk_chroot, tmp_path):
+    """Found by the fault suite (full outage in CLONE): a refresh put a new assignment version in
+    the map, Keeper went away before the version was published, and no later refresh published it
+    (the map had not changed since): CLEANUP waited for that map for good."""
+    c = Cluster(lambda: LosingKeeper(zk_chroot, retry_deadline=0.3), tmp_path / "data", replicas=("r1", "r2"), seed=2)
+    try:
+        c.load(blocks(random.Random(2), 3, 3, months=1))
+        c.settle()
+        p = c.admin.get_children(c.layout.assignments)[0]
+        data, stat = c.admin.get(c.layout.assignment(p))
+        c.admin.set(c.layout.assignment(p), data, stat.version)   # a new version of the same assignment
+        rep = c.replicas["r2"]
+        rep.keeper.plan = ["before"] * 1000   # every write lost until the retry deadline passes
+        with pytest.raises(KeeperUnavailableError):
+            rep.replica_refresh_cache(p)
+        assert rep.cache[p].version == stat.version + 1
+        rep.keeper.plan = []
+        rep.replica_refresh_cache(p)
+        assert int(c.admin.get(c.layout.map_version("r2", p))[0]) == stat.version + 1
+    finally:
+        c.close()
