@@ -305,7 +305,11 @@ class Cluster:
 
     def _advance_migration(self, rep: Replica) -> str | None:
         """The migration steps `rep` can take now: CLONE's fetch as the target, SWITCH as the
-        coordinator (taking over a dead one), CLEANUP as the leaving replica."""
+        coordinator (taking over a dead one), CLEANUP as the leaving replica; first, the drop of a
+        partition its map says it no longer keeps (a CLEANUP cut short after its state was written)."""
+        dropped = drop_foreign_partitions(rep, known_only=True)
+        if dropped:
+            return f"ReplicaDropForeign({rep.name}, {','.join(dropped)})"
         for p in self._in_flight:
             mig, _ = read_migration(rep.keeper, self.layout, p)
             if not mig:

@@ -276,11 +276,17 @@ def replica_cleanup_for_down_leaver(rep: Replica, partition: str) -> str:
     return who
 
 
-def drop_foreign_partitions(rep: Replica) -> list[str]:
-    """At start-up, after load_map: drop the local copy of every partition this replica neither
-    owns, CLONEs into nor is leaving (a CLEANUP done on its behalf while it was down). Idempotent."""
+def drop_foreign_partitions(rep: Replica, known_only: bool = False) -> list[str]:
+    """Drop the local copy of every partition this replica neither owns, CLONEs into nor is
+    leaving. At start-up, after load_map (a CLEANUP done on its behalf while it was down); and in
+    the migrate step with `known_only` (only partitions its map has), for a CLEANUP whose state
+    was written and whose local drop was cut short by Keeper going away: the state says done, so
+    CLEANUP itself does not run again. Idempotent."""
     mine = {p for p, a in rep.cache.items() if rep.name in a.keepers()}
-    dropped = sorted({n.partition for n in rep.store.names()} - mine)
+    held = {n.partition for n in rep.store.names()}
+    if known_only:
+        held &= set(rep.cache)
+    dropped = sorted(held - mine)
     for p in dropped:
         rep.drop_partition_locally(p)
     return dropped

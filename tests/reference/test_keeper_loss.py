@@ -166,3 +166,24 @@ def test_a_read_that_cannot_fetch_a_committed_part_fails_rather_than_miss_a_row(
         _exact(c)
     finally:
         c.close()
+
+
+def test_a_cleanup_cut_short_after_its_state_was_written_still_drops_the_copy(connect, tmp_path):
+    """Found by the fault suite (full outage in CLEANUP): CLEANUP's multi wrote `done`, then Keeper
+    went away before the leaver's local drop; CLEANUP does not run again for a done migration, so
+    the leaver kept the partition. Its next migrate step drops it (the map says it keeps it no more)."""
+    c = _cluster(connect, tmp_path, seed=10)
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        kept = {n: c.replicas["r1"].store.read(n) for n in c.replicas["r1"].store.names(p)}
+        c.reassign(p, "r3", "r1")
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+        for n, rows in kept.items():   # as if the drop had not run
+            c.replicas["r1"].store.write(n, rows)
+        assert c.replicas["r1"].has_rows_of(p)
+        c.settle()
+        assert c.replicas["r1"].has_rows_of(p) == []
+        _exact(c)
+    finally:
+        c.close()
