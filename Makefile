@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make check        the main job: TLC models, conformance runs, Spark invariant job; summary table"
 	@echo "make test         the test suite (pytest)"
-	@echo "make faults       the ZooKeeper fault suite (ensemble members killed, the whole ensemble down)"
+	@echo "make faults       the ZooKeeper fault suite, then its table (fault x state) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark invariant job on a reference run's history"
@@ -39,6 +39,7 @@ test: setup
 # -m faults after addopts' -m 'not long': pytest keeps the last one.
 faults: setup
 	@$(PY) -m pytest -m faults $(ARGS)
+	@$(PY) -m harness.faults
 
 check-spec: setup
 	@$(PY) -m harness.check_models $(ARGS)

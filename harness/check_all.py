@@ -41,8 +41,10 @@ STAGES = {
     "long-tests": Stage("long-tests", "harness/long_tests.py", ["-m", "harness.long_tests", "--report", "{report}"],
                         "harness"),
     "bench": Stage("bench", "harness/bench.py", ["-m", "harness.bench", "--report", "{report}"], "reference"),
+    # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
+    "faults": Stage("faults", "harness/faults.py", ["-m", "harness.faults", "--report", "{report}"], "reference"),
 }
-CHECK_STAGES = ["check-spec", "conformance", "spark-check", "long-tests"]
+CHECK_STAGES = ["check-spec", "conformance", "spark-check", "long-tests", "faults"]
 
 
 def run_stage(stage: Stage, thorough: bool, alone: bool = False) -> dict:

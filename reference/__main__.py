@@ -33,12 +33,13 @@ from .assignment import GuardFailed
 from .bugs import UnknownSwitch
 from .cli_checks import check_gantt, check_run, switches
 from .cluster import Cluster
-from .keeper import KeeperUnavailableError, MemoryEnsemble
+from .keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
 from .races import UnknownProfile
 from .parts import BadPart
+from .registration import LeftoverRoot, RootInUse
 from .system_tables import all_tables
 from .table import BadPartitionId, Table, TableDefinitionError
 from .workload import WORKLOAD, blocks
@@ -53,11 +54,18 @@ def table_with_buckets(buckets: int, rf: int) -> Table:
                  replication_factor=rf)
 
 
-def keeper_factory(zk: str | None):
+def keeper_factory(zk: str | None, auth: str | None = None):
     if zk is None:
+        if auth is not None:
+            raise BadInput("--zk-auth needs --zk (the in-memory keeper has no ACLs)")
         return MemoryEnsemble().connect, "memory"
-    from .keeper.zookeeper import ZooKeeperKeeper
-    return (lambda: ZooKeeperKeeper(zk)), "zookeeper"
+    from .keeper.zookeeper import ZooKeeperKeeper, parse_auth
+    if auth is not None:
+        try:
+            parse_auth(auth)   # a malformed --zk-auth is bad input before anything connects
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+    return (lambda: ZooKeeperKeeper(zk, auth=auth)), "zookeeper"
 
 
 def print_table(title: str, rows: list[dict], out) -> None:
@@ -94,7 +102,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
 
-    connect, backend = keeper_factory(a.zk)
+    connect, backend = keeper_factory(a.zk, a.zk_auth)
+    holder = claim(a, connect)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
         if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
@@ -104,6 +113,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             return run_profile(a, bugs, connect, backend, data, progress, out)
         return _run(a, bugs, table, reassigns, out, progress, connect, backend, data)
     finally:
+        holder.close()
         # A temporary folder of our own goes with the run unless --keep; --data is the user's.
         if not a.data:
             if a.keep:
@@ -168,6 +178,21 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         c.close()
 
 
+def claim(a: argparse.Namespace, connect):
+    """A session holding --root for this run (registration.claim_root); on the in-memory keeper
+    every run has its own tree, so there is nothing to hold."""
+    import os
+    import socket
+    from .registration import claim_root
+    k = connect()
+    try:
+        claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "")
+    except BaseException:
+        k.close()
+        raise
+    return k
+
+
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
     """--profile racing|stale|lossy|thin: the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
@@ -197,9 +222,8 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
-    from .keeper.zookeeper import ZooKeeperKeeper
     keeper_reachable(a.zk)
-    k = ZooKeeperKeeper(a.zk)
+    k = keeper_factory(a.zk, a.zk_auth)[0]()
     try:
         layout = Layout(a.root)
         if k.exists(layout.config) is None:
@@ -303,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
+    r.add_argument("--zk-auth", metavar="USER:PASSWORD", help="digest identity (as ClickHouse's <identity>): "
+                   "every znode the run creates is readable and writable by it only")
+    r.add_argument("--fresh", action="store_true",
+                   help="clear a table an earlier run left at --root (refused while its replicas are live)")
     r.add_argument("--data", type=output_dir, help="folder for the replicas' parts (default: a temporary folder, "
                    "removed after the run unless --keep)")
     r.add_argument("--keep", action="store_true", help="keep the temporary folder of the replicas' parts and name it")
@@ -313,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
     t.add_argument("--root", type=znode_path, default=ROOT)
+    t.add_argument("--zk-auth", metavar="USER:PASSWORD", help="the identity the table was created with")
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
     t.add_argument("--json", action="store_true")
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
@@ -334,10 +363,20 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--out", type=output_file, help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
     a = ap.parse_args(argv)
-    return run_main(ap.prog, lambda: {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a),
-                    bad_input=(UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError, GuardFailed,
-                               BadPart),
-                    environment=(KeeperUnavailableError, KazooException))
+    def no_auth(e):   # an ACL refusal is bad input: --zk-auth names another identity, or none
+        return BadInput(f"ZooKeeper refused a request by the node's ACL ({e}): --zk-auth names another identity, "
+                        f"or none")
+
+    def command() -> int:
+        try:
+            return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
+        except NoAuthError as e:
+            raise no_auth(e) from None
+    # RootInUse: another run is live on the root: the environment, not the input (exit 3).
+    return run_main(ap.prog, command,
+                    bad_input=(UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError,
+                               GuardFailed, BadPart, LeftoverRoot),
+                    environment=(KeeperUnavailableError, KazooException, RootInUse))
 
 
 if __name__ == "__main__":

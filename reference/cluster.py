@@ -13,6 +13,7 @@ forwarding with `fault_rate`.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -24,10 +25,12 @@ from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
 from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from .lag import in_flight, not_pulled
 from .layout import Layout
-from .migration import (admin_reassign, coordinator_switch, migrations_in_flight, read_migration, replica_cleanup,
+from .log_entry import GET_PART
+from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
+                        migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
-from .query import client_query_fails, client_start_query, replica_read_partition
+from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
 from .recovery import replica_clone_if_lost
 from .rebalance import system_rebalance
 from .scheduler import Schedule
@@ -35,6 +38,10 @@ from .registration import create_table_znodes, register_replica
 from .replica import InsertRejected, Replica
 from .table import Table
 from .workload import WORKLOAD
+
+
+class ReplicaNotInSync(Exception):
+    """A replica cannot sync a partition before a read (a part it must fetch has no running holder)."""
 
 
 class Cluster:
@@ -48,12 +55,17 @@ class Cluster:
                  table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
                  log: Callable[[str], None] | None = None, schedule: Schedule | None = None,
-                 cleanup: CleanupSettings = CleanupSettings()):
+                 cleanup: CleanupSettings = CleanupSettings(), down_timeout: float = 30.0):
         self.connect, self.data_dir, self.table = connect, Path(data_dir), table
         self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
         self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
         self.log = log or (lambda msg: None)
         self.cleanup = cleanup   # the cleanup thread's settings (log trimming, dedup window, old parts)
+        # How long (seconds) a migration waits for a replica it needs that is down before it ends
+        # without it: a CLONE whose target is down is cancelled, a CLEANUP whose leaver is down is
+        # done on its behalf (migration.replica_cleanup_for_down_leaver).
+        self.down_timeout = down_timeout
+        self._down_since: dict[tuple[str, str], float] = {}
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
         # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
@@ -84,6 +96,7 @@ class Cluster:
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
+            self._drop_foreign(rep)
         done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
         if done != "not lost":
             self.log(f"replica {name} was lost: {done}")
@@ -105,6 +118,7 @@ class Cluster:
             register_replica(new, self.layout, name, rep.active_id)
             rep.keeper = new
             rep.load_map()
+            self._drop_foreign(rep)
             rep._lost, rep._ptr, rep._log_listing = None, None, []   # read again in the new session
             done = replica_clone_if_lost(rep)
             if done != "not lost":
@@ -122,6 +136,16 @@ class Cluster:
             pass
         self.log(f"replica {name} has a new Keeper session")
         return rep
+
+    def _drop_foreign(self, rep: Replica) -> None:
+        dropped = drop_foreign_partitions(rep)
+        if dropped:
+            self.log(f"replica {rep.name} dropped {', '.join(dropped)}: cleaned up on its behalf while it was down")
+
+    def _down_long(self, partition: str, who: str) -> bool:
+        """`who`, needed by the partition's migration, has been seen down for down_timeout."""
+        since = self._down_since.setdefault((partition, who), time.monotonic())
+        return time.monotonic() - since >= self.down_timeout
 
     def reconnect_admin(self) -> None:
         """The administrator's session expired: open another (it holds no ephemeral node)."""
@@ -154,7 +178,7 @@ class Cluster:
             self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
         status = {p: "failed" for p in subs}
         for _ in range(tries):
-            receiver = self.replicas[self.rng.choice(sorted(self.replicas))]
+            receiver = self.replicas[self.rng.choice(self.serving())]
             done: dict[str, str] = {}
             try:
                 self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
@@ -184,6 +208,13 @@ class Cluster:
         for p, sub in subs.items():
             self.history.insert(block_id, p, sub, status[p], sent, ack)
         return status
+
+    def serving(self) -> list[str]:
+        """The running replicas a client can use: those whose Keeper session has not expired (an
+        expired one is read-only until its thread re-establishes it). All running ones when none
+        is, so the client meets the read-only error rather than nothing."""
+        names = sorted(self.replicas)
+        return [r for r in names if not self.replicas[r].keeper.expired] or names
 
     # --- background steps ---------------------------------------------------------------
     def tick(self) -> int:
@@ -285,10 +316,35 @@ class Cluster:
 
     def _advance_migration(self, rep: Replica) -> str | None:
         """The migration steps `rep` can take now: CLONE's fetch as the target, SWITCH as the
-        coordinator (taking over a dead one), CLEANUP as the leaving replica."""
+        coordinator (taking over a dead one), CLEANUP as the leaving replica; first, the drop of a
+        partition its map says it no longer keeps (a CLEANUP cut short after its state was written)."""
+        dropped = drop_foreign_partitions(rep, known_only=True)
+        if dropped:
+            return f"ReplicaDropForeign({rep.name}, {','.join(dropped)})"
         for p in self._in_flight:
             mig, _ = read_migration(rep.keeper, self.layout, p)
-            if not mig or rep.name not in (mig["src"], mig["dst"], mig["coord"]) and mig["coord"] in self.replicas:
+            if not mig:
+                continue
+            leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
+            try:
+                # A replica the migration needs stays down: after down_timeout it ends without it.
+                if mig["state"] == "clone" and mig["dst"] not in self.replicas and self._down_long(p, mig["dst"]):
+                    if mig["coord"] not in self.replicas:
+                        replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
+                        return f"ReplicaTakeOverMigration({p}, {rep.name})"
+                    if mig["coord"] == rep.name:
+                        coordinator_cancel(rep.keeper, self.layout, p)
+                        self.log(f"CANCEL {p}: target {mig['dst']} down for {self.down_timeout:g} s")
+                        return f"CoordinatorCancel({p})"
+                if (mig["state"] in ("switched", "cancelling") and leaver not in self.replicas
+                        and self._down_long(p, leaver)):
+                    replica_cleanup_for_down_leaver(rep, p)
+                    self.log(f"CLEANUP {p} for {leaver}, down for {self.down_timeout:g} s, by {rep.name}")
+                    self._mark(p, "cleanup")
+                    return f"ReplicaCleanupForDownLeaver({rep.name}, {p}, {leaver})"
+            except GuardFailed:
+                continue
+            if rep.name not in (mig["src"], mig["dst"], mig["coord"]) and mig["coord"] in self.replicas:
                 continue
             try:
                 if mig["state"] == "clone" and not mig["fetched"] and mig["dst"] == rep.name:
@@ -333,61 +389,108 @@ class Cluster:
 
     # --- SELECT -------------------------------------------------------------------------
     def _sync_partition(self, rep: Replica, partition: str) -> None:
-        """SYSTEM SYNC REPLICA for one partition before reading it (see the module docstring)."""
+        """SYSTEM SYNC REPLICA for one partition before reading it (see the module docstring).
+        A GET_PART it cannot execute (no running replica has the part: its only holder is down)
+        leaves it without a committed part: ReplicaNotInSync, and the read goes to another owner
+        or the query fails, as select_sequential_consistency makes it, rather than miss a row."""
         while self._try("pull", rep):
             pass
         for node, e in rep.queue():
             if e.partition == partition:
                 try:
                     rep.replica_execute_entry(node)
-                except GuardFailed:
-                    pass
+                except GuardFailed as why:
+                    if e.type == GET_PART:
+                        raise ReplicaNotInSync(f"{rep.name} cannot fetch {e.new_part_name}: {why}") from why
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
               between: Callable[[], None] | None = None, sync: bool = True):
         """ClientStartQuery at a replica, then each partition read in its own step with up to
-        `interleave` background steps (or a call of `between`) before each read; recorded in the history.
+        `interleave` background steps (or a call of `between`) before each read; recorded in the
+        history. A partition whose chosen replica cannot sync it (its Keeper is away or its
+        session expired) is read from another owner; a query that cannot go on fails
+        (returns None). Whichever way it ends, its pins are released: a pin left behind would
+        hold off CLEANUP for good.
         sync=False: no pull at the start and no sync before a read (a stale map, a lagging reader);
         the rows the spec excuses as replication lag are recorded with the query (reference/lag.py)."""
-        at = at or self.rng.choice(sorted(self.replicas))
+        at = at or self.rng.choice(self.serving())
         start = self.tick()
+        q, routes, got = None, {}, {}
         lag: dict[str, set[int]] = {}
-        if sync:
-            # Sequential consistency, first half: the replica the query starts at pulls the log to
-            # its end, so every partition with a committed INSERT is in its map (by the F2 fix). The
-            # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
-            while self._try("pull", self.replicas[at]):
-                pass
-        q = client_start_query(self.replicas[at], partitions, replicas=self.replicas)
-        if not sync:
-            unknown = [p for p in self.admin.get_children(self.layout.assignments)
-                       if p not in q.routes and (partitions is None or p in partitions)]
-            for p, ids in not_pulled(self.admin, self.layout, at, unknown).items():
-                lag[p] = self._rows_of(ids)
-        routes = dict(q.routes)
-        got = {}
-        for p in sorted(q.pending):
-            for _ in range(self.rng.randint(0, interleave)):
-                self.background_step()
-            if between:
-                between()
-            reader = q.routes[p]
-            if reader not in self.replicas:
-                client_query_fails(q, self.replicas)
-                self.queries += 1
-                self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
-                return None  # ClientQueryFails: the chosen replica went down
+        try:
             if sync:
-                self._sync_partition(self.replicas[reader], p)
-            else:
-                lag[p] = lag.get(p, set()) | self._rows_of(in_flight(self.admin, self.layout, reader, p))
-            got[p] = replica_read_partition(q, p, self.replicas)
+                # Sequential consistency, first half: the replica the query starts at pulls the log to
+                # its end, so every partition with a committed INSERT is in its map (by the F2 fix). The
+                # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
+                while self._try("pull", self.replicas[at]):
+                    pass
+            q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader, replicas=self.replicas)
+            if not sync:
+                unknown = [p for p in self.admin.get_children(self.layout.assignments)
+                           if p not in q.routes and (partitions is None or p in partitions)]
+                for p, ids in not_pulled(self.admin, self.layout, at, unknown).items():
+                    lag[p] = self._rows_of(ids)
+            routes = dict(q.routes)
+            for p in sorted(q.pending):
+                for _ in range(self.rng.randint(0, interleave)):
+                    self.background_step()
+                if between:
+                    between()
+                if q.routes[p] not in self.replicas:
+                    return self._query_failed(q, at, start, routes, got, partitions)  # ClientQueryFails
+                if sync:
+                    self._sync_for_read(q, at, p)
+                else:
+                    lag[p] = lag.get(p, set()) | self._rows_of(in_flight(self.admin, self.layout, q.routes[p], p))
+                routes[p] = q.routes[p]
+                got[p] = replica_read_partition(q, p, self.replicas)
+        except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
+            return self._query_failed(q, at, start, routes, got, partitions)
+        except BaseException:
+            if q is not None:
+                client_query_fails(q, self.replicas)
+            raise
         self.queries += 1
         self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "complete", partitions, lag)
         return q
 
     def _rows_of(self, block_ids) -> set[int]:
         return {r for b in block_ids for r in self.block_rows.get(b, ())}
+
+    def _choose_reader(self, at: str, candidates: set[str]) -> str:
+        """prefer_local among the owners whose session has not expired (a crashed one stays a
+        candidate: the query meets it as ClientQueryFails, as the spec has it)."""
+        serving = {r for r in candidates if not (r in self.replicas and self.replicas[r].keeper.expired)}
+        return prefer_local(at, serving or candidates)
+
+    def _sync_for_read(self, q, at: str, partition: str) -> None:
+        """Sync the replica `partition` is routed to; when its Keeper is away, move the read (and
+        its pin) to another owner the starting replica's map names, as a Distributed query
+        tries the next replica of a shard."""
+        tried = set()
+        while True:
+            reader = q.routes[partition]
+            tried.add(reader)
+            try:
+                self._sync_partition(self.replicas[reader], partition)
+                return
+            except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
+                a = self.replicas[at].cache.get(partition)
+                others = sorted(o for o in (a.owners if a else ()) if o not in tried and o in self.replicas
+                                and not self.replicas[o].keeper.expired)
+                if not others:
+                    raise
+                unpin(self.replicas[reader], partition)
+                q.routes[partition] = others[0]
+                pins = self.replicas[others[0]].pins
+                pins[partition] = pins.get(partition, 0) + 1
+
+    def _query_failed(self, q, at: str, start: int, routes: dict, got: dict, partitions):
+        if q is not None:
+            client_query_fails(q, self.replicas)
+        self.queries += 1
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
+        return None
 
     # --- administration -----------------------------------------------------------------
     def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:

@@ -14,6 +14,7 @@ import random
 from typing import Callable
 
 from .assignment import GuardFailed, replica_allocate
+from .keeper import KeeperUnavailableError, SessionExpiredError
 from .replica import InsertRejected, Replica
 from .table import Table
 
@@ -33,10 +34,19 @@ def replica_forward_insert(receiver: Replica, partition: str, replicas: dict[str
     a = receiver.cache.get(partition)
     if a is None or receiver.name in a.owners:
         raise GuardFailed("ReplicaForwardInsert", f"{receiver.name} needs no forward for {partition}")
-    reachable = sorted(o for o in a.owners if o in replicas)  # a crashed owner refuses connections
+    # A crashed owner refuses connections; one whose Keeper session expired is read-only
+    # (TABLE_IS_READ_ONLY) and would refuse the write: the forward goes to another owner.
+    reachable = sorted(o for o in a.owners if o in replicas and not replicas[o].keeper.expired)
     if not reachable:
-        raise InsertRejected(f"no owner of {partition} ({', '.join(a.owners)}) is reachable from {receiver.name}")
+        raise InsertRejected(f"no owner of {partition} ({', '.join(a.owners)}) is reachable and writable "
+                             f"from {receiver.name}")
     return replicas[rng.choice(reachable)]
+
+
+def _unavailable_before_commit(e: Exception) -> bool:
+    """The writer could not reach Keeper, and nothing of the write can have been applied (a commit
+    whose outcome is unknown is not: another owner would write the rows a second time)."""
+    return isinstance(e, SessionExpiredError) or (isinstance(e, KeeperUnavailableError) and not e.outcome_unknown)
 
 
 def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: dict[str, Replica],
@@ -58,11 +68,26 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
                 writer.replica_refresh_cache(partition)
         if faults:
             faults("before_write", partition)
-        try:
-            written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
-        except GuardFailed as e:
-            writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
-            raise InsertRejected(str(e)) from e
+        tried = {writer.name}
+        while True:
+            try:
+                written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
+                break
+            except GuardFailed as e:
+                writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
+                raise InsertRejected(str(e)) from e
+            except (KeeperUnavailableError, SessionExpiredError) as e:
+                # The owner is read-only (its session expired, or its Keeper is away): as a
+                # Distributed INSERT does, the sub-block goes to another owner the map names,
+                # unless the write may have been applied (then the client must be told "unknown").
+                others = [o for o in receiver.cache[partition].owners
+                          if o not in tried and o in replicas and not replicas[o].keeper.expired]
+                if not _unavailable_before_commit(e) or not others:
+                    raise
+                writer = replicas[rng.choice(sorted(others))]
+                tried.add(writer.name)
+                if writer.cache.get(partition) is None:
+                    writer.replica_refresh_cache(partition)
         if faults:
             faults("after_write", partition)
         out[partition] = written  # only once the client has seen it

@@ -229,20 +229,67 @@ def replica_cleanup(leaver: Replica, partition: str, bugs: frozenset[str] = froz
     if "cleanup_no_delay" not in bugs:
         if leaver.pins.get(partition):
             raise GuardFailed("ReplicaCleanup", f"{leaver.pins[partition]} running queries will read {partition} on {leaver.name}")
-        stale = []
-        for r in active_replicas(keeper, layout):
-            try:
-                seen = int(keeper.get(layout.map_version(r, partition))[0])
-            except NoNodeError:
-                seen = -1
-            if seen < a.version:
-                stale.append(r)
+        stale = _maps_not_seen(keeper, layout, partition, a.version)
         if stale:
             raise GuardFailed("ReplicaCleanup", f"maps of {stale} have not seen version {a.version} of {partition}")
     done = {**mig, "state": "done" if mig["state"] == "switched" else "cancelled"}
     _write(keeper, layout, partition, a, Assignment(a.owners, a.target, leaving=None), done, mig_version)
     leaver.replica_refresh_cache(partition)  # its own filter stops keeping the partition at once
     leaver.drop_partition_locally(partition)
+
+
+def _maps_not_seen(keeper: Keeper, layout: Layout, partition: str, version: int) -> list[str]:
+    """Active replicas whose published map of `partition` is older than `version`."""
+    stale = []
+    for r in active_replicas(keeper, layout):
+        try:
+            seen = int(keeper.get(layout.map_version(r, partition))[0])
+        except NoNodeError:
+            seen = -1
+        if seen < version:
+            stale.append(r)
+    return stale
+
+
+def replica_cleanup_for_down_leaver(rep: Replica, partition: str) -> str:
+    """CLEANUP on behalf of a leaving replica (the source after SWITCH, the target after CANCEL)
+    that is down, so that a migration whose leaver stays down ends. An active replica records the
+    end (done / cancelled, `leaving` cleared) once every active map has seen the current
+    assignment; the leaver's copy is not read by anyone from then on (no map lists it) and it
+    drops it when it registers again, before it serves (`drop_foreign_partitions`). A down
+    replica's query pins went with it. The caller decides when the leaver has been down long
+    enough (Cluster.down_timeout). Returns the leaver's name."""
+    keeper, layout = rep.keeper, rep.layout
+    mig, mig_version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] not in ("switched", "cancelling"):
+        raise GuardFailed("ReplicaCleanupForDownLeaver", f"{partition} has no SWITCH or CANCEL to end: {mig}")
+    who = mig["src"] if mig["state"] == "switched" else mig["dst"]
+    if keeper.exists(layout.is_active(who)) is not None:
+        raise GuardFailed("ReplicaCleanupForDownLeaver", f"leaver {who} of {partition} is active: it cleans up itself")
+    a = read_assignment(keeper, layout, partition)
+    stale = _maps_not_seen(keeper, layout, partition, a.version)
+    if stale:
+        raise GuardFailed("ReplicaCleanupForDownLeaver", f"maps of {stale} have not seen version {a.version} of {partition}")
+    done = {**mig, "state": "done" if mig["state"] == "switched" else "cancelled", "ended_by": rep.name}
+    _write(keeper, layout, partition, a, Assignment(a.owners, a.target, leaving=None), done, mig_version)
+    rep.replica_refresh_cache(partition)
+    return who
+
+
+def drop_foreign_partitions(rep: Replica, known_only: bool = False) -> list[str]:
+    """Drop the local copy of every partition this replica neither owns, CLONEs into nor is
+    leaving. At start-up, after load_map (a CLEANUP done on its behalf while it was down); and in
+    the migrate step with `known_only` (only partitions its map has), for a CLEANUP whose state
+    was written and whose local drop was cut short by Keeper going away: the state says done, so
+    CLEANUP itself does not run again. Idempotent."""
+    mine = {p for p, a in rep.cache.items() if rep.name in a.keepers()}
+    held = {n.partition for n in rep.store.names()}
+    if known_only:
+        held &= set(rep.cache)
+    dropped = sorted(held - mine)
+    for p in dropped:
+        rep.drop_partition_locally(p)
+    return dropped
 
 
 def migrations_rows(keeper: Keeper, layout: Layout) -> list[dict]:
@@ -252,4 +299,4 @@ def migrations_rows(keeper: Keeper, layout: Layout) -> list[dict]:
 
 
 __all__ = ["MigrationError", "admin_reassign", "replica_clone_fetch", "coordinator_switch", "coordinator_cancel",
-           "replica_cleanup", "migrations_rows", "caught_up", "replica_take_over_migration"]
+           "replica_cleanup", "replica_cleanup_for_down_leaver", "drop_foreign_partitions", "migrations_rows", "caught_up", "replica_take_over_migration"]

@@ -1,6 +1,15 @@
-"""A small in-process oracle over a History: the checks of the PySpark job (pyspark_jobs/), for
-runs small enough to hold in memory. The command line prints its verdict; the tests use it as a
-second, independent implementation of the checks the Spark job makes at scale."""
+"""A small in-process oracle over a History: the invariants of the PySpark job (pyspark_jobs/),
+by the same names and the same meaning, for runs small enough to hold in memory. The command line
+prints its verdict; the tests use it as a second, independent implementation of the checks the
+Spark job makes at scale, and `tests/reference/test_checkers_agree.py` holds the two to each other
+invariant by invariant.
+
+Meanings are the spec's (spec/SelectiveReplication.tla): NoForeignPartsInv allows a replica to
+keep a partition it owns, CLONEs into (the target), or is leaving until its CLEANUP (the source
+after SWITCH, the target after CANCEL). The oracle once allowed owners only, and reported
+"r1 keeps 202401-11 without owning it" for a source whose CLEANUP was still to come when the run
+ended (issue 15); that history is kept in test_checkers_agree.py.
+"""
 
 from __future__ import annotations
 
@@ -8,50 +17,73 @@ from collections import Counter
 
 from .history import History
 
+INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
+              "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv")
 
-def violations(history: History, rf: int) -> list[str]:
-    """Failures of R2/R3 and of the final state, in plain words; [] when the run was exact."""
+
+def check(history: History, rf: int) -> dict[str, list[str]]:
+    """Per invariant, its failures in plain words ([] when it holds)."""
     t = history.tables
-    problems = []
-    ok = {}    # row_id -> (partition, ack_step)
-    maybe = set()
+    out: dict[str, list[str]] = {name: [] for name in INVARIANTS}
+    ok = {}    # row_id -> (partition, earliest ack_step)
+    written = set()   # (partition, row_id) of every ok or unknown insert
     for x in t["inserts"]:
         if x["status"] == "ok":
-            ok[x["row_id"]] = (x["partition_id"], x["ack_step"])
-        elif x["status"] == "unknown":
-            maybe.add(x["row_id"])
-    rows_of = {}
+            prev = ok.get(x["row_id"])
+            ok[x["row_id"]] = (x["partition_id"], min(x["ack_step"], prev[1]) if prev else x["ack_step"])
+        if x["status"] in ("ok", "unknown"):
+            written.add((x["partition_id"], x["row_id"]))
     lag: dict[str, set[int]] = {}   # rows a query is not owed by replication lag (reference/lag.py)
     for x in t.get("query_lag", ()):
         lag.setdefault(x["query_id"], set()).add(x["row_id"])
+    returned: dict[str, Counter] = {}
     for x in t["query_rows"]:
-        rows_of.setdefault(x["query_id"], Counter())[x["row_id"]] += 1
+        returned.setdefault(x["query_id"], Counter())[x["row_id"]] += 1
+        if (x["partition_id"], x["row_id"]) not in written:
+            out["NoPhantomRowsInv"].append(f"{x['query_id']} returned row {x['row_id']} of {x['partition_id']}, "
+                                           f"never inserted there")
     for q in t["queries"]:
         if q["status"] != "complete":
             continue
-        got = rows_of.get(q["query_id"], Counter())
-        problems += [f"{q['query_id']} read row {r} {n} times" for r, n in got.items() if n > 1]
-        problems += [f"{q['query_id']} returned row {r}, never inserted" for r in got if r not in ok and r not in maybe]
+        got = returned.get(q["query_id"], Counter())
+        out["QueryNoDuplicateInv"] += [f"{q['query_id']} read row {r} {n} times" for r, n in got.items() if n > 1]
         for r, (p, ack) in ok.items():
             wanted = q["partitions_requested"] is None or p in q["partitions_requested"]
             if ack < q["start_step"] and wanted and r not in got and r not in lag.get(q["query_id"], ()):
-                problems.append(f"{q['query_id']} missed row {r} of {p}, acknowledged at {ack}")
-    final = max(x["snapshot_step"] for x in t["parts"])
-    held = {}
+                out["QueryNoMissingInv"].append(f"{q['query_id']} missed row {r} of {p}, acknowledged at {ack}")
+
+    final = max(x["snapshot_step"] for x in t["parts"]) if t["parts"] else None
+    held: dict[tuple[str, str], Counter] = {}
     for x in t["parts"]:
         if x["snapshot_step"] == final:
             held.setdefault((x["replica"], x["partition_id"]), Counter())[x["row_id"]] += 1
-    owners = {a["partition_id"]: a["owners"] for a in t["assignments"] if a["snapshot_step"] == final}
-    for p, os_ in owners.items():
-        if len(os_) != rf:
-            problems.append(f"{p} has owners {os_}, not {rf}")
-        want = {r for r, (pp, _) in ok.items() if pp == p}
-        for o in os_:
-            have = held.get((o, p), Counter())
-            if any(n > 1 for n in have.values()) or not want <= set(have) or set(have) - want - maybe:
-                problems.append(f"{o} holds {p} wrongly: {len(want - set(have))} missing, "
-                                f"{sum(n - 1 for n in have.values())} duplicated")
-    problems += [f"{r} keeps {p} without owning it" for (r, p) in held if r not in owners.get(p, ())]
+            if (x["partition_id"], x["row_id"]) not in written:
+                out["NoPhantomRowsInv"].append(f"{x['replica']} holds row {x['row_id']} of {x['partition_id']}, "
+                                               f"never inserted there")
+    last = max((a["snapshot_step"] for a in t["assignments"]), default=None)
+    final_asg = [a for a in t["assignments"] if a["snapshot_step"] == last]
+    owners = {a["partition_id"]: list(a["owners"]) for a in final_asg}
+    keepers = {a["partition_id"]: set(a["owners"]) | {r for r in (a["clone_target"], a["leaving_replica"]) if r}
+               for a in final_asg}
+    for (r, p), have in sorted(held.items()):
+        out["NoDuplicateRowsInv"] += [f"{r} holds row {row} of {p} {n} times" for row, n in have.items() if n > 1]
+        if r not in keepers.get(p, ()):
+            out["NoForeignPartsInv"].append(f"{r} keeps {p} without owning, cloning into or leaving it")
+    acked_in: dict[str, set[int]] = {}
+    for r, (p, _) in ok.items():
+        acked_in.setdefault(p, set()).add(r)
+    for p, want in sorted(acked_in.items()):
+        if not owners.get(p):
+            out["OwnersCompleteInv"].append(f"{p} has {len(want)} acknowledged rows and no owner")
+        complete = 0
+        for o in owners.get(p, ()):
+            missing = want - set(held.get((o, p), ()))
+            if missing:
+                out["OwnersCompleteInv"].append(f"{o} owns {p} and lacks {len(missing)} acknowledged rows")
+            else:
+                complete += 1
+        if complete < rf:
+            out["ReplicationFactorInv"].append(f"{p} is complete on {complete} owners, not {rf}")
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -61,5 +93,11 @@ def violations(history: History, rf: int) -> list[str]:
         for o in owners.get(p, ()):
             present = ids & set(held.get((o, p), ()))
             if present and present != ids:
-                problems.append(f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
-    return problems
+                out["AmbiguousInsertAtomicInv"].append(
+                    f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
+    return out
+
+
+def violations(history: History, rf: int) -> list[str]:
+    """Every failure of every invariant, in plain words; [] when the run was exact."""
+    return [f"{name}: {p}" for name, problems in check(history, rf).items() for p in problems]

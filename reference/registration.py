@@ -85,3 +85,56 @@ def register_replica(keeper: Keeper, layout: Layout, replica: str, identifier: b
             except (NoNodeError, BadVersionError):
                 pass
     raise RegistrationError(f"replica {replica!r} is already active in another session")
+
+
+class RootInUse(RegistrationError):
+    """Another run holds the table's root, or replicas are live on it (exit 3: the environment)."""
+
+
+class LeftoverRoot(RegistrationError):
+    """The root holds an earlier run's table and no run is live on it (exit 2: choose --fresh or
+    another --root)."""
+
+
+RUN_LOCK = "reference_run"   # under the root: the ephemeral node of the run that holds it
+
+
+def live_replicas(keeper: Keeper, layout: Layout) -> list[str]:
+    try:
+        names = keeper.get_children(layout.replicas)
+    except NoNodeError:
+        return []
+    return [r for r in names if keeper.exists(layout.is_active(r)) is not None]
+
+
+def claim_root(keeper: Keeper, layout: Layout, holder: str, fresh: bool = False, where: str = "") -> None:
+    """One root, one table: hold `layout.root` for this run with an ephemeral `reference_run`
+    node of `keeper`'s session (held until that session ends). Refused (RootInUse) when another
+    run holds it or replicas are live on it, naming the root and the live replicas; refused
+    (LeftoverRoot) when an earlier run's table is there, unless `fresh`, which clears it first.
+    Nothing is changed when it is refused."""
+    lock = f"{layout.root}/{RUN_LOCK}"
+    name = f"{layout.root}" + (f" on {where}" if where else "")
+    live = live_replicas(keeper, layout)
+    if live:
+        raise RootInUse(f"{name} is in use: live replicas {', '.join(live)} (stop that run or choose another --root)")
+    try:
+        keeper.create(lock, holder.encode(), ephemeral=True, makepath=True)
+    except NodeExistsError:
+        try:
+            other = keeper.get(lock)[0].decode(errors="replace")
+        except NoNodeError:
+            other = "a run that just ended"
+        live = live_replicas(keeper, layout)
+        raise RootInUse(f"{name} is in use by {other}: live replicas {', '.join(live) or 'none yet'} "
+                        f"(stop that run or choose another --root)") from None
+    live = live_replicas(keeper, layout)   # a replica may have registered between the two reads
+    leftover = [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
+    if live or (leftover and not fresh):
+        keeper.delete(lock)
+        if live:
+            raise RootInUse(f"{name} is in use: live replicas {', '.join(live)} (stop that run or choose another --root)")
+        raise LeftoverRoot(f"{name} holds a table left by an earlier run ({', '.join(sorted(leftover))}): "
+                           f"--fresh clears it, or choose another --root")
+    for c in leftover:   # --fresh, and no replica is live: the old table goes
+        keeper.delete(f"{layout.root}/{c}", recursive=True)

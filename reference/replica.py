@@ -63,6 +63,8 @@ class Replica:
     unknown_commits: dict[PartName, str] = field(default_factory=dict)
     # What this running replica writes into its is_active (registration.register_replica).
     active_id: bytes = b""
+    # Partitions whose map version is in the cache but not yet published (Keeper went away).
+    _unpublished: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -89,13 +91,18 @@ class Replica:
         and publish the version when it changed."""
         old = self.cache.get(partition)
         self.cache[partition] = a
-        if old is None or old.version != a.version:
+        if old is None or old.version != a.version or partition in self._unpublished:
             # CLEANUP must know every map has seen a SWITCH (spec ReplicaCleanup): publish it.
+            # A publish Keeper did not take (it went away) is tried again at the next refresh,
+            # even with no change: otherwise the map would hold the version and never say so,
+            # and CLEANUP would wait for it for good (found by the fault suite: full outage in CLONE).
+            self._unpublished.add(partition)
             path = self.layout.map_version(self.name, partition)
             try:
                 self.keeper.set(path, str(a.version).encode())
             except NoNodeError:
                 self.keeper.create(path, str(a.version).encode(), makepath=True)
+            self._unpublished.discard(partition)
         return a
 
     def load_map(self) -> None:
@@ -325,8 +332,17 @@ class Replica:
 
     # --- ReplicaExecuteEntry -------------------------------------------------------------
     def queue(self) -> list[tuple[str, LogEntry]]:
+        """The queue's entries in order. An entry removed between the listing and its read (done
+        meanwhile, or cleared by a CLEANUP or a clone run again after a restart) is skipped: every
+        caller is a step that must be safe to take again."""
         q = self.layout.queue(self.name)
-        return [(n, LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")) for n in self.keeper.get_children(q)]
+        out = []
+        for n in self.keeper.get_children(q):
+            try:
+                out.append((n, LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")))
+            except NoNodeError:
+                continue
+        return out
 
     def _is_dropped(self, part: PartName) -> bool:
         """A DROP_RANGE this replica executed covers the part's data (spec: a block below the drop)."""

@@ -2,8 +2,8 @@
 interface, an in-memory backend and a real-ZooKeeper backend with the same semantics."""
 
 from .base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError, NodeExistsError,
-                   NoNodeError, NotEmptyError, SessionExpiredError, SetData, Stat)
+                   NoAuthError, NoNodeError, NotEmptyError, SessionExpiredError, SetData, Stat)
 from .memory import MemoryEnsemble, MemoryKeeper
 
 __all__ = ["BadVersionError", "Check", "Create", "Delete", "Keeper", "KeeperError", "KeeperUnavailableError", "MemoryEnsemble", "MemoryKeeper",
-           "MultiError", "NodeExistsError", "NoNodeError", "NotEmptyError", "SessionExpiredError", "SetData", "Stat"]
+           "MultiError", "NoAuthError", "NodeExistsError", "NoNodeError", "NotEmptyError", "SessionExpiredError", "SetData", "Stat"]

@@ -33,6 +33,10 @@ class NotEmptyError(KeeperError):
     """delete() of a node that has children (ZNOTEMPTY)."""
 
 
+class NoAuthError(KeeperError):
+    """The node's ACL refuses this session the request (ZNOAUTH): other credentials own it."""
+
+
 class SessionExpiredError(KeeperError):
     """The session is gone: its ephemeral nodes were deleted and it can do nothing more."""
 

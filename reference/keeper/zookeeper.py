@@ -46,18 +46,18 @@ import time
 from kazoo.client import KazooClient, _prefix_root
 from kazoo.protocol.serialization import Create as KzCreate
 from kazoo.retry import KazooRetry, RetryFailedError
-from kazoo.security import OPEN_ACL_UNSAFE
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 from kazoo.exceptions import (BadVersionError as KzBadVersion, ConnectionLoss, NodeExistsError as KzNodeExists,
-                              NoNodeError as KzNoNode, NotEmptyError as KzNotEmpty, OperationTimeoutError,
+                              NoAuthError as KzNoAuth, NoNodeError as KzNoNode, NotEmptyError as KzNotEmpty, OperationTimeoutError,
                               SessionExpiredError as KzSessionExpired, RolledBackError, RuntimeInconsistency)
 from kazoo.protocol.states import KazooState, ZnodeStat
 
 from .base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError,
-                   NodeExistsError, NoNodeError, NotEmptyError, Op, SessionExpiredError, SetData, Stat, check_path,
+                   NoAuthError, NodeExistsError, NoNodeError, NotEmptyError, Op, SessionExpiredError, SetData, Stat, check_path,
                    parent_of)
 
 _ERRORS = {KzNodeExists: NodeExistsError, KzNoNode: NoNodeError, KzBadVersion: BadVersionError,
-           KzNotEmpty: NotEmptyError, KzSessionExpired: SessionExpiredError}
+           KzNotEmpty: NotEmptyError, KzSessionExpired: SessionExpiredError, KzNoAuth: NoAuthError}
 
 
 def _mapped(e: Exception) -> KeeperError:
@@ -69,6 +69,14 @@ def _mapped(e: Exception) -> KeeperError:
 
 def _stat(zs: ZnodeStat) -> Stat:
     return Stat(zs.version, zs.ephemeralOwner, zs.numChildren, zs.ctime)
+
+
+def parse_auth(auth: str) -> tuple[str, str]:
+    """"user:password" (the digest scheme's form); ValueError naming the problem otherwise."""
+    user, sep, password = auth.partition(":")
+    if not sep or not user or not password:
+        raise ValueError(f"--zk-auth wants USER:PASSWORD (digest scheme), not {auth!r}")
+    return user, password
 
 
 class _NotSent(ConnectionLoss):
@@ -84,15 +92,25 @@ class ZooKeeperKeeper(Keeper):
     """A session on a ZooKeeper ensemble (`hosts` may carry a chroot: "127.0.0.1:2181/ns").
 
     `retry_deadline`: the longest a call retries ConnectionLoss/OperationTimeout before it raises
-    KeeperUnavailableError (a leader election on a loopback ensemble takes about a second)."""
+    KeeperUnavailableError (a leader election on a loopback ensemble takes about a second).
 
-    def __init__(self, hosts: str, timeout: float = 10.0, retry_deadline: float = 5.0):
+    `auth`: "user:password", as ClickHouse's `<zookeeper><identity>`: the session authenticates
+    with the digest scheme and every znode it creates (plain, in a multi, made as a path's
+    parent) carries one ACL, all permissions for that identity only (ClickHouse's
+    CREATOR_ALL_ACL), so a client without the credentials can neither read nor change it."""
+
+    def __init__(self, hosts: str, timeout: float = 10.0, retry_deadline: float = 5.0, auth: str | None = None):
         super().__init__()
         self.hosts, self.retry_deadline = hosts, retry_deadline
+        acl = None
+        if auth is not None:
+            user, password = parse_auth(auth)
+            acl = [make_digest_acl(user, password, all=True)]
         # Reconnecting never gives up and waits at most 1 s between tries (kazoo's default backs
         # off to an hour): a session outlives an outage shorter than its timeout only if the
-        # client is back within that time.
-        self.client = KazooClient(hosts=hosts, timeout=timeout,
+        # client is back within that time. auth_data is sent again on every reconnection.
+        self.client = KazooClient(hosts=hosts, timeout=timeout, default_acl=acl,
+                                  auth_data=[("digest", auth)] if auth is not None else None,
                                   connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0))
         try:
             self.client.start(timeout=timeout + 5)
@@ -162,7 +180,7 @@ class ZooKeeperKeeper(Keeper):
                 raise KeeperUnavailableError(f"session of {self.hosts} expired after a {kind} went out: its "
                                              f"outcome is unknown", outcome_unknown=True) from e
             raise SessionExpiredError(f"session of {self.hosts} expired") from e
-        except (KzNodeExists, KzNoNode, KzBadVersion, KzNotEmpty) as e:
+        except (KzNodeExists, KzNoNode, KzBadVersion, KzNotEmpty, KzNoAuth) as e:
             raise _mapped(e) from e
 
     # --- resolving a write whose answer was lost ----------------------------------------------

@@ -12,8 +12,8 @@ import random
 import time
 
 import pytest
-from kazoo.exceptions import ConnectionLoss
 
+from harness.faults import LosingKeeper
 from reference.cluster import Cluster
 from reference.keeper import Create, Delete, KeeperUnavailableError, SetData
 from reference.keeper.zookeeper import ZooKeeperKeeper
@@ -25,40 +25,6 @@ from reference.workload import blocks
 pytestmark = pytest.mark.zookeeper
 
 RF = 2
-
-
-class LosingKeeper(ZooKeeperKeeper):
-    """A ZooKeeperKeeper whose connection "breaks" around chosen writes: `before` raises
-    ConnectionLoss instead of sending the request, `after` sends it, waits until ZooKeeper has
-    applied it, then raises ConnectionLoss as if the answer had been lost on the way back.
-
-    Test-only, because a real connection cannot be cut at a chosen point: killing a server
-    breaks the connection at a random point of a random request, and never reliably between
-    the moment ZooKeeper applies a multi and the moment its answer arrives, which is the case
-    the read-back exists for. The injection is at the layer's one send point (`_send`), so the
-    retry (kazoo's KazooRetry) and the read-back that follow are the real ones."""
-
-    WRITES = ("commit_async", "create_async", "set_async", "delete_async")
-
-    def __init__(self, hosts: str, plan=None, rate: float = 0.0, seed: int = 0, **kw):
-        super().__init__(hosts, **kw)
-        self.plan = list(plan or [])      # ("before"|"after") for the next writes, in order
-        self.rate, self.rng = rate, random.Random(seed)
-        self.injected: list[tuple[str, str]] = []
-        self._in_read_back = False
-
-    def _send(self, stop, async_fn, *args, **kwargs):
-        name = getattr(async_fn, "__name__", "")
-        if name in self.WRITES:
-            where = self.plan.pop(0) if self.plan else (
-                self.rng.choice(("before", "after")) if self.rng.random() < self.rate else None)
-            if where:
-                self.injected.append((where, name))
-                if where == "before":
-                    raise ConnectionLoss("injected: connection lost before the request was sent")
-                super()._send(stop, async_fn, *args, **kwargs)
-                raise ConnectionLoss("injected: connection lost after ZooKeeper applied the request")
-        return super()._send(stop, async_fn, *args, **kwargs)
 
 
 def _log_entries(k, path="/log"):
@@ -315,5 +281,28 @@ def test_live_runtime_re_establishes_an_expired_session(zk_ensemble, zk_ensemble
                 assert c.admin.exists(layout.is_active("r2")).ephemeral_owner == rep.keeper.session_id
                 assert known <= set(rep.cache)   # the map reloaded: every partition it had before
         _check_history(c)
+    finally:
+        c.close()
+
+
+def test_a_map_version_keeper_did_not_take_is_published_at_the_next_refresh(zk_chroot, tmp_path):
+    """Found by the fault suite (full outage in CLONE): a refresh put a new assignment version in
+    the map, Keeper went away before the version was published, and no later refresh published it
+    (the map had not changed since): CLEANUP waited for that map for good."""
+    c = Cluster(lambda: LosingKeeper(zk_chroot, retry_deadline=0.3), tmp_path / "data", replicas=("r1", "r2"), seed=2)
+    try:
+        c.load(blocks(random.Random(2), 3, 3, months=1))
+        c.settle()
+        p = c.admin.get_children(c.layout.assignments)[0]
+        data, stat = c.admin.get(c.layout.assignment(p))
+        c.admin.set(c.layout.assignment(p), data, stat.version)   # a new version of the same assignment
+        rep = c.replicas["r2"]
+        rep.keeper.plan = ["before"] * 1000   # every write lost until the retry deadline passes
+        with pytest.raises(KeeperUnavailableError):
+            rep.replica_refresh_cache(p)
+        assert rep.cache[p].version == stat.version + 1
+        rep.keeper.plan = []
+        rep.replica_refresh_cache(p)
+        assert int(c.admin.get(c.layout.map_version("r2", p))[0]) == stat.version + 1
     finally:
         c.close()

@@ -1,0 +1,74 @@
+"""ACLs (issue 15): with --zk-auth USER:PASSWORD (the digest scheme, as ClickHouse's <identity>)
+every znode a run creates carries one ACL, all permissions for that identity only; a client
+without the credentials is refused every change (and every read), and nothing changes. On a real
+ZooKeeper."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
+
+from reference.__main__ import main
+
+pytestmark = pytest.mark.zookeeper
+
+ROOT = "/clickhouse/tables/01/events"
+AUTH = "ch:secret"
+
+
+def _client(hosts, auth=None) -> KazooClient:
+    c = KazooClient(hosts=hosts, timeout=10, auth_data=[("digest", auth)] if auth else None)
+    c.start(timeout=15)
+    return c
+
+
+def _tree(c: KazooClient, path="/clickhouse") -> dict:
+    """path -> (data, version, acls) of every node under path."""
+    data, stat = c.get(path)
+    out = {path: (data, stat.version, c.get_acls(path)[0])}
+    for child in c.get_children(path):
+        out.update(_tree(c, f"{path}/{child}"))
+    return out
+
+
+def test_every_znode_carries_the_identity_acl_and_others_are_refused(zk_chroot, capsys):
+    assert main(["run", "--zk", zk_chroot, "--zk-auth", AUTH, "--replicas", "2", "--blocks", "3",
+                 "--add-replicas", "1", "--rebalance", "--queries", "1", "--show"]) == 0
+    owner, stranger = _client(zk_chroot, AUTH), _client(zk_chroot)
+    try:
+        before = _tree(owner)
+        assert len(before) > 30   # the table, its replicas, log entries, parts, assignments, migrations
+        want = [make_digest_acl("ch", "secret", all=True)]
+        assert {p for p, (_, _, acl) in before.items() if acl != want} == set()
+        assignment = f"{ROOT}/selective/assignments/{owner.get_children(f'{ROOT}/selective/assignments')[0]}"
+        entry = f"{ROOT}/log/{owner.get_children(f'{ROOT}/log')[0]}"
+        refused = {
+            "set": lambda: stranger.set(assignment, b'{"owners": ["x"]}'),
+            "delete": lambda: stranger.delete(entry),
+            "create": lambda: stranger.create(f"{ROOT}/log/log-", b"forged", sequence=True),
+            "set_acls": lambda: stranger.set_acls(assignment, [make_digest_acl("x", "y", all=True)]),
+            "get": lambda: stranger.get(assignment),
+        }
+        for what, attempt in refused.items():
+            with pytest.raises(NoAuthError):
+                attempt()
+        assert _tree(owner) == before   # nothing changed
+        capsys.readouterr()
+        # The command line without the credentials: one line naming --zk-auth, exit 2.
+        assert main(["tables", "--zk", zk_chroot, "--json"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--zk-auth" in err[0]
+        assert main(["tables", "--zk", zk_chroot, "--zk-auth", AUTH, "--json"]) == 0
+    finally:
+        owner.delete("/clickhouse", recursive=True)   # the chroot's teardown runs without credentials
+        owner.stop(), owner.close()
+        stranger.stop(), stranger.close()
+
+
+@pytest.mark.parametrize("bad", ["nocolon", ":pw", "user:"])
+def test_a_malformed_zk_auth_is_one_line(zk_chroot, capsys, bad):
+    assert main(["run", "--zk", zk_chroot, "--zk-auth", bad, "--show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--zk-auth" in err[0] and bad in err[0]
