@@ -76,7 +76,8 @@ EXAMPLES = {
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
     "python -m reference run --profile racing|stale|lossy|thin --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
-    "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
+    "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
+    "python -m harness.faults": Help(["harness.faults"]), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
