@@ -143,7 +143,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|lossy|thin|switching: the profile's seeded loop (reference/races.py) instead of
+    """--profile racing|stale|lossy|thin|switching|churn: the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
     from .races import profile_of, race, racing_cluster
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
-                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching")
+                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn")
     r.add_argument("--steps", type=int, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", default=ROOT, help="the table's znode path")
