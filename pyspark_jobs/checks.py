@@ -26,7 +26,7 @@ DESCRIPTIONS = {
     "NoDuplicateRowsInv": "no replica holds a row twice in its final state",
     "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
     "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
-    "ReplicationFactorInv": "every partition with acknowledged rows is complete on at least replication_factor replicas",
+    "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
     "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
@@ -194,12 +194,18 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
         for w in fx.words:
             p["miss"][w] |= g[f"miss{w}"] or 0
             p["foreign"][w] |= g[f"foreign{w}"] or 0
+    # The spec's `Cardinality(asg[p].owners) = RF`: a partition with more owners than RF (PR-F3)
+    # breaks it as one with fewer does; a CLONE target or a leaving replica is not an owner.
     short = []
-    for pid, p in sorted(per_partition.items()):
+    n_owners = {pid: len(set(owners)) for pid, owners, _ in h.assignment}
+    for pid in sorted(set(per_partition) | set(n_owners)):
+        p = per_partition.get(pid, {"acked": 0, "miss": [0] * len(fx.words)})
         own = fx.own.get(pid, [0] * len(fx.words))
         complete = sum(bin(o & ~m).count("1") for o, m in zip(own, p["miss"]))
-        if p["acked"] and complete < h.replication_factor:
-            short.append({"partition_id": pid, "complete_copies": complete, "rf": h.replication_factor})
+        owners = n_owners.get(pid, 0)
+        if (p["acked"] and complete < h.replication_factor) or (pid in n_owners and owners != h.replication_factor):
+            short.append({"partition_id": pid, "owners": owners, "complete_copies": complete,
+                          "rf": h.replication_factor})
     report["ReplicationFactorInv"] = {"holds": not short, "violations": len(short), "sample": short[:sample],
                                       "description": DESCRIPTIONS["ReplicationFactorInv"],
                                       "seconds": round(time.perf_counter() - t1, 2)}

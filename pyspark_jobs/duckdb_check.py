@@ -51,8 +51,12 @@ QUERIES = {
              complete AS (SELECT partition_id, count(*) AS n FROM owners o
                            WHERE NOT EXISTS (SELECT 1 FROM incomplete i WHERE i.partition_id = o.partition_id
                                              AND i.replica = o.replica) GROUP BY partition_id)
-        SELECT count(*) FROM (SELECT DISTINCT partition_id FROM ok) p LEFT JOIN complete c USING (partition_id)
-        WHERE coalesce(c.n, 0) < (SELECT max(replication_factor) FROM run)""",
+        SELECT count(*) FROM (
+            SELECT partition_id FROM (SELECT DISTINCT partition_id FROM ok) p LEFT JOIN complete c USING (partition_id)
+            WHERE coalesce(c.n, 0) < (SELECT max(replication_factor) FROM run)
+            UNION  -- the spec's owners = RF: more owners than RF is a violation too (PR-F3)
+            SELECT partition_id FROM asg
+            WHERE len(list_distinct(owners)) <> (SELECT max(replication_factor) FROM run))""",
     "NoForeignPartsInv": """
         WITH allowed AS (SELECT partition_id, replica FROM owners
                          UNION SELECT partition_id, leaving_replica FROM asg WHERE leaving_replica IS NOT NULL)

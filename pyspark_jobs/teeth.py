@@ -35,6 +35,9 @@ TEETH = [
     Tooth("clone_from_source_only", "lossy", 0, "QueryNoMissingInv", long=True),
     Tooth("clone_lost_replica_from_one_peer", "lossy", 0, "QueryNoMissingInv", long=True),
     Tooth("clone_keeps_only_what_the_source_has", "lossy", 0, "QueryNoMissingInv", long=True),
+    Tooth("allow_short_assignment", "thin", 1, "ReplicationFactorInv", long=True),
+    Tooth("source_stops_at_switch", "switching", 0, "QueryNoMissingInv", long=True),
+    Tooth("insert_without_assignment_check", "churn", 6, "QueryNoMissingInv", long=True),
 ]
 
 # Switches no history of these workloads can show, and why (a gap, reported in the README).
@@ -49,11 +52,7 @@ GAPS = {
 
 
 # Switches that a history could show but no profile and seed tried has yet: the seeds tried.
-NOT_YET = {
-    "allow_short_assignment": "F1 needs a new partition's first INSERT while fewer than RF replicas run",
-    "source_stops_at_switch": "F6 needs a stale-map query to read the source after SWITCH, after an INSERT it skipped",
-    "insert_without_assignment_check": "F4 needs a stale-map write on the source racing SWITCH and its CLEANUP",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def main(argv=None) -> int:

@@ -69,6 +69,9 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
         out["NoDuplicateRowsInv"] += [f"{r} holds row {row} of {p} {n} times" for row, n in have.items() if n > 1]
         if r not in keepers.get(p, ()):
             out["NoForeignPartsInv"].append(f"{r} keeps {p} without owning, cloning into or leaving it")
+    for p, os_ in sorted(owners.items()):   # the spec's Cardinality(asg[p].owners) = RF: more is a violation too
+        if len(os_) != rf:
+            out["ReplicationFactorInv"].append(f"{p} has owners {os_}, not {rf}")
     acked_in: dict[str, set[int]] = {}
     for r, (p, _) in ok.items():
         acked_in.setdefault(p, set()).add(r)

@@ -44,6 +44,9 @@ class Profile:
     min_live: int = 2                          # never crash below this many running replicas
     max_down: int = 2                          # nor have more than this many down at once
     cleanup: CleanupSettings = field(default_factory=CleanupSettings)
+    attempts: int = 1                          # (replica, kind) draws per "step" turn until one is enabled
+    months: int = 3                            # months the rows' dates spread over (x buckets: partitions)
+    buckets: int = 4                           # user buckets per month
     describe: str = ""
 
 
@@ -63,9 +66,20 @@ PROFILES = {p.name: p for p in (
             describe="as racing, with a short log: replicas down long enough are marked lost and clone"),
     Profile("thin", {"insert": 4, "step": 6, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 1.2,
                      "restart": 0.8},
-            _KINDS, min_live=1, max_down=3,
-            describe="as racing, with most replicas down at times: new partitions meet fewer active "
-                     "replicas than the replication factor"),
+            _KINDS, min_live=1, max_down=3, months=12,
+            describe="as racing, with most replicas down at times while new partitions keep appearing "
+                     "(12 months): a new partition meets fewer active replicas than the replication factor"),
+    Profile("switching", {"insert": 2, "step": 6, "reassign": 2, "cancel": 0.1, "query": 4},
+            {"refresh": 0.3, "pull": 3, "execute": 3, "migrate": 4, "merge": 0.5, "cleanup": 0.5}, interleave=6,
+            attempts=8, months=1, buckets=2,
+            describe="two partitions moved again and again, inserts spread over the run, maps refreshed "
+                     "rarely and queries reading between migration steps: writes and reads on a map a "
+                     "SWITCH made stale"),
+    Profile("churn", {"insert": 1.5, "step": 10, "reassign": 2, "cancel": 0.05, "query": 3},
+            {"refresh": 0.3, "pull": 5, "execute": 5, "migrate": 5, "merge": 0.2, "cleanup": 0.5}, interleave=6,
+            attempts=8, months=1, buckets=2,
+            describe="as switching, with replication keeping up so migrations SWITCH during the run, not "
+                     "only at its end: INSERTs meet a source whose map a SWITCH just made stale"),
 )}
 
 
@@ -114,10 +128,12 @@ class Race:
         c = self.c
         kinds, weights = zip(*sorted(self.p.kinds.items()))
         c.read_in_flight()
-        rep = c.replicas[self.rng.choice(sorted(c.replicas))]
-        if c._try(self.rng.choices(kinds, weights)[0], rep, random_choice=True):
-            c.tick()
-            self._count("step")
+        for _ in range(self.p.attempts):   # one draw (the older profiles) or until a step is enabled
+            rep = c.replicas[self.rng.choice(sorted(c.replicas))]
+            if c._try(self.rng.choices(kinds, weights)[0], rep, random_choice=True):
+                c.tick()
+                self._count("step")
+                return
 
     def _reassign(self) -> None:
         c = self.c
@@ -191,8 +207,9 @@ class Race:
 
 
 def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozenset(), replicas: int = 4,
-                   buckets: int = 4, rf: int = 2, **kw) -> Cluster:
+                   buckets: int | None = None, rf: int = 2, **kw) -> Cluster:
     """A cluster for a profile: few partitions (so moves, writes and reads meet on them)."""
+    buckets = profile.buckets if buckets is None else buckets
     from .workload import WORKLOAD
     from .table import Table
     table = Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,
@@ -201,12 +218,12 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
                    fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, **kw)
 
 
-def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 4, months: int = 3,
+def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 4, months: int | None = None,
          first_blocks: int = 4, steps: int | None = None) -> dict[str, int]:
     """Insert `first_blocks` blocks, then race the rest with the profile's actions (`steps` loop
-    turns, the profile's by default)."""
+    turns, the profile's by default; `months`, the profile's by default)."""
     from .workload import blocks as gen
-    work = gen(random.Random(seed), blocks, rows, months)
+    work = gen(random.Random(seed), blocks, rows, profile.months if months is None else months)
     c.load(work, limit=first_blocks)
     return Race(c, profile, seed, work, steps).run()
 

@@ -104,3 +104,44 @@ def test_command_line_exit_codes_and_report(spark, correct, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "OwnersCompleteInv" in out and "VIOLATED (1 rows)" in out
     assert main(["--input", str(tmp_path / "nowhere")]) == 2
+
+
+def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhere(spark, correct, tmp_path):
+    """The spec's ReplicationFactorInv is `Cardinality(owners) = RF`: a third complete owner of a
+    partition at RF 2 (PR-F3's over-replication) is a violation for the Spark job, DuckDB and the
+    oracle alike, and for no other invariant."""
+    import types
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from reference.oracle import violations
+
+    tables = {t: pq.read_table(correct / f"{t}.parquet") for t in ("run", "inserts", "queries", "query_rows",
+                                                                   "parts", "assignments")}
+    rows = {t: x.to_pylist() for t, x in tables.items()}
+    final = max(a["snapshot_step"] for a in rows["assignments"])
+    victim = next(a for a in rows["assignments"] if a["snapshot_step"] == final)
+    extra = next(r for r in ("r1", "r2", "r3", "r4") if r not in victim["owners"])
+    victim["owners"] = sorted(victim["owners"] + [extra])
+    copied = [{**p, "replica": extra} for p in rows["parts"]
+              if p["snapshot_step"] == final and p["partition_id"] == victim["partition_id"]
+              and p["replica"] == victim["owners"][0 if victim["owners"][0] != extra else 1]]
+    assert copied  # the extra owner is complete: only the count of owners is wrong
+    rows["parts"] += copied
+    out = tmp_path / "over"
+    out.mkdir()
+    for t, x in tables.items():
+        pq.write_table(pa.Table.from_pylist(rows[t], schema=x.schema), out / f"{t}.parquet")
+
+    result = checked(spark, out)
+    assert failing(result) == {"ReplicationFactorInv"}
+    bad = result["invariants"]["ReplicationFactorInv"]
+    assert bad["violations"] == 1 and bad["sample"][0]["partition_id"] == victim["partition_id"]
+    assert bad["sample"][0]["owners"] == 3
+    duck = duckdb_check(out)
+    assert {k for k, n in duck.items() if n} == {"ReplicationFactorInv"} and duck["ReplicationFactorInv"] == 1
+    rf = rows["run"][0]["replication_factor"]
+    said = violations(types.SimpleNamespace(tables=rows), rf)
+    assert said == [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"]
