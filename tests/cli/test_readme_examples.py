@@ -74,10 +74,12 @@ EXAMPLES = {
     "make faults": Make("faults"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
-    "python -m reference run --profile racing|stale|lossy|thin --seed N": Covered(
+    "python -m reference run --profile racing|stale|lossy|thin|switching|churn --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
-    "python -m harness.faults": Help(["harness.faults"]), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
+    "python -m harness.faults": Help(["harness.faults"]),
+    '.venv/bin/python -m pytest tests/pyspark/test_teeth.py -m "long or not long" -q': Covered(
+        "make check's long-tests stage runs test_teeth.py's long cases, make test its quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
