@@ -10,9 +10,17 @@ from reference.bugs import SWITCHES, UnknownSwitch, check_switches
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def spec_switches(files):
+    return {m for f in files for m in re.findall(r'Bug\("([a-z_]+)"\)', f.read_text())}
+
+
+# PR102244.tla models the open PR's design, which the reference does not implement yet (issue 14's
+# `--design pr102244`); its switches are compared once it does.
+RFC_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" not in f.name]
+
+
 def test_switches_are_the_specs_bug_names():
-    spec = {m for f in (ROOT / "spec").glob("*.tla") for m in re.findall(r'Bug\("([a-z_]+)"\)', f.read_text())}
-    assert spec == set(SWITCHES)
+    assert spec_switches(RFC_DESIGN_SPECS) == set(SWITCHES)
 
 
 @pytest.mark.parametrize("name", sorted(SWITCHES))
