@@ -27,6 +27,8 @@ def _how(m: dict) -> str:
 
 
 def _result(m: dict) -> str:
+    if "recorded_seconds" not in m:
+        return "not recorded yet"
     if m.get("simulate"):
         verdict = "no violation" if m["expect"] == "holds" else f"violates {m['invariant']}"
         return f"{verdict}; {m.get('states_generated', 0):,} states generated"
