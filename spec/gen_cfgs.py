@@ -21,7 +21,7 @@ SAFETY = ["TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCom
           "DropsAppliedInv", "DomainAntiAffinityInv"]
 # Models TLC tells states apart in by MCSelectiveReplication's ReductionView (its comment argues
 # why that is sound): the full model, whose state space is the largest.
-VIEWS = {name: "ReductionView" for name in ("MCFull", "MCFull_serve_before_map_loaded", "MCFullOnePartition",
+VIEWS = {name: "ReductionView" for name in ("MCFull", "MCFull_serve_before_map_loaded",
                                             "MCFullOnePartition_insert_without_assignment_check",
                                             "MCFullOnePartition_switch_without_catchup")}
 
@@ -169,14 +169,11 @@ MODELS["MCFull"] = ("Full protocol: 3 replicas, 2 partitions, RF 2, an allocatio
                     "a migration, a concurrent query and a crash, fixed.", FULL, False)
 MODELS["MCFull_serve_before_map_loaded"] = (
     "F9 in the full protocol: a bounded simulation must find it too.", dict(FULL, Bugs='"serve_before_map_loaded"'), False)
-# The largest full model exhausted on 2 shared cores (MCFull is not, spec/README.md says why):
 # MCFull without its query, retry and crash, on one partition allocated by the first of two
-# inserts: allocation, forwarding, a merge and a migration, all racing the inserts and the
-# replicas' stale maps. No replica is special at the start, so SYMMETRY over all three holds.
+# inserts (allocation, forwarding, a merge and a migration racing the inserts and every stale
+# map): not exhausted here either (spec/README.md), but its broken variants are, in minutes. No
+# replica is special at the start, so SYMMETRY over all three holds.
 FULL_ONE_PARTITION = dict(InsertPartition="TwoInsertsP1", MaxMerges="1", MaxMigrations="1")
-MODELS["MCFullOnePartition"] = (
-    "Full protocol on one partition, no query, retry or crash: 3 replicas, RF 2, allocation by the first of "
-    "two inserts, a merge and a migration, fixed.", FULL_ONE_PARTITION, True)
 MODELS["MCFullOnePartition_insert_without_assignment_check"] = (
     "F4 in the full model on one partition, exhaustively.",
     dict(FULL_ONE_PARTITION, Bugs='"insert_without_assignment_check"'), True)
