@@ -10,6 +10,8 @@ Sections (all by default, or `--only NAME`):
              1,000 x 100,000 (time, moves against the lower bound, peak memory), and the makespan
              of the RFC scenario's migrations under the landed and the least-busy start rule
              (fluid simulation), with Gantt charts in build/reports/.
+  tlc        (harness/bench_tlc.py) the full model's TLC figures as `check_models --record`
+             left them in spec/models.json (exhausting it again would take many minutes).
   spark      (pyspark_jobs/bench.py) rows checked per second by the PySpark checker at
              several sizes, peak memory, and the same checks in a single-process script.
 
@@ -159,7 +161,7 @@ def reference_markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["reference", "keeper", "rebalance", "spark"])
+    ap.add_argument("--only", choices=["reference", "keeper", "rebalance", "tlc", "spark"])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (for a smoke run)")
     ap.add_argument("--report", default=str(ROOT / "build" / "reports" / "bench.json"))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"))
@@ -189,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(("rebalance", rebalance_markdown(r, f"`{command}` on {dt.date.today()}, {platform.machine()}, "
                                                                f"Python {platform.python_version()}, {_cores()} cores")))
         summary.append(rebalance_summary(r))
+    if a.only in (None, "tlc"):
+        from harness.bench_tlc import bench_tlc, tlc_markdown
+        print("bench: tlc (recorded figures of the full model) ...", flush=True)
+        r = results["tlc"] = bench_tlc()
+        sections.append(("tlc", tlc_markdown(r)))
     if a.only in (None, "spark"):
         try:
             from pyspark_jobs.bench import bench_spark, spark_markdown

@@ -27,6 +27,66 @@ LostInserts == (1 :> p1 @@ 2 :> p2 @@ 3 :> p1 @@ 4 :> p2)
 \* Full protocol: block 1 of p1 already on r1 and r2; insert 2 into p1, insert 3 into p2 (unassigned).
 FullInserts == (1 :> p1 @@ 2 :> p1 @@ 3 :> p2)
 FullOwners == (p1 :> {r1, r2} @@ p2 :> {})
+\* Placement: without declared domains every replica is its own (reference/placement.py's
+\* domain(r)), capacities equal; TwoZones puts r1 and r3 in az1, r2 alone in az2.
+SelfDomains == [r \in MCReplicas |-> r]
+UnitCapacity == [r \in MCReplicas |-> 1]
+TwoZones == (r1 :> "az1" @@ r2 :> "az2" @@ r3 :> "az1")
+R3TwiceTheDisk == (r1 :> 1 @@ r2 :> 1 @@ r3 :> 2)
 NoQueries == {}
 OneQuery == {"q1"}
+
+(***************************************************************************)
+(* ReductionView: the VIEW of MCFull and its broken variants. TLC tells    *)
+(* states apart by this tuple instead of all variables. It is sound        *)
+(* because two states with the same view satisfy the same invariants and   *)
+(* the same guards, and their successors again have equal views: it only   *)
+(* leaves out values that nothing reads any more. Per value left out:      *)
+(*  - cache[r] of a replica that is down: every action that reads cache[r] *)
+(*    requires r \in active, no invariant reads cache, and ReplicaRestart  *)
+(*    overwrites the whole map (with asg, or NoAsg under                   *)
+(*    serve_before_map_loaded) before r is active again.                   *)
+(*  - ins[i].at unless ins[i].st = "sent": only ReplicaAllocate,           *)
+(*    ReplicaForwardInsert and ReplicaWriteInsert read it, each with       *)
+(*    st = "sent", and ClientSendInsert sets it anew. ins[i].tries once    *)
+(*    st = "acked": no action takes an acknowledged insert again.          *)
+(*  - qry[q].at: written by ClientStartQuery, read by nothing.             *)
+(*  - qry[q].seen: read only by ReplicaReadPartition to set dup. A part's  *)
+(*    blocks all belong to inserts of its own partition, and a query reads *)
+(*    each partition once, so got \cap seen = {} and a pair of blocks of   *)
+(*    one insert across got and seen cannot exist: dup' = dup \/ Twice(got)*)
+(*    once Twice(seen) has already set dup.                                *)
+(*  - qry[q].routes[p] and the inserts of qry[q].expected of a partition   *)
+(*    that is no longer pending: routes and expected are read only for     *)
+(*    pending partitions (ReplicaReadPartition, ClientQueryFails,          *)
+(*    ReplicaCleanup's routedHere). routes, pending and expected of a query*)
+(*    that is not running: read only while it runs (st, dup and lost stay: *)
+(*    QueryNoMissingInv and QueryNoDuplicateInv read them).                *)
+(*  - mig[p]'s src, dst, coord and fetched while no migration of p is in   *)
+(*    flight: read only in "clone" (PlannedOwners, CLONE, SWITCH, CANCEL,  *)
+(*    takeover) or through Leaver in "switched"/"cancelling";              *)
+(*    StartMigration overwrites the record.                                *)
+(* Kept although derivable: inv_acked (= inserts whose st is "acked"),     *)
+(* aux_counts (merges = MERGE entries in log, migrations = migrations      *)
+(* started; crashes bounds ReplicaCrash and is not derivable): derivable   *)
+(* values cannot split states. Kept as the invariants read them:           *)
+(* inv_read_cleaned and everything else.                                   *)
+(***************************************************************************)
+ActiveCache == [r \in Replicas |-> IF r \in active THEN cache[r] ELSE <<>>]
+InsView == [i \in Inserts |->
+              CASE ins[i].st = "sent"  -> ins[i]
+                [] ins[i].st = "acked" -> [st |-> "acked"]
+                [] OTHER               -> [st |-> ins[i].st, tries |-> ins[i].tries]]
+QryView == [q \in Queries |->
+              IF Running(q)
+              THEN [st |-> "running", pending |-> qry[q].pending,
+                    routes |-> [p \in qry[q].pending |-> qry[q].routes[p]],
+                    expected |-> {i \in qry[q].expected : InsertPartition[i] \in qry[q].pending},
+                    dup |-> qry[q].dup, lost |-> qry[q].lost]
+              ELSE [st |-> qry[q].st, dup |-> qry[q].dup, lost |-> qry[q].lost]]
+MigView == [p \in Partitions |->
+              IF mig[p].st \in {"clone", "switched", "cancelling"} THEN mig[p] ELSE [st |-> mig[p].st]]
+ReductionView ==
+    <<active, asg, ActiveCache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, InsView, MigView,
+      QryView, inv_acked, inv_read_cleaned, aux_counts>>
 =============================================================================

@@ -32,6 +32,10 @@ CONSTANTS
     MinLogsToKeep,     \* min_replicated_logs_to_keep: the cleanup thread keeps the last ones
     MaxLogsToKeep,     \* max_replicated_logs_to_keep: a replica that is down and further behind is lost
     DedupWindow,       \* replicated_deduplication_window: blocks/ keeps this many hashes
+    Domain,            \* replica -> its fault domain (reference/placement.py's domains, domain(r));
+                       \* without declared domains every replica is its own
+    Capacity,          \* replica -> its disk capacity, a positive weight (placement.py's capacities):
+                       \* a replica's share of the ownerships is proportional to it
     Bugs
 
 Bug(name) == name \in Bugs
@@ -69,8 +73,28 @@ vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed
 
 Assigned(p) == asg[p].version # Absent
 Load(r) == Cardinality({p \in Partitions : Assigned(p) /\ r \in asg[p].owners})
-LeastLoaded(k) ==
-    {S \in SUBSET active : Cardinality(S) = k /\ \A x \in S, y \in active \ S : Load(x) <= Load(y)}
+
+\* Placement beyond the RFC (its "future work"), as reference/placement.py does it: fault-domain
+\* anti-affinity (no two owners of a partition in one domain) and capacity-aware placement (a
+\* replica's fill is its partitions per unit of capacity, placement.fill's by_count; the model
+\* counts partitions, not bytes). With ignore_fault_domains every replica counts as its own
+\* domain again, the RFC's counting. With Domain = identity and equal capacities, LeastFilled is
+\* the RFC's least loaded choice and AllowedOwner only "not an owner already".
+DomainOf(r) == IF Bug("ignore_fault_domains") THEN r ELSE Domain[r]
+DomainsOf(S) == {DomainOf(r) : r \in S}
+\* x is no fuller than y when x holds load lx and y holds ly: lx / Capacity[x] <= ly / Capacity[y].
+NoFuller(x, lx, y, ly) == lx * Capacity[y] <= ly * Capacity[x]
+\* placement.least_filled / is_least_filled: k active replicas in k distinct domains, none of
+\* which a less full active replica could replace without two of them in one domain.
+LeastFilled(k) ==
+    {S \in SUBSET active :
+        /\ Cardinality(S) = k
+        /\ Cardinality(DomainsOf(S)) = k
+        /\ \A x \in S, y \in active \ S : NoFuller(x, Load(x), y, Load(y)) \/ DomainOf(y) \in DomainsOf(S \ {x})}
+\* placement.allowed_owner: may dst own p once src has left it? Not an owner already, and in no
+\* domain of the owners that stay.
+AllowedOwner(p, src, dst) ==
+    dst \notin asg[p].owners /\ DomainOf(dst) \notin DomainsOf(asg[p].owners \ {src})
 
 \* Replicas a (possibly cached) assignment tells to keep replicating the partition.
 Keepers(a) == a.owners \cup ({a.target, a.leaving} \ {None})
@@ -206,8 +230,9 @@ ReplicaAllocate(r, i) ==
     /\ IF Assigned(p)
        THEN /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
             /\ UNCHANGED <<asg, ins, muts, trimmed, lost>>
-       ELSE IF Cardinality(active) >= RF
-            THEN \E S \in LeastLoaded(RF) :
+       \* placement.least_filled refuses when the active replicas span fewer than RF domains.
+       ELSE IF Cardinality(DomainsOf(active)) >= RF
+            THEN \E S \in LeastFilled(RF) :
                     LET a == [owners |-> S, target |-> None, leaving |-> None, version |-> 0] IN
                     /\ asg' = [asg EXCEPT ![p] = a]
                     /\ cache' = [cache EXCEPT ![r][p] = a]
@@ -455,7 +480,11 @@ ClientQueryFails(q) ==
 StartMigration(p, src, dst) ==
     /\ Assigned(p)
     /\ mig[p].st \in {"none", "done", "cancelled"}
-    /\ src \in asg[p].owners /\ dst \notin asg[p].owners
+    /\ src \in asg[p].owners
+    \* dst not an owner yet, and in no fault domain of the owners that stay. This binds REASSIGN
+    \* too: an explicit order into a domain the partition keeps is refused like a planned move
+    \* (reference/rebalance.py's apply_moves refuses it the same way).
+    /\ AllowedOwner(p, src, dst)
     /\ src \in active   \* the replica that runs the ALTER coordinates; takeover covers its crash
     /\ Cardinality(MigrationsInFlight) < MaxConcurrentMigrations
     /\ aux_counts.migrations < MaxMigrations
@@ -475,12 +504,18 @@ AdminReassign(p, src, dst) ==
 PlannedOwners(p) == IF mig[p].st = "clone" THEN (asg[p].owners \ {mig[p].src}) \cup {mig[p].dst} ELSE asg[p].owners
 PlannedLoad(r) == Cardinality({p \in Partitions : Assigned(p) /\ r \in PlannedOwners(p)})
 
-\* SYSTEM REBALANCE TABLE t: move a partition from a most loaded replica to a least loaded
-\* one, only when that narrows the gap (a plan of several moves is several such steps).
+\* SYSTEM REBALANCE TABLE t: move a partition from a most filled replica to a least filled one
+\* (partitions per unit of Capacity), only when that narrows the gap: the target after the move
+\* is still less full than the source before it (with equal capacities, a load above the
+\* target's by 2 or more). A plan of several moves is several such steps. StartMigration's
+\* AllowedOwner keeps the move out of the fault domains of the owners that stay; when the most
+\* and least filled replicas share a domain with the partition, no move is made (the reference's
+\* planner then looks further; safety is what the model checks).
 AdminRebalance(p, src, dst) ==
     /\ dst \in active
-    /\ \A r \in active : PlannedLoad(src) >= PlannedLoad(r) /\ PlannedLoad(dst) <= PlannedLoad(r)
-    /\ PlannedLoad(src) > PlannedLoad(dst) + 1
+    /\ \A r \in active : /\ NoFuller(r, PlannedLoad(r), src, PlannedLoad(src))
+                        /\ NoFuller(dst, PlannedLoad(dst), r, PlannedLoad(r))
+    /\ ~NoFuller(src, PlannedLoad(src), dst, PlannedLoad(dst) + 1)
     /\ StartMigration(p, src, dst)
 
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
@@ -764,6 +799,12 @@ NoForeignPartsInv ==
     \A r \in Replicas : \A x \in parts[r] :
         \/ r \in Keepers(asg[x.p])
         \/ mig[x.p].st \in {"switched", "cancelling"} /\ r = Leaver(x.p)
+
+\* Fault-domain anti-affinity: the owners of a partition, and those it will have once its CLONE
+\* in flight switches, are in distinct domains (Domain itself: ignore_fault_domains must not hide it).
+DomainAntiAffinityInv ==
+    \A p \in Partitions :
+        \A S \in {asg[p].owners, PlannedOwners(p)} : Cardinality({Domain[r] : r \in S}) = Cardinality(S)
 
 \* No more migrations are in flight than the concurrency limit allows.
 MigrationLimitInv == Cardinality(MigrationsInFlight) <= MaxConcurrentMigrations

@@ -18,14 +18,22 @@ def spec_switches(files):
 RFC_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" not in f.name]
 PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" in f.name]
 
+# Switches the spec has before the reference does, each to be wired into reference/ (and listed in
+# reference/bugs.py) by its owners; a name here that the reference already knows fails the test.
+# ignore_fault_domains (issue 16): allocation and REBALANCE count every replica as its own fault
+# domain (placement.py's domains ignored): reference/placement.py's allowed_owner / least_filled.
+SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains"}
+
 
 def test_switches_are_the_specs_bug_names():
-    assert spec_switches(RFC_DESIGN_SPECS) | spec_switches(PR_DESIGN_SPECS) == set(SWITCHES)
+    spec = spec_switches(RFC_DESIGN_SPECS) | spec_switches(PR_DESIGN_SPECS)
+    assert spec - SPEC_AHEAD_OF_REFERENCE == set(SWITCHES)
+    assert not SPEC_AHEAD_OF_REFERENCE & set(SWITCHES), "now in reference/bugs.py: drop it from SPEC_AHEAD_OF_REFERENCE"
 
 
 @pytest.mark.parametrize("design, specs", [("rfc", RFC_DESIGN_SPECS), ("pr102244", PR_DESIGN_SPECS)])
 def test_each_design_takes_its_specs_switches(design, specs):
-    assert DESIGNS[design] == spec_switches(specs)
+    assert DESIGNS[design] == spec_switches(specs) - SPEC_AHEAD_OF_REFERENCE
 
 
 def test_pr_readings_are_the_specs_reading_names():
