@@ -89,6 +89,10 @@ def no_parts(folder: Path) -> None:
     rewrite_parquet(folder / "parts.parquet", lambda t: t.slice(0, 0))
 
 
+def no_assignments(folder: Path) -> None:
+    rewrite_parquet(folder / "assignments.parquet", lambda t: t.slice(0, 0))
+
+
 def nothing_acknowledged(folder: Path) -> None:
     write_jsonl(folder / "inserts.jsonl", [{**r, "status": "failed"} for r in jsonl_rows(folder / "inserts.jsonl")])
 
@@ -143,7 +147,7 @@ CASES = [
          lambda f: rewrite_parquet(f / "run.parquet", lambda t: t.set_column(
              t.schema.get_field_index("replication_factor"), "replication_factor", pa.array(["two"]))),
          ["run.parquet", "column replication_factor is string, expected an integer"], subprocess=True),
-    Case("no_final_snapshot", "parquet", no_parts, ["parts.parquet", "no final snapshot"], subprocess=True),
+    Case("no_final_snapshot", "parquet", no_assignments, ["assignments.parquet", "no final snapshot"], subprocess=True),
     Case("every_table_empty", "jsonl", empty_every_table, ["run.jsonl", "no run row"], subprocess=True),
     Case("missing_column_jsonl", "jsonl",
          lambda f: write_jsonl(f / "query_rows.jsonl", [{k: v for k, v in r.items() if k != "row_id"}
@@ -227,6 +231,16 @@ def test_unknown_extra_columns_and_narrower_integers_are_accepted(bases, tmp_pat
     for f in (folder, jl):
         assert main(["--input", str(f), "--log", str(tmp_path / "log")]) == 0, capsys.readouterr()
     assert "all invariants hold" in capsys.readouterr().out
+
+
+def test_replicas_that_hold_nothing_are_a_loss_not_bad_input(bases, tmp_path, capsys):
+    """An empty `parts` table at the final snapshot is what a run that lost every row writes: the
+    verdict is OwnersCompleteInv (exit 1), never "bad input" (exit 2) and never a pass."""
+    folder = tmp_path / "history"
+    shutil.copytree(bases["parquet"], folder)
+    no_parts(folder)
+    assert main(["--input", str(folder), "--log", str(tmp_path / "log")]) == 1
+    assert "OwnersCompleteInv" in capsys.readouterr().out
 
 
 def test_java_that_cannot_start_is_exit_3(bases, tmp_path):
