@@ -77,7 +77,9 @@ def test_reference_runs_with_migrations_and_crashes_agree_with_the_oracle(spark,
     fixed = reference_history(tmp_path / "fixed", seed=2)
     assert fixed["moves"] > 0 and fixed["oracle_violations"] == 0
     assert failing(checked(spark, fixed["history"])) == set()
-    broken = reference_history(tmp_path / "broken", seed=1, bugs=frozenset({"source_stops_at_switch", "cleanup_no_delay"}))
+    # Seed 2: since clients and queries pick only serving replicas (issue 15), seeds 1 and 3 of this
+    # workload no longer reach the race; 2, 4 and 5 of 0-5 do (the same counts as before that change).
+    broken = reference_history(tmp_path / "broken", seed=2, bugs=frozenset({"source_stops_at_switch", "cleanup_no_delay"}))
     assert broken["oracle_violations"] > 0
     assert "QueryNoMissingInv" in failing(checked(spark, broken["history"]))
 
@@ -116,7 +118,7 @@ def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhe
     import pyarrow.parquet as pq
 
     from pyspark_jobs.duckdb_check import check as duckdb_check
-    from reference.oracle import violations
+    from reference.oracle import check
 
     tables = {t: pq.read_table(correct / f"{t}.parquet") for t in ("run", "inserts", "queries", "query_rows",
                                                                    "parts", "assignments")}
@@ -143,5 +145,5 @@ def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhe
     duck = duckdb_check(out)
     assert {k for k, n in duck.items() if n} == {"ReplicationFactorInv"} and duck["ReplicationFactorInv"] == 1
     rf = rows["run"][0]["replication_factor"]
-    said = violations(types.SimpleNamespace(tables=rows), rf)
-    assert said == [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"]
+    said = {name: problems for name, problems in check(types.SimpleNamespace(tables=rows), rf).items() if problems}
+    assert said == {"ReplicationFactorInv": [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"]}
