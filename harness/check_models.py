@@ -5,7 +5,9 @@ invariant), when it runs past three times its time budget (an overrun below that
 not failed: timing is the machine's), or when a holding model's distinct-state count
 differs from the recorded one (the spec changed: re-record on purpose with ``--record``).
 Violating models keep their counterexample length and time as figures, not as checks: with
-2 workers TLC's trace for a violation may differ between runs.
+2 workers TLC's trace for a violation may differ between runs. A simulation (`"simulate"`:
+depth, seconds, optionally seed) passes when it stops at its time bound with no violation; a
+seed makes it draw the same behaviours on every run. `--workers 1` for a shared machine.
 
 Exit status (harness/cli_args.py): 0 every model as expected, 1 some model not, 2 bad input (an
 unknown --only, a malformed manifest), 3 no verdict (Java or TLC missing), 130 Ctrl-C.
@@ -19,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli_args import BadInput, Parser, output_file, run_main
+from .cli_args import BadInput, Parser, int_at_least, output_file, run_main
 from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
                          print_progress, run_tlc)
 
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only, or all")
     ap.add_argument("--only", action="append", help="run just this model (repeatable)")
     # One worker on a shared machine: a simulation's figures then depend less on the others' load.
-    ap.add_argument("--workers", type=int, default=2, help="TLC workers (default 2)")
+    ap.add_argument("--workers", type=int_at_least(1), default=2, help="TLC workers (default 2)")
     ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
     ap.add_argument("--report", type=output_file, help="write a JSON report here")
     a = ap.parse_args(argv)
