@@ -5,7 +5,9 @@ invariant), when it runs past three times its time budget (an overrun below that
 not failed: timing is the machine's), or when a holding model's distinct-state count
 differs from the recorded one (the spec changed: re-record on purpose with ``--record``).
 Violating models keep their counterexample length and time as figures, not as checks: with
-2 workers TLC's trace for a violation may differ between runs.
+2 workers TLC's trace for a violation may differ between runs. A simulation (`"simulate"`:
+depth, seconds, optionally seed) passes when it stops at its time bound with no violation; a
+seed makes it draw the same behaviours on every run. `--workers 1` for a shared machine.
 
 Exit status (harness/cli_args.py): 0 every model as expected, 1 some model not, 2 bad input (an
 unknown --only, a malformed manifest), 3 no verdict (Java or TLC missing), 130 Ctrl-C.
@@ -19,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli_args import BadInput, Parser, output_file, run_main
+from .cli_args import BadInput, Parser, int_at_least, output_file, run_main
 from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
                          print_progress, run_tlc)
 
@@ -103,24 +105,26 @@ def over_budget(model: dict, res: TLCResult) -> str | None:
     return None
 
 
-def run_model(m: dict, progress=None) -> TLCResult:
+def run_model(m: dict, progress=None, workers: int = 2) -> TLCResult:
     """Run one manifest entry: exhaustively, or as a bounded -simulate run when it says so."""
     extra, jvm = [], []
     sim = m.get("simulate")
     if sim:
         extra = ["-simulate", "-depth", str(sim["depth"])]
+        if "seed" in sim:  # a fixed seed: the same behaviours, so the same verdict and figures, on every run
+            extra += ["-seed", str(sim["seed"])]
         jvm = [f"-Dtlc2.TLC.stopAfter={sim['seconds']}"]  # -simulate never stops on its own
-    return run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], check_deadlock=m.get("check_deadlock", True),
+    return run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], workers=workers, check_deadlock=m.get("check_deadlock", True),
                    timeout_s=m["budget_s"] * 3, extra_args=extra, jvm_args=jvm, progress=progress)
 
 
-def check(models: list[dict], verbose: bool = True) -> list[Verdict]:
+def check(models: list[dict], verbose: bool = True, workers: int = 2) -> list[Verdict]:
     verdicts = []
     for i, m in enumerate(models, 1):
         if verbose:
             target = m.get("invariant") or m.get("property") or ""
             print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
-        res = run_model(m, progress=print_progress if verbose else None)
+        res = run_model(m, progress=print_progress if verbose else None, workers=workers)
         v = Verdict(m, res, judge(m, res))
         verdicts.append(v)
         if verbose:
@@ -169,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only, or all")
     ap.add_argument("--only", action="append", help="run just this model (repeatable)")
+    # One worker on a shared machine: a simulation's figures then depend less on the others' load.
+    ap.add_argument("--workers", type=int_at_least(1), default=2, help="TLC workers (default 2)")
     ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
     ap.add_argument("--report", type=output_file, help="write a JSON report here")
     a = ap.parse_args(argv)
@@ -185,7 +191,7 @@ def run(a) -> int:
     elif a.size == "small":
         models = [m for m in models if m["size"] == "small"]
     start = time.monotonic()
-    verdicts = check(models)
+    verdicts = check(models, workers=a.workers)
     print()
     print(table(verdicts))
     failed = [v for v in verdicts if not v.passed]

@@ -73,3 +73,14 @@ def test_a_simulation_passes_only_when_it_stopped_without_a_violation():
     m = {**BASE, "simulate": {"depth": 40, "seconds": 60}}
     assert check_models.judge(m, _res("stopped")) == []
     assert "simulation bound" in check_models.judge(m, _res(INVARIANT_VIOLATED, "QueryNoMissingInv"))[0]
+
+
+def test_a_seeded_simulation_passes_its_seed_and_the_worker_count_to_tlc(monkeypatch):
+    # The seed makes a simulation's verdict and figures repeatable; without it every run draws anew.
+    seen = {}
+    monkeypatch.setattr(check_models, "run_tlc", lambda spec, cfg, **kw: seen.update(kw) or _res("stopped"))
+    check_models.run_model({**BASE, "simulate": {"depth": 60, "seconds": 5, "seed": 7}}, workers=1)
+    assert seen["workers"] == 1
+    assert seen["extra_args"] == ["-simulate", "-depth", "60", "-seed", "7"]
+    check_models.run_model({**BASE, "simulate": {"depth": 60, "seconds": 5}})
+    assert "-seed" not in seen["extra_args"] and seen["workers"] == 2
