@@ -24,7 +24,8 @@ def _run(zk, *extra):
 
 def _error_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: "), err   # one line, no traceback
+    # one line under the exit-code contract (harness/cli_args.py), no traceback
+    assert len(err) == 1 and err[0].startswith("python -m reference: "), err
     return err[0]
 
 
