@@ -548,14 +548,19 @@ class Cluster:
             moves += started
             if not started and not migrations_in_flight(self.admin, self.layout):
                 return moves
-            for _ in range(50):
-                if interleave:
-                    interleave()
-                if not self.background_step():
-                    break
-            if not started:
-                self.settle()
+            self.between_cycles(started, interleave)
         raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
+
+    def between_cycles(self, started, interleave=None) -> None:
+        """Between two rebalancer calls: up to 50 background steps, each after the caller's
+        interleave (inserts, queries); a settle when the last call started nothing."""
+        for _ in range(50):
+            if interleave:
+                interleave()
+            if not self.background_step():
+                break
+        if not started:
+            self.settle()
 
     def assignment_rows(self) -> list[dict]:
         return selective_assignments_rows(self.admin, self.layout)

@@ -174,13 +174,7 @@ class PRCluster(Cluster):
             moves += started
             if not started and not read_migrations(self.admin, self.layout):
                 return moves
-            for _ in range(50):
-                if interleave:
-                    interleave()
-                if not self.background_step():
-                    break
-            if not started:
-                self.settle()
+            self.between_cycles(started, interleave)
         raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
 
     def migrations_in_flight(self) -> list[str]:
