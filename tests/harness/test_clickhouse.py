@@ -265,10 +265,11 @@ class _Shell:
 
 def test_python_m_harness_zookeeper_serves_until_ctrl_c():
     with _Shell("harness.zookeeper") as shell:
-        lines = shell.lines_until("Ctrl-C")
-        m = re.match(r"zookeeper (127\.0\.0\.1:(\d+)) \(pid (\d+)", lines[0])
-        assert m, lines
-        hosts, port, pid = m.group(1), int(m.group(2)), int(m.group(3))
+        lines = shell.lines_until("  Ctrl-C")
+        m = re.match(r"--zk (127\.0\.0\.1:(\d+))$", lines[0])   # the address first, to paste after --zk
+        pid = re.search(r"ZooKeeper pid (\d+)", "\n".join(lines))
+        assert m and pid, lines
+        hosts, port, pid = m.group(1), int(m.group(2)), int(pid.group(1))
         client = KazooClient(hosts=hosts, timeout=10)
         client.start(timeout=15)
         client.create("/from-the-shell", b"hello")
