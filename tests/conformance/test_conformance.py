@@ -24,6 +24,7 @@ def graph():
     return dump("MCAssignment.cfg")
 
 
+@pytest.mark.long   # make conformance replays MCAssignment whole too; make test keeps the broken-variant replay
 def test_replay_covers_every_edge_of_mcassignment_with_no_mismatch():
     r = replay("Assignment", "MCAssignment.cfg", progress=None).as_dict()
     assert r["coverage"] == 1.0 and r["edges"] > 30_000

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.timeout(600)
 os.environ.setdefault("CONFORMANCE_PROFILE", "ci")   # derandomized: the same examples on every machine
 
 
+@pytest.mark.long   # make check's conformance stage checks the same agreement on every model
 def test_python_invariants_agree_with_tlc():
     """The invariants the replay evaluates on the reference are the spec's: they hold on every
     state of a holding model, and on a broken variant's graph the nearest state that breaks one
@@ -33,7 +34,7 @@ def test_python_invariants_agree_with_tlc():
     assert min(bad) == recorded["trace_length"] - 1
 
 
-@pytest.mark.parametrize("cfg", ["MCRestartQuery.cfg", "MCRetry.cfg"])
+@pytest.mark.parametrize("cfg", ["MCRestartQuery.cfg", pytest.param("MCRetry.cfg", marks=pytest.mark.long)])
 def test_fixed_models_replay_whole(cfg, tmp_path):
     r = explore(cfg, progress=None, failure_file=tmp_path / "f.json")
     assert r.failure is None, r.failure.describe()
@@ -98,6 +99,7 @@ def _walks(steps: int):
     return settings(profile(), max_examples=300, stateful_step_count=steps, database=None)
 
 
+@pytest.mark.long   # make conformance runs the fixed model machines with their graph check (stage 5)
 def test_model_machine_steps_are_edges_of_the_fixed_graph(migration_graph):
     """The other direction for Hypothesis: every step of the fixed reference, from a state of
     MCMigration's graph, is one of its edges."""

@@ -44,10 +44,11 @@ def make_cluster(connect, tmp_path):
     return lambda bugs=frozenset(): build_cluster(connect, tmp_path, bugs)
 
 
-# The real-ZooKeeper runs of these end-to-end tests take a minute each and repeat what the
-# in-memory run and test_rfc_table_on_ten_replicas_rebalanced_to_twelve[zookeeper] show on a real
-# server; `make test` runs the in-memory one, `make check` (harness/long_tests.py) both.
-LONG_ON_ZOOKEEPER = {"test_live_cluster_with_a_crash_and_a_rebalance", "test_the_checker_used_here_sees_a_lost_row"}
+# The real-ZooKeeper runs of these end-to-end tests take one to two and a half minutes each and
+# repeat their in-memory runs on a real server; `make test` runs the in-memory ones (and every
+# other reference test on ZooKeeper), `make check` (harness/long_tests.py) both.
+LONG_ON_ZOOKEEPER = {"test_live_cluster_with_a_crash_and_a_rebalance", "test_the_checker_used_here_sees_a_lost_row",
+                     "test_rfc_table_on_ten_replicas_rebalanced_to_twelve"}
 
 
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by marker
