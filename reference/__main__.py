@@ -152,17 +152,7 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         if a.rebalance:
             moves = c.rebalance(interleave=during)
             progress(f"REBALANCE done: {len(moves)} moves")
-        for r in a.restart or []:
-            c.add_replica(r)
-        c.settle()
-        for _ in range(a.queries):
-            c.query()
-        if a.history:
-            paths = c.write_history(a.history, a.history_format)
-            progress(f"history written to {a.history} ({', '.join(sorted(paths))})")
-        else:
-            c.snapshot()
-        problems = violations(c.history, table.replication_factor)
+        problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.json:
             json.dump({"tables": tables, "inserts": statuses, "queries": c.queries, "steps": c.step,

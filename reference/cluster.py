@@ -565,6 +565,23 @@ class Cluster:
     def assignment_rows(self) -> list[dict]:
         return selective_assignments_rows(self.admin, self.layout)
 
+    def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
+        """A `reference run`'s last phase, whichever design: the replicas given back, settled, the
+        final queries, the history written (or the final snapshot taken); the history check's
+        verdict (reference/oracle.py)."""
+        from .oracle import violations
+        for r in restart:
+            self.add_replica(r)
+        self.settle()
+        for _ in range(queries):
+            self.query()
+        if history:
+            paths = self.write_history(history, fmt)
+            self.log(f"history written to {history} ({', '.join(sorted(paths))})")
+        else:
+            self.snapshot()
+        return violations(self.history, self.table.replication_factor)
+
     def snapshot(self) -> None:
         self.history.snapshot(self.tick(), self.stores, self.assignment_rows())
 

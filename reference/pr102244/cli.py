@@ -16,7 +16,6 @@ from pathlib import Path
 
 from harness.cli_args import BadInput
 
-from ..oracle import violations
 from ..workload import blocks
 from . import READINGS
 from .cluster import PRCluster
@@ -72,17 +71,7 @@ def cmd_run(a: argparse.Namespace, bugs, table, reassigns, connect, backend, dat
         for nxt in during_work:   # what the migrations left of the second half
             for st in c.insert(nxt[1], nxt[0]).values():
                 statuses[st] += 1
-        for r in a.restart or []:
-            c.add_replica(r)
-        c.settle()
-        for _ in range(a.queries):
-            c.query()
-        if a.history:
-            paths = c.write_history(a.history, a.history_format)
-            progress(f"history written to {a.history} ({', '.join(sorted(paths))})")
-        else:
-            c.snapshot()
-        problems = violations(c.history, table.replication_factor)
+        problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
         keeper_problems = replication_factor(c)   # the counts live only in Keeper, not in the history
         tables = {"system.selective_assignments": c.assignment_rows(),
                   "system.selective_migrations": migrations_rows(c.admin, c.layout),
