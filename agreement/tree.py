@@ -64,21 +64,31 @@ def _children(k: Keeper, path: str) -> list[str]:
         return []
 
 
+def _read_children(k: Keeper, path: str) -> list[tuple[str, bytes]]:
+    """(name, value) of each child still there when it is read: a live server's cleanup thread
+    trims the log, the blocks and the queues between the listing and the read."""
+    out = []
+    for n in _children(k, path):
+        try:
+            out.append((n, k.get(f"{path}/{n}")[0]))
+        except NoNodeError:
+            pass
+    return out
+
+
 def read_tree(k: Keeper, root: str) -> Tree:
-    log_names = _children(k, f"{root}/log")
-    raw = [k.get(f"{root}/log/{n}")[0] for n in log_names]
-    entries = [LogEntry.parse(t, f"{root}/log/{n}") for n, t in zip(log_names, raw)]
-    blocks = []
-    for n in _children(k, f"{root}/blocks"):
-        blocks.append(f"{n.split('_', 1)[0]} -> {k.get(f'{root}/blocks/{n}')[0].decode()}")
+    log = _read_children(k, f"{root}/log")
+    log_names, raw = [n for n, _ in log], [t for _, t in log]
+    entries = [LogEntry.parse(t, f"{root}/log/{n}") for n, t in log]
+    blocks = [f"{n.split('_', 1)[0]} -> {v.decode()}" for n, v in _read_children(k, f"{root}/blocks")]
     mutations = []
-    for n in _children(k, f"{root}/mutations"):
-        m = MutationEntry.parse(k.get(f"{root}/mutations/{n}")[0], f"{root}/mutations/{n}")
+    for n, v in _read_children(k, f"{root}/mutations"):
+        m = MutationEntry.parse(v, f"{root}/mutations/{n}")
         mutations.append(f"{normalise_sql(m.commands)} @ {','.join(f'{p}={b}' for p, b in m.block_numbers)}")
     replicas = {}
     for r in _children(k, f"{root}/replicas"):
         base = f"{root}/replicas/{r}"
-        queue = sorted(describe(LogEntry.parse(k.get(f"{base}/queue/{q}")[0])) for q in _children(k, f"{base}/queue"))
+        queue = sorted(describe(LogEntry.parse(v)) for _, v in _read_children(k, f"{base}/queue"))
         try:
             lost = k.get(f"{base}/is_lost")[0].decode()
         except NoNodeError:
