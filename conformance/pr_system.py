@@ -49,7 +49,7 @@ from reference.registration import create_table_znodes, declare_replicas, regist
 from reference.replica import InsertRejected
 
 from .spec_model import seq_or_fn
-from .spec_system import MemoryPartStore, Pick
+from .spec_system import Attempts, MemoryPartStore, Pick
 from .stategraph import SPEC
 
 LAYOUT = Layout("/clickhouse/tables/replay/pr102244")
@@ -99,7 +99,9 @@ class _ClusterView:
         self.table = type("Table", (), {"replication_factor": system.c["rf"]})()
 
 
-class PRSystem:
+class PRSystem(Attempts):
+    refused = REFUSED
+
     def __init__(self, constants: dict, bugs: frozenset[str] | None = None, readings: frozenset[str] | None = None,
                  coordinator: str = "r1"):
         self.c = constants
@@ -239,15 +241,6 @@ class PRSystem:
         out = getattr(self, "_" + action)(*args)
         self._drain_covered()
         return out
-
-    def attempt(self, snap, action: str, args: tuple) -> dict | None:
-        """From the state of `snap`, take one step; its abstract state, or None when refused."""
-        self.restore(snap)
-        try:
-            self.step(action, args)
-        except REFUSED:
-            return None
-        return self.abstract()
 
     def _drain_covered(self) -> None:
         for r, rep in self.reps.items():

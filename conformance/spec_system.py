@@ -106,7 +106,22 @@ class Pick:
         return self.want
 
 
-class SpecSystem:
+class Attempts:
+    """`attempt`: one step from a snapshot, for the state-graph replays of either design; a system
+    names in `refused` the errors by which its reference refuses a step."""
+    refused: tuple = REFUSED
+
+    def attempt(self, snap, action: str, args: tuple) -> dict | None:
+        """From the state of `snap`, take one step; its abstract state, or None when refused."""
+        self.restore(snap)
+        try:
+            self.step(action, args)
+        except self.refused:
+            return None
+        return self.abstract()
+
+
+class SpecSystem(Attempts):
     def __init__(self, model: Model, bugs: frozenset[str] | None = None):
         self.m = model
         self.bugs = model.bugs if bugs is None else frozenset(bugs)
@@ -361,15 +376,6 @@ class SpecSystem:
 
     def step(self, action: str, args: tuple) -> str:
         return getattr(self, "_" + action)(*args)
-
-    def attempt(self, snap, action: str, args: tuple) -> dict | None:
-        """From the state of `snap`, take one step; its abstract state, or None when refused."""
-        self.restore(snap)
-        try:
-            self.step(action, args)
-        except REFUSED:
-            return None
-        return self.abstract()
 
     def _rep(self, r: str) -> Replica:
         if r not in self.reps:
