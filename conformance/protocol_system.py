@@ -21,8 +21,8 @@ from reference.keeper import MemoryEnsemble
 from reference.layout import Layout
 from reference.cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
-                                 replica_take_over_migration)
+                                 drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
+                                 replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
@@ -80,7 +80,12 @@ class ProtocolSystem:
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()
-        replica_clone_if_lost(rep)
+        if replica_clone_if_lost(rep) == "not lost" and "serve_before_map_loaded" not in self.bugs:
+            # The spec's ReplicaRestart drops what a CLEANUP done on its behalf left; a query
+            # still routed here for such a partition finds the data gone.
+            for pid in drop_foreign_partitions(rep):
+                self.read_cleaned |= any(x["st"] == "running" and pid in x["query"].pending
+                                         and x["query"].routes[pid] == r for x in self.qry.values())
         self.reps[r] = rep
 
     def close(self) -> None:
@@ -205,7 +210,8 @@ class ProtocolSystem:
                     continue
                 keeper = a is not None and r in a.keepers()
                 leaver = mig.get("src") if mig.get("state") == "switched" else mig.get("dst")
-                foreign &= keeper or (mig.get("state") in ("switched", "cancelling") and r == leaver)
+                foreign &= (keeper or (mig.get("state") in ("switched", "cancelling") and r == leaver)
+                            or r not in self.reps)   # down: it drops the partition on restart
                 if keeper:
                     # MutationsOwed: the highest MUTATE_PART of the part's data r has passed.
                     muts = [e.part for e in passed if e.type == MUTATE_PART and e.partition == pid]
@@ -233,7 +239,7 @@ class ProtocolSystem:
         "ClientQueryFails": ("q",), "ReplicaReadPartition": ("q", "p"), "ClientAlterMetadata": (),
         "ClientMutate": (), "ClientDropPartition": ("p",), "ReplicaCloneFetch": ("p",),
         "CoordinatorSwitch": ("p",), "ReplicaCleanup": ("p",), "CoordinatorCancel": ("p",),
-        "ReplicaTakeOverMigration": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
+        "ReplicaTakeOverMigration": ("p", "r"), "ReplicaCleanupForDownLeaver": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
         "CleanupClearOldLogs": (), "CleanupClearOldBlocks": ("i",),
     }
     DOMAINS = {"Replicas": ("r1", "r2", "r3"), "Partitions": tuple(PIDS), "Inserts": tuple(INSERT_PARTITION),
@@ -491,6 +497,17 @@ class ProtocolSystem:
         replica_take_over_migration(self.admin, LAYOUT, PIDS[p], r)
         return "took over"
 
+    def _ReplicaCleanupForDownLeaver(self, p, r):
+        mig = self._mig(p)
+        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
+        # The client's side of the guard: a query routed to the leaver fails before it is ended
+        # for (its connection broke with the server; the reference runs queries to the end).
+        if any(x["st"] == "running" and PIDS[p] in x["query"].pending and x["query"].routes[PIDS[p]] == leaver
+               for x in self.qry.values()):
+            raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
+        replica_cleanup_for_down_leaver(self._rep(r), PIDS[p], self.bugs)
+        return "ended"
+
     def _CleanupClearOldLogs(self):
         self.log()   # history first: the entries are about to leave Keeper
         return f"{cleanup_clear_old_logs(self.admin, LAYOUT, CLEANUP)} entries removed"
@@ -623,6 +640,15 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                 out.append((p,))
             elif action == "ReplicaTakeOverMigration" and st == "clone" and not coord_up:
                 out += [(p, r) for r in up]
+            elif action == "ReplicaCleanupForDownLeaver" and st in ("switched", "cancelling"):
+                leaver = mig["src"] if st == "switched" else mig["dst"]
+                a = read_assignment(s.admin, LAYOUT, PIDS[p])
+                seen = all(s.reps[r].cache.get(PIDS[p]) is not None and s.reps[r].cache[PIDS[p]].version >= a.version
+                           for r in s.active() if r in s.reps)
+                routed = any(x["st"] == "running" and PIDS[p] in x["query"].pending
+                             and x["query"].routes[PIDS[p]] == leaver for x in s.qry.values())
+                if leaver not in s.reps and (seen or "down_leaver_cleanup_ignores_maps" in s.bugs) and not routed:
+                    out += [(p, r) for r in up]
             elif action == "ReplicaCleanup" and st in ("switched", "cancelling"):
                 leaver = mig["src"] if st == "switched" else mig["dst"]
                 if leaver not in s.reps:

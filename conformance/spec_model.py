@@ -202,7 +202,8 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
         return r in keepers(at(asg, x["p"]))
 
     def foreign_ok(r, x):
-        return keeper(r, x) or at(mig, x["p"])["st"] in ("switched", "cancelling") and r == v.leaver(x["p"])
+        return (keeper(r, x) or at(mig, x["p"])["st"] in ("switched", "cancelling") and r == v.leaver(x["p"])
+                or r not in s["active"])
 
     def pending(r, kind, p):
         return any(e["type"] == kind and e["p"] == p for e in at(queue, r))

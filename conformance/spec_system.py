@@ -29,8 +29,8 @@ from reference.keeper import MemoryEnsemble, SessionExpiredError
 from reference.layout import Layout
 from reference.cleanup import cleanup_clear_old_blocks, cleanup_clear_old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 migrations_in_flight, read_migration, replica_cleanup, replica_clone_fetch,
-                                 replica_take_over_migration)
+                                 drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
+                                 replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
@@ -184,8 +184,17 @@ class SpecSystem(Attempts):
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
         if load:
             rep.load_map()
-        replica_clone_if_lost(rep, sources)
+        if replica_clone_if_lost(rep, sources) == "not lost" and load:
+            self._drop_foreign(rep)
         self.reps[r] = rep
+
+    def _drop_foreign(self, rep: Replica) -> None:
+        """The spec's ReplicaRestart drops what a CLEANUP done on the replica's behalf left; a
+        query the client still has routed to it for such a partition finds the data gone."""
+        part_of = {pid: part for part, pid in self.pid.items()}
+        for pid in drop_foreign_partitions(rep):
+            self.read_cleaned |= any(x["st"] == "running" and part_of[pid] in x["pending"]
+                                     and x["query"].routes[pid] == rep.name for x in self.qry.values())
 
     def close(self) -> None:
         pass  # nothing outside this process: the ensemble and the stores are in memory
@@ -370,6 +379,7 @@ class SpecSystem(Attempts):
             out += [(a, (p,)) for a in ("ClientDropPartition", "ReplicaCloneFetch",
                                         "CoordinatorSwitch", "ReplicaCleanup", "CoordinatorCancel")]
             out += [("ReplicaTakeOverMigration", (p, r)) for r in R]
+            out += [("ReplicaCleanupForDownLeaver", (p, r)) for r in up]
             out += [("AdminReassign", (p, s, d)) for s in R for d in R]
         out.append(("AdminRebalance", ()))
         return out
@@ -646,3 +656,14 @@ class SpecSystem(Attempts):
     def _ReplicaTakeOverMigration(self, p, r):
         replica_take_over_migration(self.admin, LAYOUT, self.pid[self.mv[p]], r)
         return "took over"
+
+    def _ReplicaCleanupForDownLeaver(self, p, r):
+        mig, part = self._mig(p), self.mv[p]
+        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
+        # The client's side of the guard: a query routed to the leaver fails before it is ended
+        # for (its connection broke with the server; the reference runs queries to the end).
+        if any(x["st"] == "running" and part in x["pending"] and x["query"].routes[self.pid[part]] == leaver
+               for x in self.qry.values()):
+            raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
+        replica_cleanup_for_down_leaver(self._rep(r), self.pid[part], self.bugs)
+        return "ended"

@@ -19,6 +19,8 @@ SWITCHES = {
     "cleanup_no_delay": "variant: CLEANUP without waiting for every map to see the change",
     "filter_skips_global": "variant: the filter skips global entries (ALTER_METADATA)",
     "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
+    "down_leaver_cleanup_ignores_maps": "variant: a CLEANUP done for a down leaver does not wait for every map to see the change",
+    "restart_keeps_foreign_parts": "variant: a replica back from down keeps partitions cleaned up on its behalf",
     # PR #102244's design as written (spec/PR102244.tla, FINDINGS PR-F1..PR-F4; --design pr102244).
     # source_stops_at_switch above is the same switch there: the source stops and drops at SWITCH.
     "snapshot_source_parts": "PR-F1: source_parts_snapshot lists only the source's parts",

@@ -147,6 +147,23 @@ class Cluster:
         since = self._down_since.setdefault((partition, who), time.monotonic())
         return time.monotonic() - since >= self.down_timeout
 
+    def _clone_waits_on_down(self, partition: str, mig: dict) -> bool:
+        """A CLONE to cancel: its target has been down for down_timeout, or its target has waited
+        that long on a GET_PART of the partition that no active replica can serve while some
+        replica is down (the only copy may be there: without a restart the CLONE would wait for
+        ever; TLC found it, spec CloneWaitsOnDown)."""
+        if mig["dst"] not in self.replicas:
+            return self._down_long(partition, mig["dst"])
+        dst = self.replicas[mig["dst"]]
+        if mig["fetched"] and self.down and any(
+                e.type == GET_PART and e.part.partition == partition
+                and not any(have.covers(e.part) for store in self.stores.values()
+                            for have in store.names(partition))
+                for _, e in dst.queue()):
+            return self._down_long(partition, "catch-up")
+        self._down_since.pop((partition, "catch-up"), None)
+        return False
+
     def reconnect_admin(self) -> None:
         """The administrator's session expired: open another (it holds no ephemeral node)."""
         old, self.admin = self.admin, self.connect()
@@ -328,7 +345,7 @@ class Cluster:
             leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
             try:
                 # A replica the migration needs stays down: after down_timeout it ends without it.
-                if mig["state"] == "clone" and mig["dst"] not in self.replicas and self._down_long(p, mig["dst"]):
+                if mig["state"] == "clone" and self._clone_waits_on_down(p, mig):
                     if mig["coord"] not in self.replicas:
                         replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
@@ -338,7 +355,7 @@ class Cluster:
                         return f"CoordinatorCancel({p})"
                 if (mig["state"] in ("switched", "cancelling") and leaver not in self.replicas
                         and self._down_long(p, leaver)):
-                    replica_cleanup_for_down_leaver(rep, p)
+                    replica_cleanup_for_down_leaver(rep, p, self.bugs)
                     self.log(f"CLEANUP {p} for {leaver}, down for {self.down_timeout:g} s, by {rep.name}")
                     self._mark(p, "cleanup")
                     return f"ReplicaCleanupForDownLeaver({rep.name}, {p}, {leaver})"

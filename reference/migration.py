@@ -251,7 +251,7 @@ def _maps_not_seen(keeper: Keeper, layout: Layout, partition: str, version: int)
     return stale
 
 
-def replica_cleanup_for_down_leaver(rep: Replica, partition: str) -> str:
+def replica_cleanup_for_down_leaver(rep: Replica, partition: str, bugs: frozenset[str] = frozenset()) -> str:
     """CLEANUP on behalf of a leaving replica (the source after SWITCH, the target after CANCEL)
     that is down, so that a migration whose leaver stays down ends. An active replica records the
     end (done / cancelled, `leaving` cleared) once every active map has seen the current
@@ -267,7 +267,7 @@ def replica_cleanup_for_down_leaver(rep: Replica, partition: str) -> str:
     if keeper.exists(layout.is_active(who)) is not None:
         raise GuardFailed("ReplicaCleanupForDownLeaver", f"leaver {who} of {partition} is active: it cleans up itself")
     a = read_assignment(keeper, layout, partition)
-    stale = _maps_not_seen(keeper, layout, partition, a.version)
+    stale = [] if "down_leaver_cleanup_ignores_maps" in bugs else _maps_not_seen(keeper, layout, partition, a.version)
     if stale:
         raise GuardFailed("ReplicaCleanupForDownLeaver", f"maps of {stale} have not seen version {a.version} of {partition}")
     done = {**mig, "state": "done" if mig["state"] == "switched" else "cancelled", "ended_by": rep.name}
@@ -281,7 +281,10 @@ def drop_foreign_partitions(rep: Replica, known_only: bool = False) -> list[str]
     leaving. At start-up, after load_map (a CLEANUP done on its behalf while it was down); and in
     the migrate step with `known_only` (only partitions its map has), for a CLEANUP whose state
     was written and whose local drop was cut short by Keeper going away: the state says done, so
-    CLEANUP itself does not run again. Idempotent."""
+    CLEANUP itself does not run again. Idempotent. With restart_keeps_foreign_parts nothing is
+    dropped."""
+    if "restart_keeps_foreign_parts" in rep.bugs:
+        return []
     mine = {p for p, a in rep.cache.items() if rep.name in a.keepers()}
     held = {n.partition for n in rep.store.names()}
     if known_only:

@@ -589,6 +589,28 @@ ReplicaCleanup(p) ==
     /\ inv_read_cleaned' = (inv_read_cleaned \/ routedHere)
     /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, aux_counts>>
 
+\* A migration whose leaver stays down still ends (issue 15; reference/migration.py's
+\* replica_cleanup_for_down_leaver, after Cluster.down_timeout, which the model leaves
+\* unbounded: any time the leaver is down). An active replica r records the end in the leaver's
+\* place under CLEANUP's own guard: every active map has seen the current assignment, so none
+\* routes a new SELECT to the leaver; and no running query is routed to it for p (a query whose
+\* replica went down has failed: ClientQueryFails; in ClickHouse the connection broke with the
+\* server). The leaver's disk is not touched: it is down. It drops the partition when it comes
+\* back, before it serves (ReplicaRestart). With down_leaver_cleanup_ignores_maps the end is
+\* recorded at once, while a stale map still lists the leaver as an owner.
+ReplicaCleanupForDownLeaver(p, r) ==
+    LET l == Leaver(p)
+        routedThere == \E q \in Queries : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = l IN
+    /\ mig[p].st \in {"switched", "cancelling"}
+    /\ l \notin active
+    /\ r \in active
+    /\ Bug("down_leaver_cleanup_ignores_maps") \/ \A a \in active : cache[a][p].version >= asg[p].version
+    /\ ~routedThere
+    /\ asg' = [asg EXCEPT ![p].leaving = None, ![p].version = @ + 1]
+    /\ cache' = [cache EXCEPT ![r][p] = asg'[p]]
+    /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+
 \* Cancel before SWITCH: CAS the target out of the assignment into "leaving"; it leaves through
 \* ReplicaCleanup like a switched source. With cancel_drops_target_at_once it is dropped and
 \* deletes its copy in the same step, while its stale map still makes it pull the partition.
@@ -699,13 +721,23 @@ CloneLostReplica(r) ==
             /\ lost' = lost \ {r}
 
 \* Restart. Fixed: the replica loads its map from Keeper before it serves (is_active again);
-\* with serve_before_map_loaded it serves with an empty map that fills in asynchronously.
+\* with serve_before_map_loaded it serves with an empty map that fills in asynchronously. Then,
+\* before it serves, it drops every partition it no longer keeps: a CLEANUP was done on its
+\* behalf while it was down (ReplicaCleanupForDownLeaver; reference drop_foreign_partitions).
+\* With restart_keeps_foreign_parts it keeps them. A lost replica's clone keeps only what it keeps.
 ReplicaRestart(r) ==
+    LET foreign(p) == p \in Partitions /\ r \notin Keepers(asg[p])
+        readHere == \E q \in Queries, p \in Partitions : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = r /\ foreign(p) IN
     /\ r \notin active
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
-    /\ IF r \in lost THEN CloneLostReplica(r) ELSE UNCHANGED <<ptr, queue, parts, meta, lost>>
-    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ IF r \in lost THEN CloneLostReplica(r) /\ UNCHANGED inv_read_cleaned
+       ELSE IF Bug("restart_keeps_foreign_parts") THEN UNCHANGED <<ptr, queue, parts, meta, lost, inv_read_cleaned>>
+       ELSE /\ parts' = [parts EXCEPT ![r] = {x \in @ : ~foreign(x.p)}]
+            /\ queue' = [queue EXCEPT ![r] = {e \in @ : ~foreign(e.p)}]
+            /\ inv_read_cleaned' = (inv_read_cleaned \/ readHere)
+            /\ UNCHANGED <<ptr, meta, lost>>
+    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, aux_counts>>
 
 -----------------------------------------------------------------------------
 Next ==
@@ -724,7 +756,7 @@ Next ==
     \/ \E i \in Inserts : CleanupClearOldBlocks(i)
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
-        \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r)
+        \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r) \/ ReplicaCleanupForDownLeaver(p, r)
         \/ \E src, dst \in Replicas : AdminReassign(p, src, dst) \/ AdminRebalance(p, src, dst)
 
 Spec == Init /\ [][Next]_vars
@@ -794,11 +826,13 @@ GlobalEntriesAppliedInv ==
             = Cardinality({k \in 1..ptr[r] : log[k].type = "ALTER"})
 
 \* No replica keeps parts of a partition it does not own or CLONE into, except the replica
-\* leaving it (source after SWITCH, target after CANCEL) until its CLEANUP.
+\* leaving it (source after SWITCH, target after CANCEL) until its CLEANUP, and a replica that
+\* is down (a CLEANUP done on its behalf: it drops the partition when it comes back).
 NoForeignPartsInv ==
     \A r \in Replicas : \A x \in parts[r] :
         \/ r \in Keepers(asg[x.p])
         \/ mig[x.p].st \in {"switched", "cancelling"} /\ r = Leaver(x.p)
+        \/ r \notin active
 
 \* Fault-domain anti-affinity: the owners of a partition, and those it will have once its CLONE
 \* in flight switches, are in distinct domains (Domain itself: ignore_fault_domains must not hide it).
@@ -822,10 +856,21 @@ ReplicaFairness ==
         /\ WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
         /\ \A p \in Partitions : WF_vars(ReplicaRefreshCache(r, p))
 
+\* The down timeouts (Cluster.down_timeout, Cluster._clone_waits_on_down): a CLONE whose target
+\* is down, or whose target waits on a GET_PART of the partition that no active replica can
+\* serve while some replica is down (the only copy may be there), is cancelled by its
+\* coordinator; a leaver that is down is cleaned up for by an active replica.
+CloneWaitsOnDown(p) ==
+    LET dst == mig[p].dst IN
+    \/ dst \notin active
+    \/ /\ mig[p].fetched /\ active # Replicas
+       /\ \E e \in queue[dst] : e.p = p /\ e.type = "GET" /\ ~HasCovering(dst, e.part)
+                                /\ \A s \in active \ {dst} : ~HasCovering(s, e.part)
 MigrationFairness ==
     \A p \in Partitions :
         /\ WF_vars(ReplicaCloneFetch(p)) /\ WF_vars(CoordinatorSwitch(p)) /\ WF_vars(ReplicaCleanup(p))
-        /\ \A r \in Replicas : WF_vars(ReplicaTakeOverMigration(p, r))
+        /\ WF_vars(CloneWaitsOnDown(p) /\ CoordinatorCancel(p))
+        /\ \A r \in Replicas : WF_vars(ReplicaTakeOverMigration(p, r)) /\ WF_vars(ReplicaCleanupForDownLeaver(p, r))
 
 QueryFairness ==
     \A q \in Queries : WF_vars(ClientQueryFails(q)) /\ \A p \in Partitions : WF_vars(ReplicaReadPartition(q, p))
@@ -836,6 +881,14 @@ LiveSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness
 NoRefreshFairness ==
     \A r \in Replicas : WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
 LiveSpecWithoutRefresh == Spec /\ NoRefreshFairness /\ MigrationFairness /\ QueryFairness
+
+\* The same, without fairness on restarts: a crashed replica may stay down for good. Every
+\* migration must still end, by the down timeouts.
+NoRestartFairness ==
+    \A r \in Replicas :
+        /\ WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r))
+        /\ \A p \in Partitions : WF_vars(ReplicaRefreshCache(r, p))
+LiveSpecWithoutRestart == Spec /\ NoRestartFairness /\ MigrationFairness /\ QueryFairness
 
 \* Every started migration ends, DONE or CANCELLED.
 MigrationsEndProp ==

@@ -158,6 +158,18 @@ MODELS["MCFaultDomainsAllocation_ignore_fault_domains"] = (
 # p1 with one block on r1 and r2, a crash and restart, and a query.
 RESTART = dict(InitOwners="P1OnR1R2", InitBlocks="{1}", Queries="OneQuery", MaxCrashes="1")
 MODELS["MCRestartQuery"] = ("A replica crashes and restarts while a query may start on it, fixed.", RESTART, False)
+# RESTART with a migration: its leaver (source after SWITCH, target after CANCEL) may crash and
+# stay down; an active replica ends the migration for it and it drops the partition on restart.
+DOWN_LEAVER = dict(RESTART, MaxMigrations="1")
+MODELS["MCDownLeaver"] = (
+    "A migration whose leaver is down ends without it; the leaver drops the partition when it comes back, fixed.",
+    DOWN_LEAVER, False)
+MODELS["MCDownLeaver_down_leaver_cleanup_ignores_maps"] = (
+    "Broken variant: the end is recorded while a stale map still routes SELECTs to the leaver, which drops on restart.",
+    dict(DOWN_LEAVER, Bugs='"down_leaver_cleanup_ignores_maps"'), False)
+MODELS["MCDownLeaver_restart_keeps_foreign_parts"] = (
+    "Broken variant: the leaver comes back and keeps the partition it no longer keeps.",
+    dict(DOWN_LEAVER, Bugs='"restart_keeps_foreign_parts"'), False)
 MODELS["MCRestartQuery_serve_before_map_loaded"] = (
     "RFC as written: a restarted replica serves SELECTs before its asynchronous map has loaded.",
     dict(RESTART, Bugs='"serve_before_map_loaded"'), False)
@@ -188,6 +200,9 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
                    LIVENESS, "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
     "MCLivenessCrash": ("As MCLiveness, with a replica crash anywhere (the coordinator's included) and its restart.",
                         dict(LIVENESS, MaxCrashes="1"), "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
+    "MCLivenessCrashNoRestart": (
+        "As MCLivenessCrash, but the crashed replica may stay down for good: every migration still ends, by the down timeouts.",
+        dict(LIVENESS, MaxCrashes="1"), "LiveSpecWithoutRestart", ["MigrationsEndProp"]),
     "MCLiveness_no_map_refresh": (
         "Without a map refresh timer CLEANUP may wait for a stale map forever: a migration need not end.",
         LIVENESS, "LiveSpecWithoutRefresh", ["MigrationsEndProp"]),

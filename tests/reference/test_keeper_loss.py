@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from reference.cluster import Cluster
 from reference.migration import read_migration
 from reference.oracle import violations
@@ -185,5 +187,49 @@ def test_a_cleanup_cut_short_after_its_state_was_written_still_drops_the_copy(co
         c.settle()
         assert c.replicas["r1"].has_rows_of(p) == []
         _exact(c)
+    finally:
+        c.close()
+
+
+def test_a_clone_waiting_on_a_part_only_a_down_replica_has_is_cancelled(connect, tmp_path):
+    """Found by TLC (MCLivenessCrashNoRestart): r1 writes a block of p and goes down before r2
+    fetched it; a CLONE of p from r2 to r3 queues the GET_PART, whose only source is r1, and would
+    wait for ever if r1 stayed down. After down_timeout its coordinator cancels it; when r1 comes
+    back nothing was lost."""
+    c = _cluster(connect, tmp_path, seed=9, down_timeout=0)
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        month, bucket = p.split("-")
+        rows = [{"date": f"{month[:4]}-{month[4:]}-15", "user_id": int(bucket), "row_id": 90_001, "event": "buy"}]
+        sent = c.tick()
+        c.replicas["r1"].replica_write_insert(p, rows, "only-on-r1")
+        c.history.insert("only-on-r1", p, rows, "ok", sent, c.tick())
+        c.crash_replica("r1")
+        c.reassign(p, "r3", "r2")
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "cancelled"
+        a = c.replicas["r2"].replica_refresh_cache(p)
+        assert (set(a.owners), a.target, a.leaving) == ({"r1", "r2"}, None, None)
+        c.add_replica("r1")
+        _exact(c)
+        assert 90_001 in {r["row_id"] for r in c.replicas["r2"].has_rows_of(p)}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("bugs, kept", [(frozenset(), False), (frozenset({"restart_keeps_foreign_parts"}), True)])
+def test_restart_keeps_foreign_parts_is_the_leaver_keeping_what_was_cleaned_up_for_it(connect, tmp_path, bugs, kept):
+    """The broken variant of the down-leaver rule: the source, down while its CLEANUP was done on
+    its behalf, comes back and keeps the partition (spec NoForeignPartsInv); fixed, it drops it."""
+    c = _cluster(connect, tmp_path, seed=6, down_timeout=0, bugs=bugs)
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        c.reassign(p, "r3", "r1")
+        c.crash_replica("r1")
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+        c.add_replica("r1")
+        c.settle()
+        assert bool(c.replicas["r1"].has_rows_of(p)) is kept
     finally:
         c.close()
