@@ -103,6 +103,10 @@ CASES = [
     Case("tlc_simulate_0", TLC, ["spec/MCAssignment.tla", "--simulate", "0"], 2, ["--simulate", "not 0"]),
     Case("tlc_without_java", TLC, ["spec/MCAssignment.tla", "--config", "spec/MCAssignment_blind_write.cfg"], 3,
          ["java not found"], env={"PATH": "/nonexistent"}),
+    Case("tlc_svg_is_a_folder", TLC, ["spec/MCAssignment.tla", "--svg", "{home}/a_dir"], 2, ["--svg", "a_dir", "is a folder"],
+         files={"a_dir": None}),
+    Case("tlc_svg_under_a_file", TLC, ["spec/MCAssignment.tla", "--svg", "{home}/a_file/t.svg"], 2, ["--svg", "a_file"],
+         files={"a_file": "x"}),
     # python -m harness.check_models
     Case("models_unknown_only", MODELS, ["--only", "MCNope"], 2, ["--only MCNope", "no such model"]),
     Case("models_unknown_size", MODELS, ["--size", "medium"], 2, ["--size", "'medium'"]),
@@ -122,6 +126,10 @@ CASES = [
          files={"f.json": json.dumps(ASSIGNMENT_WALK)}),
     Case("replay_unknown_model", CONF, ["replay", "{home}/f.json"], 2, ["f.json", "MCNope.cfg"],
          files={"f.json": json.dumps({**ASSIGNMENT_WALK, "cfg": "MCNope.cfg", "steps": []})}),
+    Case("replay_svg_under_a_file", CONF, ["replay", "{home}/f.json", "--svg", "{home}/a_file/w.svg"], 2,
+         ["--svg", "a_file"], files={"f.json": json.dumps({**ASSIGNMENT_WALK, "steps": []}), "a_file": "x"}),
+    Case("replay_svg_without_its_file", CONF, ["replay", "{home}/f.json", "--svg"], 2, ["--svg", "a file to write"],
+         files={"f.json": json.dumps({**ASSIGNMENT_WALK, "steps": []})}),
     # python -m harness.zookeeper
     Case("zookeeper_unknown_option", ZK, ["--port", "2181"], 2, ["--port"]),
     Case("zookeeper_home_without_jars", ZK, [], 3, ["ZOOKEEPER_HOME", "no zookeeper jar"],

@@ -94,6 +94,9 @@ EXAMPLES = {
     "python -m harness.bench --only rebalance": Help(["harness.bench"]),
     ".venv/bin/python -m harness.tlc spec/MCAssignment.tla --config spec/MCAssignment_blind_write.cfg --no-deadlock":
         Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
+    ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_cleanup_no_delay.cfg"
+    " --no-deadlock --svg build/cleanup_no_delay.svg": Run(1, ["CleanupSafeInv", "sequence diagram written to"],
+                                                          subs={"build/": "{tmp}/"}),
     ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_source_stops_at_switch.cfg"
     " --no-deadlock --diff --workers 1": Run(1, ["invariant_violated"], long=True),
     # reference/README.md
@@ -117,6 +120,8 @@ EXAMPLES = {
     "python -m conformance replay FILE": Help(["conformance", "replay"]),
     ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json":
         Covered("test_replay_of_the_file_make_conformance_writes (long)"),
+    ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json --svg build/walk.svg":
+        Covered("tests/cli/test_pictures.py::test_conformance_walk_as_a_sequence_diagram (that walk, written by the test)"),
     # pyspark_jobs/README.md
     ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR":
         Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),

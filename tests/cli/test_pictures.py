@@ -1,0 +1,104 @@
+"""The pictures (issue 17), each made by its command and read back: a counterexample as a
+sequence diagram (SVG) from TLC and from a conformance walk, lanes and action labels found by
+parsing the SVG."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from cli_runner import no_traceback, run_cli
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def read_diagram(path: Path) -> dict:
+    """What a sequence diagram shows: lane names, and per step its action label, its lane and
+    the lanes its arrows reach with their labels."""
+    root = ET.parse(path).getroot()
+    assert root.tag == f"{SVG}svg"
+    lanes = [g.find(f"{SVG}text").text for g in root.iter(f"{SVG}g") if g.get("class") == "lane"]
+    steps = []
+    for g in root.iter(f"{SVG}g"):
+        if g.get("class") != "step":
+            continue
+        texts = list(g.iter(f"{SVG}text"))
+        steps.append({"action": g.get("data-action"), "lane": g.get("data-lane"),
+                      "label": next(t.text for t in texts if t.get("class") == "action"),
+                      "to": {t.get("data-to"): t.text for t in texts if t.get("class") == "change"},
+                      "own": [t.text for t in texts if t.get("class") == "own"]})
+    footer = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "footer"]
+    return {"lanes": lanes, "steps": steps, "footer": footer}
+
+
+@pytest.mark.tlc
+def test_tlc_counterexample_as_a_sequence_diagram(tmp_path):
+    """MCMigration_cleanup_no_delay: TLC's counterexample (a query, REASSIGN, CLONE, SWITCH, CLEANUP
+    too early), drawn by `harness.tlc --svg`."""
+    out = tmp_path / "pictures" / "cleanup_no_delay.svg"
+    ran = run_cli(["-m", "harness.tlc", "spec/MCSelectiveReplication.tla", "--config",
+                   "spec/MCMigration_cleanup_no_delay.cfg", "--no-deadlock", "--workers", "1", "--quiet",
+                   "--svg", str(out)], tmp_path / "tmp")
+    assert ran.code == 1 and no_traceback(ran.err), ran.text
+    assert "sequence diagram written to" in ran.err
+    d = read_diagram(out)
+    assert d["lanes"] == ["client", "r1", "r2", "r3", "Keeper"]
+    actions = [s["action"] for s in d["steps"]]
+    assert actions == ["ClientStartQuery", "AdminReassign", "ReplicaCloneFetch", "CoordinatorSwitch", "ReplicaCleanup"]
+    by = {s["action"]: s for s in d["steps"]}
+    assert by["ClientStartQuery"]["lane"] == "client" and by["AdminReassign"]["lane"] == "client"
+    assert by["CoordinatorSwitch"]["lane"] == "r1"            # the coordinator: mig[p1].coord, the source
+    assert "asg[p1]" in by["CoordinatorSwitch"]["to"]["Keeper"] and "leaving: r1" in by["CoordinatorSwitch"]["to"]["Keeper"]
+    assert "mig[p1] st: clone" in by["AdminReassign"]["to"]["Keeper"]
+    assert by["CoordinatorSwitch"]["label"] == "4. CoordinatorSwitch"   # TLC names no parameters
+    assert d["footer"] == ["after step 5: CleanupSafeInv violated"]
+
+
+@pytest.mark.tlc
+def test_a_model_that_holds_draws_nothing(tmp_path):
+    out = tmp_path / "none.svg"
+    ran = run_cli(["-m", "harness.tlc", "spec/MCAssignment.tla", "--workers", "1", "--quiet", "--svg", str(out)],
+                  tmp_path / "tmp")
+    assert ran.code == 0 and "no counterexample" in ran.err and not out.exists(), ran.text
+
+
+# The walk of MCRetry_no_dedup the model machine finds: an INSERT written, its ack lost, the
+# retry written again (no block id recorded with the switch on).
+RETRY_WALK = {"module": "SelectiveReplication", "kind": "model machine", "cfg": "MCRetry_no_dedup.cfg",
+              "bugs": ["no_dedup"], "graph": None, "message": "NoDuplicateRowsInv violated",
+              "steps": [["ClientSendInsert", [1, "r1"]], ["ReplicaAllocate", ["r1", 1, ["r1", "r2"]]],
+                        ["ReplicaWriteInsert", ["r1", 1]], ["ClientTimeout", [1]], ["ClientSendInsert", [1, "r1"]],
+                        ["ReplicaWriteInsert", ["r1", 1]]]}
+
+
+def test_conformance_walk_as_a_sequence_diagram(tmp_path):
+    walk = tmp_path / "machine-MCRetry_no_dedup.cfg.json"
+    walk.write_text(json.dumps(RETRY_WALK))
+    out = tmp_path / "walk.svg"
+    ran = run_cli(["-m", "conformance", "replay", str(walk), "--svg", str(out)], tmp_path / "tmp")
+    assert ran.code == 1 and no_traceback(ran.err), ran.text
+    assert "step 6: NoDuplicateRowsInv violated" in ran.out and "sequence diagram written to" in ran.out
+    d = read_diagram(out)
+    assert d["lanes"] == ["client", "r1", "r2", "r3", "Keeper"]
+    assert [s["label"] for s in d["steps"]] == [
+        "1. ClientSendInsert(1, r1)", "2. ReplicaAllocate(r1, 1, (r1, r2))", "3. ReplicaWriteInsert(r1, 1)",
+        "4. ClientTimeout(1)", "5. ClientSendInsert(1, r1)", "6. ReplicaWriteInsert(r1, 1)"]
+    assert [s["lane"] for s in d["steps"]] == ["client", "r1", "r1", "client", "client", "r1"]
+    first, alloc, write = d["steps"][:3]
+    assert first["to"] == {"r1": "(request)"}                       # the INSERT sent to r1
+    assert alloc["to"]["Keeper"].startswith("asg[p1] owners: +r1 +r2")
+    assert write["to"]["Keeper"].startswith("log: +[type=GET p=p1")    # the GET_PART in the log
+    assert any(o.startswith("parts: +[p=p1") for o in write["own"])    # and the part on r1's disk
+    assert "tries: 2" in d["steps"][4]["own"][0]
+    assert d["footer"] == ["failed: NoDuplicateRowsInv violated"]
+
+
+def test_the_same_trace_draws_the_same_file(tmp_path):
+    """Written by hand, not by matplotlib: no date or random id, so a picture can be compared."""
+    walk = tmp_path / "w.json"
+    walk.write_text(json.dumps(RETRY_WALK))
+    for name in ("a.svg", "b.svg"):
+        assert run_cli(["-m", "conformance", "replay", str(walk), "--svg", str(tmp_path / name)], tmp_path / "t").code == 1
+    assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
