@@ -40,7 +40,7 @@ from .oracle import violations
 from .races import UnknownProfile
 from .parts import BadPart
 from .registration import LeftoverRoot, RootInUse
-from .system_tables import all_tables
+from .system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from .table import BadPartitionId, Table, TableDefinitionError
 from .workload import WORKLOAD, blocks
 
@@ -80,6 +80,30 @@ def print_table(title: str, rows: list[dict], out) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)), file=out)
 
 
+def check_format(a: argparse.Namespace) -> None:
+    """--format tsv and jsoneachrow are a stream of one table's rows (TSVWithNames, JSONEachRow), as
+    clickhouse-local reads them: --show names that table."""
+    a.json = a.format == "json"
+    if a.format in ONE_TABLE_FORMATS:
+        if getattr(a, "design", "rfc") != "rfc":
+            raise BadInput(f"--format {a.format}: the {a.design} design's run prints text or json")
+        if len(a.show) != 1:
+            raise BadInput(f"--format {a.format} prints one table, for clickhouse-local: name it with --show "
+                           f"(one of {', '.join(TABLES)}), not {len(a.show)}")
+
+
+def show_tables(tables: dict, names: list[str], fmt: str, out) -> None:
+    """The system tables as aligned text on `out`, or one table's rows on stdout (tsv, jsoneachrow)."""
+    for name in names:
+        if fmt == "tsv":
+            sys.stdout.write(to_tsv(tables[name], name))
+        elif fmt == "jsoneachrow":
+            sys.stdout.write(to_json_each_row(tables[name]))
+        else:
+            print_table(name, tables[name], out)
+    sys.stdout.flush()
+
+
 def _cell(v) -> str:
     if v is None:
         return "-"
@@ -89,6 +113,7 @@ def _cell(v) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    check_format(a)
     if a.reading and a.design != "pr102244":
         raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
     bugs = switches(a.bug, a.design)
@@ -96,7 +121,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     reassigns = check_run(a)
     if a.zk:
         keeper_reachable(a.zk)
-    out = sys.stderr if a.json else sys.stdout
+    out = sys.stdout if a.format == "text" else sys.stderr   # stdout: the document or the rows alone
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:
@@ -160,8 +185,7 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
                       sys.stdout, indent=1, default=str)
             print()
         else:
-            for name in a.show:
-                print_table(name, tables[name], out)
+            show_tables(tables, a.show, a.format, out)
             print(f"\nhistory check: {len(problems)} violations" + "".join(f"\n  {p}" for p in problems[:20]), file=out)
         return 1 if problems else 0
     finally:
@@ -212,6 +236,7 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
+    check_format(a)
     keeper_reachable(a.zk)
     k = keeper_factory(a.zk, a.zk_auth)[0]()
     try:
@@ -225,8 +250,7 @@ def cmd_tables(a: argparse.Namespace) -> int:
         json.dump(tables, sys.stdout, indent=1, default=str)
         print()
     else:
-        for name in a.show:
-            print_table(name, tables[name], sys.stdout)
+        show_tables(tables, a.show, a.format, sys.stdout)
     return 0
 
 
@@ -283,6 +307,13 @@ def cmd_gantt(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_format(p) -> None:
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text: aligned tables; json: one document; tsv (TSVWithNames) or jsoneachrow (JSONEachRow): "
+                        "the rows of the one --show table on stdout, for clickhouse-local (progress on stderr)")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+
+
 TABLES = ["system.replicas", "system.replication_queue", "system.selective_assignments", "system.selective_migrations"]
 
 
@@ -327,13 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--history", type=output_dir, metavar="DIR", help="write the history there")
     r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
     r.add_argument("--show", nargs="*", choices=TABLES, default=TABLES[2:3] + TABLES[:1])
-    r.add_argument("--json", action="store_true")
+    add_format(r)
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
     t.add_argument("--root", type=znode_path, default=ROOT)
     t.add_argument("--zk-auth", metavar="USER:PASSWORD", help="the identity the table was created with")
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
-    t.add_argument("--json", action="store_true")
+    add_format(t)
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
     g.add_argument("--run", action="store_true", help="run the reference on the in-memory keeper instead of simulating")
     g.add_argument("--old", type=at_least_1, default=10, help="replicas before")

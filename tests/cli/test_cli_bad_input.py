@@ -71,6 +71,14 @@ CASES = [
     Case("reassign_without_replica", REF, run("--reassign", "202401-5"), 2, ["--reassign", "PARTITION:REPLICA"]),
     Case("unknown_switch", REF, run("--bug", "nope"), 2, ["--bug", "unknown switch", "nope"]),
     Case("unknown_history_format", REF, run("--history-format", "csv"), 2, ["--history-format", "'csv'"]),
+    # --format: ClickHouse's formats print one table
+    Case("run_unknown_format", REF, run("--format", "csv"), 2, ["--format", "'csv'"]),
+    Case("run_tsv_of_two_tables", REF, run("--format", "tsv"), 2, ["--format tsv", "one table", "--show"]),
+    Case("run_tsv_of_the_pr_design", REF, run("--design", "pr102244", "--format", "tsv", "--show", "system.replicas"), 2,
+         ["--format tsv", "pr102244"]),
+    Case("tables_unknown_format", REF, ["tables", "--zk", "127.0.0.1:1", "--format", "xml"], 2, ["--format", "'xml'"]),
+    Case("tables_jsoneachrow_of_every_table", REF, ["tables", "--zk", "127.0.0.1:1", "--format", "jsoneachrow"], 2,
+         ["--format jsoneachrow", "--show"]),
     # output paths, before the run
     Case("history_is_a_file", REF, run("--history", "{home}/a_file"), 2, ["--history", "a_file", "not a folder"],
          files={"a_file": "x"}),

@@ -108,6 +108,10 @@ EXAMPLES = {
                                            "_and_stops_on_sigterm"),
     "python -m reference run --zk 127.0.0.1:PORT --blocks 4": Run(0, ["history check: 0 violations"], zookeeper=True),
     "python -m reference tables --zk 127.0.0.1:PORT": Run(0, ["system.replicas (3 rows)"], zookeeper=True),
+    "python -m reference tables --zk 127.0.0.1:PORT --show system.selective_assignments --format jsoneachrow": Run(
+        0, ['{"partition_id":"2024'], zookeeper=True),
+    "python -m reference run --blocks 4 --format tsv --show system.replicas": Run(
+        0, ["replica_name\tis_active\tlog_pointer", "\nr1\t1\t", "history check: 0 violations"]),
     "python -m reference gantt --ingest 2.5 --out build/gantt-sim.png": Run(0, ["makespan", "wrote "],
                                                                           subs={"build/": "{tmp}/"}),
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
