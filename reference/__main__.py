@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException
 from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
                               positive_float, run_main, zk_address, znode_path)
 
-from .assignment import GuardFailed
+from .assignment import GuardFailed, selective_assignments_rows
 from .bugs import UnknownSwitch
 from .cli_checks import check_gantt, check_run, switches
 from .cluster import Cluster
@@ -166,6 +166,7 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         for k in range(a.add_replicas):
             c.add_replica(f"r{a.replicas + k + 1}")
         during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
+        before = selective_assignments_rows(c.admin, c.layout) if a.placement_chart else None
         for p, dst in reassigns:
             c.reassign(p, dst)
             progress(f"REASSIGN {p} TO {dst}: CLONE started")
@@ -179,6 +180,16 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
             progress(f"REBALANCE done: {len(moves)} moves")
         problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
         tables = all_tables(c.admin, c.layout, c.stores)
+        if a.placement_chart:
+            from . import placement_chart
+            names = sorted(c.replicas)
+            shown = placement_chart.draw(
+                placement_chart.owners_by_replica(before, names),
+                placement_chart.owners_by_replica(tables["system.selective_assignments"], names), a.placement_chart,
+                f"partitions per replica before and after {'REBALANCE' if a.rebalance else 'REASSIGN'} "
+                f"({a.replicas} + {a.add_replicas} replicas, RF {a.replication_factor}, seed {a.seed})")
+            moved = sum(len(x["arrived"]) for x in shown["per_replica"].values())
+            progress(f"placement chart written to {a.placement_chart}: {moved} partition copies moved")
         if a.json:
             json.dump({"tables": tables, "inserts": statuses, "queries": c.queries, "steps": c.step,
                        "violations": problems, "data": str(data) if a.data or a.keep else None},
@@ -358,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--history", type=output_dir, metavar="DIR", help="write the history there")
     r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
     r.add_argument("--show", nargs="*", choices=TABLES, default=TABLES[2:3] + TABLES[:1])
+    r.add_argument("--placement-chart", type=output_file, metavar="FILE",
+                   help="draw each replica's partitions before and after --rebalance/--reassign (.png or .svg)")
     add_format(r)
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")

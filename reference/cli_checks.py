@@ -25,6 +25,12 @@ def switches(names: list[str] | None, design: str = "rfc") -> frozenset[str]:
 
 def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
     """Raise BadInput naming the option; return the parsed --reassign (partition, replica) pairs."""
+    if a.placement_chart:
+        if a.placement_chart.suffix not in (".png", ".svg"):
+            raise BadInput(f"--placement-chart {a.placement_chart}: written as .png or .svg, by the file's suffix")
+        if not (a.rebalance or a.reassign) or a.profile != "quiet" or a.design != "rfc":
+            raise BadInput("--placement-chart draws the partitions before and after REBALANCE or REASSIGN: "
+                           "give --rebalance or --reassign (the RFC design's quiet profile)")
     if a.replication_factor > a.replicas:
         raise BadInput(f"--replication-factor {a.replication_factor} is above the {a.replicas} replicas")
     initial = replica_names(1, a.replicas)

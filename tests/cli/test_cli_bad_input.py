@@ -79,6 +79,12 @@ CASES = [
     Case("tables_unknown_format", REF, ["tables", "--zk", "127.0.0.1:1", "--format", "xml"], 2, ["--format", "'xml'"]),
     Case("tables_jsoneachrow_of_every_table", REF, ["tables", "--zk", "127.0.0.1:1", "--format", "jsoneachrow"], 2,
          ["--format jsoneachrow", "--show"]),
+    Case("placement_chart_without_rebalance", REF, run("--placement-chart", "{home}/p.png"), 2,
+         ["--placement-chart", "--rebalance"]),
+    Case("placement_chart_not_a_picture", REF, run("--rebalance", "--placement-chart", "{home}/p.jpg"), 2,
+         ["--placement-chart", ".png or .svg"]),
+    Case("placement_chart_is_a_folder", REF, run("--rebalance", "--placement-chart", "{home}/a_dir"), 2,
+         ["--placement-chart", "a_dir", "is a folder"], files={"a_dir": None}),
     # output paths, before the run
     Case("history_is_a_file", REF, run("--history", "{home}/a_file"), 2, ["--history", "a_file", "not a folder"],
          files={"a_file": "x"}),

@@ -102,3 +102,45 @@ def test_the_same_trace_draws_the_same_file(tmp_path):
     for name in ("a.svg", "b.svg"):
         assert run_cli(["-m", "conformance", "replay", str(walk), "--svg", str(tmp_path / name)], tmp_path / "t").code == 1
     assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+
+
+# ---- each replica's partitions before and after REBALANCE (reference/placement_chart.py)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_placement_chart_of_a_rebalance_run(tmp_path):
+    """`reference run --add-replicas 2 --rebalance --placement-chart FILE`: a PNG of nontrivial size."""
+    out = tmp_path / "charts" / "placement.png"
+    ran = run_cli(["-m", "reference", "run", "--replicas", "4", "--months", "2", "--blocks", "20", "--add-replicas", "2",
+                   "--rebalance", "--placement-chart", str(out)], tmp_path / "tmp")
+    assert ran.code == 0 and no_traceback(ran.err), ran.text
+    assert f"placement chart written to {out}" in ran.out and "history check: 0 violations" in ran.out
+    data = out.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def test_placement_chart_shows_what_moved(tmp_path):
+    """The chart's data and its elements: bars before and after per replica, one cell per copy
+    kept, arrived or left (found in the SVG by their ids)."""
+    from reference.placement_chart import draw, owners_by_replica
+    rows_before = [{"partition_id": p, "replicas": o} for p, o in
+                   [("202401-0", ["r1", "r2"]), ("202401-1", ["r1", "r2"]), ("202401-2", ["r1", "r2"]),
+                    ("202401-10", ["r1", "r2"])]]
+    rows_after = [{"partition_id": p, "replicas": o} for p, o in
+                  [("202401-0", ["r3", "r2"]), ("202401-1", ["r1", "r3"]), ("202401-2", ["r1", "r2"]),
+                   ("202401-10", ["r1", "r2"])]]
+    names = ["r1", "r2", "r3"]
+    before, after = owners_by_replica(rows_before, names), owners_by_replica(rows_after, names)
+    assert before["r3"] == [] and after["r3"] == ["202401-0", "202401-1"]
+    shown = draw(before, after, tmp_path / "p.svg", "test")
+    assert shown["partitions"] == ["202401-0", "202401-1", "202401-2", "202401-10"]   # numbers as numbers
+    per = shown["per_replica"]
+    assert {r: (x["before"], x["after"]) for r, x in per.items()} == {"r1": (4, 3), "r2": (4, 3), "r3": (0, 2)}
+    assert per["r3"]["arrived"] == ["202401-0", "202401-1"] and per["r1"]["left"] == ["202401-0"]
+    ids = [el.get("id") or "" for el in ET.parse(tmp_path / "p.svg").getroot().iter()]
+    count = {kind: sum(i.startswith(kind) for i in ids) for kind in ("kept", "arrived", "left", "before", "after")}
+    assert count["arrived"] == 2 and count["left"] == 2 and count["kept"] == 6
+    assert count["before"] >= 1 and count["after"] >= 1
+    with pytest.raises(ValueError, match=r"\.png or \.svg"):
+        draw(before, after, tmp_path / "p.jpg", "test")

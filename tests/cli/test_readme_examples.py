@@ -112,6 +112,8 @@ EXAMPLES = {
         0, ['{"partition_id":"2024'], zookeeper=True),
     "python -m reference run --blocks 4 --format tsv --show system.replicas": Run(
         0, ["replica_name\tis_active\tlog_pointer", "\nr1\t1\t", "history check: 0 violations"]),
+    "python -m reference run --replicas 4 --blocks 20 --add-replicas 2 --rebalance --placement-chart build/placement.png":
+        Run(0, ["REBALANCE done", "placement chart written to", "history check: 0 violations"], subs={"build/": "{tmp}/"}),
     "python -m reference gantt --ingest 2.5 --out build/gantt-sim.png": Run(0, ["makespan", "wrote "],
                                                                           subs={"build/": "{tmp}/"}),
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
