@@ -157,7 +157,9 @@ def changes(before: dict, after: dict, replicas: list[str]) -> tuple[dict[str, l
 def actor(step: Step, before: dict, changed: dict[str, list[str]], replicas: list[str]) -> str:
     """Whose step it is: the client's for Client*/Admin* actions and a query; a replica named in
     the parameters; a Coordinator* action's coordinating replica (mig[p].coord, or PR #102244's
-    coord); else the one replica whose state changed; else Keeper (the cleanup thread's trims)."""
+    coord); else the first replica whose state changed; else, for a step that changed Keeper
+    alone, the coordinator if there is one (PR #102244's StartClone, Switch), or Keeper (the
+    cleanup thread's trims)."""
     name = step.action
     if name.startswith(("Client", "Admin")) or name == "Query":
         return CLIENT
@@ -174,11 +176,14 @@ def actor(step: Step, before: dict, changed: dict[str, list[str]], replicas: lis
                            if isinstance(rec, Fn) and _name(rec.get("coord")) in replicas]
     if _name(before.get("coord")) in replicas:
         coords.append(_name(before["coord"]))
-    if name.startswith("Coordinator") or (coords and not name.startswith("Replica")):
-        if coords:
-            return coords[0]
+    if name.startswith("Coordinator") and coords:
+        return coords[0]
     changed_reps = [r for r in replicas if r in changed]
-    return changed_reps[0] if changed_reps else KEEPER
+    if changed_reps:
+        return changed_reps[0]
+    # A step that changes Keeper alone (PR #102244's StartClone, Switch, ...) is the coordinator's;
+    # the cleanup thread's (trimming the log and blocks/) is drawn on Keeper, which it tidies.
+    return coords[0] if coords and not name.startswith("Cleanup") else KEEPER
 
 
 def _text(parent, x, y, text, cls, anchor="start", **extra) -> ET.Element:

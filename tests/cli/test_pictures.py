@@ -144,3 +144,26 @@ def test_placement_chart_shows_what_moved(tmp_path):
     assert count["before"] >= 1 and count["after"] >= 1
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
         draw(before, after, tmp_path / "p.jpg", "test")
+
+
+def test_whose_step_it_is():
+    """harness.sequence.actor on PR #102244's names (no Replica prefix): a replica's own step goes
+    to the replica whose state changed, a step changing Keeper alone to the coordinator, the
+    cleanup thread's trim to Keeper; the changed variables are described per lane."""
+    from harness.sequence import KEEPER, Step, actor, changes
+    from harness.tlc.values import Fn, ModelValue
+    r1, r2, r3 = (ModelValue(n) for n in ("r1", "r2", "r3"))
+    reps = ["r1", "r2", "r3"]
+    before = {"coord": r1, "ptr": Fn({r1: 0, r2: 0, r3: 0}), "aver": 1, "trimmed": 0,
+              "asg": Fn({"owners": frozenset({r1, r2}), "cloning": frozenset()})}
+
+    def who(action: str, **after):
+        step = Step(action, None, {**before, **after})
+        return actor(step, before, changes(before, step.state, reps)[0], reps)
+
+    assert who("Pull", ptr=Fn({r1: 0, r2: 0, r3: 1})) == "r3"
+    assert who("Switch", aver=2, asg=Fn({"owners": frozenset({r1, r3}), "cloning": frozenset()})) == "r1"
+    assert who("CleanupClearOldLogs", trimmed=3) == KEEPER
+    lanes, _ = changes(before, {**before, "aver": 2, "ptr": Fn({r1: 0, r2: 4, r3: 0}),
+                                "asg": Fn({"owners": frozenset({r1, r3}), "cloning": frozenset()})}, reps)
+    assert lanes == {"r2": ["ptr: 4"], KEEPER: ["aver: 2", "asg[owners] +r3 -r2"]}
