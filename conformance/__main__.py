@@ -10,7 +10,8 @@ Stages, each printed with its figures:
      reference takes from a spec state is an edge of the graph, every edge is a step of the
      reference (graphs too big for the profile are cut at a depth, reported as such);
   3. each broken SelectiveReplication variant's TLC counterexample carried to the reference with
-     the same switch: it must follow it and break the invariant, and not without the switch;
+     the same switch: it must follow it and break the invariant, and not without the switch
+     (drawn as a sequence diagram, build/conformance/counterexample-<cfg>.svg);
   4. the Assignment state machine against the model's state graph: fixed must pass, each switch
      must be caught;
   5. the whole-protocol state machine: fixed must pass; then (dev, thorough) each broken
@@ -177,7 +178,7 @@ def stage_counterexamples(out: dict) -> bool:
     from .counterexample import carry, variants
     ok = True
     for cfg in variants():
-        r = carry(cfg)
+        r = carry(cfg, svg=FAILURES / f"counterexample-{cfg}.svg")
         ok &= r.caught
         out.setdefault("counterexamples", []).append(r.as_dict())
         print(f"  {cfg}: " + (f"caught, {r.invariant} broken on the reference after TLC's {r.trace_length} steps "
