@@ -17,6 +17,10 @@ Whole protocol under one TLC model's constants (model_machine): the precondition
 Assignment; each step must be an edge of the graph of the same constants with no switch on, and
 the cfg's invariants must hold after it (conformance/walk.py WalkChecks).
 
+PR #102244's design under one of its models' constants (pr_machine): the precondition as for
+Assignment, over conformance/pr_system.py (PR102244.tla) or pr_whole_system.py (PR102244Whole.tla's
+first INSERT); every invariant of the spec evaluated on the reference after each step.
+
 Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
 """
 
