@@ -141,14 +141,15 @@ def stage_replay(profile: str, out: dict) -> bool:
 EXPLORE = {
     "ci": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None)],
     "dev": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
-            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6)],
+            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6),
+            ("MCRepair.cfg", None)],
     "thorough": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
                  ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None),
                  ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
                  ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
                  ("MCMigrationCrash.cfg", 6), ("MCParallelMigration.cfg", 6), ("MCDrop.cfg", 7),
                  ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7), ("MCMutationTrimmedLog.cfg", None),
-                 ("MCDropTrimmedLog.cfg", None)],
+                 ("MCDropTrimmedLog.cfg", None), ("MCRepair.cfg", None), ("MCRepairDuringMigration.cfg", None)],
 }
 
 

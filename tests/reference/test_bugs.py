@@ -24,8 +24,7 @@ PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" in f.n
 # domain (placement.py's domains ignored): reference/placement.py's allowed_owner / least_filled.
 # filter_negative_cache (PR-F5) and retry_new_block_id (issue 14): PR102244Whole.tla's, for
 # reference/pr102244/'s log filter and forwarding retry.
-# repair_without_clone (issue 18, F20): the naive repair, for reference/migration.py's repair.
-SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "filter_negative_cache", "retry_new_block_id", "repair_without_clone"}
+SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "filter_negative_cache", "retry_new_block_id"}
 
 
 def test_switches_are_the_specs_bug_names():
