@@ -138,9 +138,15 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         c.settle()
         for r in a.crash or []:
             c.crash_replica(r)
+        for r in a.lose or []:   # a permanent loss: the replica crashes and is dropped for good (F20)
+            c.crash_replica(r)
+            c.drop_replica(r)
         for k in range(a.add_replicas):
             c.add_replica(f"r{a.replicas + k + 1}")
         during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
+        if a.lose and not a.rebalance:
+            repairs = c.repair_all(interleave=during)
+            progress(f"REPAIR done: {len(repairs)} partitions back to replication factor {a.replication_factor}")
         for p, dst in reassigns:
             c.reassign(p, dst)
             progress(f"REASSIGN {p} TO {dst}: CLONE started")
@@ -301,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--add-replicas", type=at_least_0, default=0)
     r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
     r.add_argument("--restart", action="append", metavar="REPLICA", help="restart a crashed replica after the migrations")
+    r.add_argument("--lose", action="append", metavar="REPLICA",
+                   help="lose a replica for good after the inserts: crash, SYSTEM DROP REPLICA, then repair "
+                        "each partition it owned back to the replication factor")
     r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
     r.add_argument("--rebalance", action="store_true")
     r.add_argument("--max-concurrent", type=at_least_1, default=4, help="migrations at once")

@@ -101,6 +101,8 @@ EXAMPLES = {
     " --history /tmp/history": Run(0, ["REBALANCE done", "history check: 0 violations", "history written to"],
                                    subs={"/tmp/history": "{tmp}/history"}, long=True),
     RUN_BUG: Run(1, ["history check: ", "missed row"]),
+    "python -m reference run --lose r2": Run(0, ["DROP REPLICA r2", "REPAIR done", "history check: 0 violations"]),
+    "python -m reference run --lose r2 --bug repair_without_clone": Run(1, ["history check: ", "OwnersCompleteInv"]),
     "python -m harness.zookeeper": Covered("test_cli_housekeeping.py::test_zookeeper_for_the_shell_prints_its_address"
                                            "_and_stops_on_sigterm"),
     "python -m reference run --zk 127.0.0.1:PORT --blocks 4": Run(0, ["history check: 0 violations"], zookeeper=True),
