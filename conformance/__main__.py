@@ -207,8 +207,7 @@ def stage_assignment_machine(prof: settings, out: dict) -> bool:
 
 
 def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
-    from .machines import protocol_machine
-    from .transitions import of_module
+    from .machines import ALL_PROTOCOL_ACTIONS, protocol_machine
     counts, refusals = Counter(), Counter()
     res = run_machine(protocol_machine(counts=counts, refusals=refusals), prof, shrink=True)
     ok = not res["failed"]
@@ -217,7 +216,7 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     print(f"  protocol machine (fixed): {'FAILED: ' + res['error'] if res['failed'] else 'passed'} ({res['seconds']} s)")
     if res["failed"]:
         print("    " + "\n    ".join(res["steps"]))
-    _print_counts(counts, refusals, [t.name for t in of_module("SelectiveReplication")])
+    _print_counts(counts, refusals, ALL_PROTOCOL_ACTIONS)
     out["protocol_switches"] = []
     if profile == "ci":
         return ok
