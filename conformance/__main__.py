@@ -143,14 +143,15 @@ def stage_replay(profile: str, out: dict) -> bool:
 EXPLORE = {
     "ci": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None)],
     "dev": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
-            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6)],
+            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6),
+            ("MCRepair.cfg", None)],
     "thorough": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
                  ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None),
                  ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
                  ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
                  ("MCMigrationCrash.cfg", 6), ("MCParallelMigration.cfg", 6), ("MCDrop.cfg", 7),
                  ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7), ("MCMutationTrimmedLog.cfg", None),
-                 ("MCDropTrimmedLog.cfg", None)],
+                 ("MCDropTrimmedLog.cfg", None), ("MCRepair.cfg", None), ("MCRepairDuringMigration.cfg", None)],
 }
 
 
@@ -208,8 +209,7 @@ def stage_assignment_machine(prof: settings, out: dict) -> bool:
 
 
 def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
-    from .machines import protocol_machine
-    from .transitions import of_module
+    from .machines import ALL_PROTOCOL_ACTIONS, protocol_machine
     counts, refusals = Counter(), Counter()
     res = run_machine(protocol_machine(counts=counts, refusals=refusals), prof, shrink=True)
     ok = not res["failed"]
@@ -218,7 +218,7 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     print(f"  protocol machine (fixed): {'FAILED: ' + res['error'] if res['failed'] else 'passed'} ({res['seconds']} s)")
     if res["failed"]:
         print("    " + "\n    ".join(res["steps"]))
-    _print_counts(counts, refusals, [t.name for t in of_module("SelectiveReplication")])
+    _print_counts(counts, refusals, ALL_PROTOCOL_ACTIONS)
     out["protocol_switches"] = []
     if profile == "ci":
         return ok

@@ -163,10 +163,16 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         c.settle()
         for r in a.crash or []:
             c.crash_replica(r)
+        for r in a.lose or []:   # a permanent loss: the replica crashes and is dropped for good (F20)
+            c.crash_replica(r)
+            c.drop_replica(r)
         for k in range(a.add_replicas):
             c.add_replica(f"r{a.replicas + k + 1}")
         during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
         before = selective_assignments_rows(c.admin, c.layout) if a.placement_chart else None
+        if a.lose and not a.rebalance:
+            repairs = c.repair_all(interleave=during)
+            progress(f"REPAIR done: {len(repairs)} partitions back to replication factor {a.replication_factor}")
         for p, dst in reassigns:
             c.reassign(p, dst)
             progress(f"REASSIGN {p} TO {dst}: CLONE started")
@@ -219,7 +225,7 @@ def claim(a: argparse.Namespace, connect):
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|lossy|thin|switching|churn: the profile's seeded loop (reference/races.py) instead of
+    """--profile racing|stale|lossy|thin|switching|churn|losing: the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
     from .races import profile_of, race, racing_cluster
@@ -343,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--add-replicas", type=at_least_0, default=0)
     r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
     r.add_argument("--restart", action="append", metavar="REPLICA", help="restart a crashed replica after the migrations")
+    r.add_argument("--lose", action="append", metavar="REPLICA",
+                   help="lose a replica for good after the inserts: crash, SYSTEM DROP REPLICA, then repair "
+                        "each partition it owned back to the replication factor")
     r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
     r.add_argument("--rebalance", action="store_true")
     r.add_argument("--max-concurrent", type=at_least_1, default=4, help="migrations at once")
@@ -355,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
-                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn")
+                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn, "
+                   "losing")
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")

@@ -19,6 +19,7 @@ SWITCHES = {
     "cleanup_no_delay": "variant: CLEANUP without waiting for every map to see the change",
     "filter_skips_global": "variant: the filter skips global entries (ALTER_METADATA)",
     "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
+    "repair_without_clone": "F20 variant: the repair after DROP REPLICA adds the new owner without CLONE",
     # PR #102244's design as written (spec/PR102244.tla and PR102244Whole.tla, FINDINGS PR-F1..PR-F5;
     # --design pr102244).
     # source_stops_at_switch above is the same switch there: the source stops and drops at SWITCH.

@@ -74,7 +74,7 @@ EXAMPLES = {
     "make faults": Make("faults"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
-    "python -m reference run --profile racing|stale|lossy|thin|switching|churn --seed N": Covered(
+    "python -m reference run --profile racing|stale|lossy|thin|switching|churn|losing --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),
@@ -104,6 +104,8 @@ EXAMPLES = {
     " --history /tmp/history": Run(0, ["REBALANCE done", "history check: 0 violations", "history written to"],
                                    subs={"/tmp/history": "{tmp}/history"}, long=True),
     RUN_BUG: Run(1, ["history check: ", "missed row"]),
+    "python -m reference run --lose r2": Run(0, ["DROP REPLICA r2", "REPAIR done", "history check: 0 violations"]),
+    "python -m reference run --lose r2 --bug repair_without_clone": Run(1, ["history check: ", "OwnersCompleteInv"]),
     "python -m harness.zookeeper": Covered("test_cli_housekeeping.py::test_zookeeper_for_the_shell_prints_its_address"
                                            "_and_stops_on_sigterm"),
     "python -m reference run --zk 127.0.0.1:PORT --blocks 4": Run(0, ["history check: 0 violations"], zookeeper=True),
