@@ -90,14 +90,16 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     switch that loses rows must be caught, each agreeing with the in-process oracle."""
     from pyspark_jobs.workloads import reference_history
     cases = [(seed, frozenset()) for seed in ((1, 2) if scale == "small" else (1, 2, 3, 4))]
-    cases.append((1, frozenset({"source_stops_at_switch", "cleanup_no_delay"})))
+    # Seed 2: one where the switches do lose rows (65 violations by the oracle; seeds 1, 3 and 6
+    # happen not to since inserts go only to serving replicas), as tests/pyspark uses.
+    cases.append((2, frozenset({"source_stops_at_switch", "cleanup_no_delay"})))
     results, ok = [], True
     with tempfile.TemporaryDirectory() as d:
         for seed, bugs in cases:
             folder = Path(d) / f"seed{seed}-{'-'.join(sorted(bugs)) or 'fixed'}"
             say(f"spark-check: reference run seed {seed} {sorted(bugs) or '(fixed protocol)'} ...")
             # The broken run keeps the small scenario whatever the scale: its seed is one where
-            # the switch does lose rows (at the large scale, seed 1 happens not to), and the
+            # the switch does lose rows (at the large scale, seed 2 may not), and the
             # point is that Spark finds what is there.
             run = reference_history(folder, seed, "small" if bugs else scale, bugs)
             res = check_folder(spark, run["history"], sample)
