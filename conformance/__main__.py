@@ -1,7 +1,7 @@
 """`make conformance`: the spec and the reference held to each other.
 
     python -m conformance [--profile ci|dev|thorough] [--report FILE]
-    python -m conformance replay FILE      run a recorded failing sequence again
+    python -m conformance replay FILE [--svg OUT]   run a recorded failing sequence again (--svg: drawn)
 
 Stages, each printed with its figures:
   1. state-graph replay of the Assignment models (every edge; broken variants on the reference
@@ -10,7 +10,8 @@ Stages, each printed with its figures:
      reference takes from a spec state is an edge of the graph, every edge is a step of the
      reference (graphs too big for the profile are cut at a depth, reported as such);
   3. each broken SelectiveReplication variant's TLC counterexample carried to the reference with
-     the same switch: it must follow it and break the invariant, and not without the switch;
+     the same switch: it must follow it and break the invariant, and not without the switch
+     (drawn as a sequence diagram, build/conformance/counterexample-<cfg>.svg);
   4. the Assignment state machine against the model's state graph: fixed must pass, each switch
      must be caught;
   5. the whole-protocol state machine: fixed must pass; then (dev, thorough) each broken
@@ -29,6 +30,7 @@ bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ct
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -141,14 +143,15 @@ def stage_replay(profile: str, out: dict) -> bool:
 EXPLORE = {
     "ci": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None)],
     "dev": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
-            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6)],
+            ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None), ("MCMigration.cfg", 6),
+            ("MCRepair.cfg", None)],
     "thorough": [("MCRestartQuery.cfg", None), ("MCRetry.cfg", None), ("MCGlobalEntries.cfg", None),
                  ("MCMutationBlockedDuringClone.cfg", None), ("MCDropDuringClone.cfg", None),
                  ("MCMutationDuringClone.cfg", None), ("MCMergeBlockedDuringClone.cfg", None),
                  ("MCMergeDuringClone.cfg", None), ("MCMigrationWrites.cfg", None), ("MCMigration.cfg", 7),
                  ("MCMigrationCrash.cfg", 6), ("MCParallelMigration.cfg", 6), ("MCDrop.cfg", 7),
                  ("MCFilteredLog.cfg", 8), ("MCLiveness.cfg", 7), ("MCMutationTrimmedLog.cfg", None),
-                 ("MCDropTrimmedLog.cfg", None)],
+                 ("MCDropTrimmedLog.cfg", None), ("MCRepair.cfg", None), ("MCRepairDuringMigration.cfg", None)],
 }
 
 
@@ -176,7 +179,7 @@ def stage_counterexamples(out: dict) -> bool:
     from .counterexample import carry, variants
     ok = True
     for cfg in variants():
-        r = carry(cfg)
+        r = carry(cfg, svg=FAILURES / f"counterexample-{cfg}.svg")
         ok &= r.caught
         out.setdefault("counterexamples", []).append(r.as_dict())
         print(f"  {cfg}: " + (f"caught, {r.invariant} broken on the reference after TLC's {r.trace_length} steps "
@@ -206,8 +209,7 @@ def stage_assignment_machine(prof: settings, out: dict) -> bool:
 
 
 def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
-    from .machines import protocol_machine
-    from .transitions import of_module
+    from .machines import ALL_PROTOCOL_ACTIONS, protocol_machine
     counts, refusals = Counter(), Counter()
     res = run_machine(protocol_machine(counts=counts, refusals=refusals), prof, shrink=True)
     ok = not res["failed"]
@@ -216,7 +218,7 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     print(f"  protocol machine (fixed): {'FAILED: ' + res['error'] if res['failed'] else 'passed'} ({res['seconds']} s)")
     if res["failed"]:
         print("    " + "\n    ".join(res["steps"]))
-    _print_counts(counts, refusals, [t.name for t in of_module("SelectiveReplication")])
+    _print_counts(counts, refusals, ALL_PROTOCOL_ACTIONS)
     out["protocol_switches"] = []
     if profile == "ci":
         return ok
@@ -312,19 +314,21 @@ def _tuples(x):
     return tuple(_tuples(y) for y in x) if isinstance(x, list) else x
 
 
-def replay_explore_file(rec: dict) -> int:
+def replay_explore_file(rec: dict, seen: list) -> int:
     """Run a recorded SelectiveReplication failure's steps on a fresh reference and show the
     variable where it left the spec."""
     from .spec_model import load_model
     from .spec_system import REFUSED, SpecSystem
     from harness.tlc.values import to_json
     system = SpecSystem(load_model(rec["cfg"]), frozenset(rec["bugs"]))
+    seen.append(("Init", (), system.abstract()))
     for i, (a, p) in enumerate(rec["steps"], 1):
         try:
             got = system.step(a, _tuples(p))
         except REFUSED as e:
             print(f"  {i}. {a}{_tuples(p)} -> refused: {e}")
             return 1
+        seen.append((a, _tuples(p), system.abstract()))
         print(f"  {i}. {a}{_tuples(p)} -> {got}")
     var = rec.get("variable")
     print(f"{rec['kind']} ({rec.get('action')}): {var}")
@@ -333,14 +337,14 @@ def replay_explore_file(rec: dict) -> int:
     return 1
 
 
-def replay_walk_file(rec: dict) -> int:
+def replay_walk_file(rec: dict, seen: list) -> int:
     """A model machine's failing walk, on a fresh reference, with the same checks."""
     from .explore import spec_graph
     from .spec_model import load_model
     from .walk import WalkChecks, replay
     graph = spec_graph(*rec["graph"]) if rec["graph"] else None
     steps = [(a, _tuples(p)) for a, p in rec["steps"]]
-    n, failed = replay(WalkChecks(load_model(rec["cfg"]), graph), frozenset(rec["bugs"]), steps)
+    n, failed = replay(WalkChecks(load_model(rec["cfg"]), graph), frozenset(rec["bugs"]), steps, seen)
     for i, (a, p) in enumerate(steps[:n], 1):
         print(f"  {i}. {a}{p}")
     print(f"step {n}: {failed[1]}" if failed else "every step taken, every check holds")
@@ -369,21 +373,32 @@ def check_failure_file(path: str, rec) -> None:
         raise BadInput(f"{path}: cfg {rec['cfg']} is not a model in {cfg.parent}")
 
 
-def replay_file(path: str) -> int:
+def replay_file(path: str, svg: Path | None = None) -> int:
     rec = json.loads(Path(path).read_text())
     check_failure_file(path, rec)
     from .replay import model_constants, run_steps
+    seen: list = []
+    out = sys.stdout
     if rec.get("kind") == "model machine":
-        return replay_walk_file(rec)
-    if rec.get("module") == "SelectiveReplication":
-        return replay_explore_file(rec)
-    steps = [(a, _tuples(p)) for a, p in rec["steps"]]
-    constants = model_constants(rec["cfg"])
-    mismatch, violated = run_steps(rec["module"], constants, steps, None, frozenset(rec["bugs"]))
-    for i, (a, p) in enumerate(steps, 1):
-        print(f"  {i}. {a}{p}")
-    print(mismatch.describe() if mismatch else "the reference takes every step")
-    return 1 if mismatch else 0
+        code = replay_walk_file(rec, seen)
+    elif rec.get("module") == "SelectiveReplication":
+        code = replay_explore_file(rec, seen)
+    else:
+        steps = [(a, _tuples(p)) for a, p in rec["steps"]]
+        constants = model_constants(rec["cfg"])
+        mismatch, violated = run_steps(rec["module"], constants, steps, None, frozenset(rec["bugs"]), seen=seen)
+        for i, (a, p) in enumerate(steps, 1):
+            print(f"  {i}. {a}{p}")
+        print(mismatch.describe() if mismatch else "the reference takes every step")
+        code = 1 if mismatch else 0
+    if svg:
+        from harness.sequence import Step, render
+        what = rec.get("message") or rec.get("kind") or "replayed"
+        render([Step(a, tuple(p), state) for a, p, state in seen], svg,
+               f"{rec['cfg']} (switches: {', '.join(rec['bugs']) or 'none'}): conformance walk on the reference, "
+               f"{len(seen) - 1} of {len(rec['steps'])} steps", footer=f"{'failed' if code else 'held'}: {what}")
+        print(f"sequence diagram written to {svg}", file=out)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,11 +408,23 @@ def main(argv: list[str] | None = None) -> int:
     from harness.tlc.runner import TLCSetupError
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["replay"]:
-        usage = ("usage: python -m conformance replay FILE  (a failure file a conformance run wrote, "
-                 f"under {FAILURES}; it reruns the steps on the reference)")
+        usage = ("usage: python -m conformance replay FILE [--svg OUT.svg]  (a failure file a conformance run wrote, "
+                 f"under {FAILURES}; it reruns the steps on the reference; --svg draws them as a sequence diagram)")
         if argv[1:] in (["-h"], ["--help"]):
             print(usage)
             return 0
+        argv, svg = list(argv), None
+        if "--svg" in argv:
+            at = argv.index("--svg")
+            if at + 1 >= len(argv):
+                print(f"conformance replay: argument --svg: expected a file to write\n{usage}", file=sys.stderr)
+                return 2
+            try:
+                svg = output_file(argv[at + 1])
+            except argparse.ArgumentTypeError as e:
+                print(f"conformance replay: argument --svg: {e}", file=sys.stderr)
+                return 2
+            del argv[at:at + 2]
         if len(argv) != 2:
             print(usage, file=sys.stderr)
             return 2
@@ -410,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"conformance replay: {argv[1]} is not a failure file (not JSON: {e})", file=sys.stderr)
             return 2
-        return run_main("conformance replay", lambda: replay_file(argv[1]), environment=(TLCSetupError,))
+        return run_main("conformance replay", lambda: replay_file(argv[1], svg), environment=(TLCSetupError,))
     ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
     ap.add_argument("--report", type=output_file, help="write the JSON report here")

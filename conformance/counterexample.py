@@ -49,13 +49,16 @@ class Carried:
         return {**self.__dict__, "steps": [f"{a}{tuple(p)}" for a, p in self.steps], "caught": self.caught}
 
 
-def _follow(model, bugs, trace) -> tuple[list, str, SpecSystem]:
+def _follow(model, bugs, trace, seen: list | None = None) -> tuple[list, str, SpecSystem]:
     """Take the trace's steps on a fresh reference; returns the steps taken and, when it could not
-    go on, why."""
+    go on, why. `seen` gets (action, args, the reference's state) for "Init" and each step taken."""
     system = SpecSystem(model, bugs)
-    diff = first_difference(project(trace[0].state), system.abstract())
+    start = system.abstract()
+    diff = first_difference(project(trace[0].state), start)
     if diff:
         return [], f"initial state differs in {diff[0]}", system
+    if seen is not None:
+        seen.append(("Init", (), start))
     steps = []
     for n, state in enumerate(trace[1:], 1):
         want = project(state.state)
@@ -69,6 +72,8 @@ def _follow(model, bugs, trace) -> tuple[list, str, SpecSystem]:
                 continue
             if got == want:
                 steps.append((action, args))
+                if seen is not None:
+                    seen.append((action, args, got))
                 break
             near = near or first_difference(want, got)
         else:
@@ -79,7 +84,8 @@ def _follow(model, bugs, trace) -> tuple[list, str, SpecSystem]:
     return steps, "", system
 
 
-def carry(cfg: str, timeout: float = 900) -> Carried:
+def carry(cfg: str, timeout: float = 900, svg: Path | None = None) -> Carried:
+    """`svg`: draw the reference's steps (with the switch) as a sequence diagram there."""
     model = load_model(cfg)
     t0 = time.perf_counter()
     m = next(x for x in json.loads((SPEC / "models.json").read_text())["models"] if x["config"] == cfg)
@@ -90,8 +96,16 @@ def carry(cfg: str, timeout: float = 900) -> Carried:
         return Carried(cfg, None, [], 0, False, False, "", tlc_seconds, tlc_seconds,
                        f"TLC did not report an invariant violation ({result.outcome})")
     trace = result.trace
-    steps, stuck, system = _follow(model, model.bugs, trace)
+    seen: list = []
+    steps, stuck, system = _follow(model, model.bugs, trace, seen)
     broken = not stuck and not invariants(system.abstract(), model).get(result.violated, True)
+    if svg and seen:
+        from harness.sequence import Step, render
+        render([Step(a, tuple(p), state) for a, p, state in seen], svg,
+               f"{cfg} (switches: {', '.join(sorted(model.bugs))}): TLC's counterexample carried to the reference, "
+               f"{len(seen) - 1} of {len(trace) - 1} steps",
+               footer=(f"{result.violated} broken on the reference" if broken else
+                       f"{result.violated} holds on the reference" if not stuck else f"stuck: {stuck[:120]}"))
     fixed_steps, fixed_stuck, fixed = _follow(model, frozenset(), trace)
     if fixed_stuck:
         without = f"cannot follow: {fixed_stuck}"

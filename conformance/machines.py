@@ -17,6 +17,10 @@ Whole protocol under one TLC model's constants (model_machine): the precondition
 Assignment; each step must be an edge of the graph of the same constants with no switch on, and
 the cfg's invariants must hold after it (conformance/walk.py WalkChecks).
 
+PR #102244's design under one of its models' constants (pr_machine): the precondition as for
+Assignment, over conformance/pr_system.py (PR102244.tla) or pr_whole_system.py (PR102244Whole.tla's
+first INSERT); every invariant of the spec evaluated on the reference after each step.
+
 Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
 """
 
@@ -136,7 +140,10 @@ PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCom
                        "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv")
 
 
-ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication")]
+# The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and
+# the repair (DropReplica, RepairStart: F20) are driven by the model machines and the replays
+# (conformance/spec_system.py) under the repair models' bounds, not here.
+ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.name in ProtocolSystem.PARAMS]
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
                  "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
                  "ReplicaSelectMerge", "ClientStartQuery"]
@@ -200,7 +207,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                 self._inv = self.system.invariants()
             return self._inv[name]
 
-    for t in of_module("SelectiveReplication"):
+    for name in ALL_PROTOCOL_ACTIONS:
         def make(name):
             def step(self, choice):
                 options = self.enabled(name)
@@ -209,7 +216,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                 self.take(name, params)
             _name(step, name)
             return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
-        setattr(ProtocolMachine, t.name, make(t.name))
+        setattr(ProtocolMachine, name, make(name))
 
     for name in PROTOCOL_INVARIANTS:
         def make_inv(name):
@@ -333,3 +340,92 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     _name(check, "SpecInvariants")
     ModelMachine.SpecInvariants = invariant()(check)
     return ModelMachine
+
+
+# --- PR #102244's design under one of its TLC models' constants ---------------------------------
+def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None,
+               walks: list | None = None):
+    """The reference's PR #102244 design (reference/pr102244/) under the constants of spec/{cfg}, a
+    model of PR102244.tla (conformance/pr_system.py) or a first-INSERT model of PR102244Whole.tla
+    (pr_whole_system.py), with the cfg's switches unless `bugs` is given. One rule per action of
+    the system (the spec's names); precondition, as model_machine's: some instance of it changes
+    the reference's state here (each tried on a snapshot and taken back); the rule takes one. After
+    every step, every invariant of the spec module, evaluated on the reference's state by
+    reference/pr102244/invariants.py (PRSystem.invariants). `walks`: each failing walk is appended,
+    as (action, args) steps. The model's bounds (MaxFails, MaxQueries, ...) are the system's guards;
+    a state with no step left stutters."""
+    from .pr_counterexample import design_of
+    from .pr_system import ACTIONS as PR_ACTIONS, PRSystem
+    from .pr_whole_system import ACTIONS as WHOLE_ACTIONS
+    _, read_constants, system_cls, _ = design_of(cfg)
+    constants = read_constants(cfg)
+    actions = [a for a in (PR_ACTIONS if system_cls is PRSystem else WHOLE_ACTIONS)
+               if a not in ("CoordinatorCrash", "TakeOver")]   # not implemented by the systems (pr_system.py)
+    counts = Counter() if counts is None else counts
+
+    class PRMachine(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.system = system_cls(constants, bugs)
+            self.walk: list = []
+            self._enabled = None
+            self._state = None
+
+        # Swarm testing, as protocol_machine: each run leaves out a few actions (a run that never
+        # fails a migration, or never refreshes a cache, reaches the SWITCH and the stale-cache
+        # states a uniform choice rarely does); a left-out action still runs when nothing else can.
+        swarm_out: frozenset = frozenset()
+
+        @initialize(out=st.sets(st.sampled_from(actions), max_size=3))
+        def swarm(self, out):
+            self.swarm_out = frozenset(out)
+            note(f"left out this run: {sorted(out)}")
+
+        def allowed(self, name: str) -> bool:
+            en = self.enabled()
+            if not en.get(name):
+                return False
+            return name not in self.swarm_out or not any(en.get(a) for a in actions if a not in self.swarm_out)
+
+        def state(self) -> dict:
+            if self._state is None:
+                self._state = self.system.abstract()
+            return self._state
+
+        def enabled(self) -> dict:
+            if self._enabled is None:
+                here, snap = self.state(), self.system.snapshot()
+                out: dict = {}
+                for action, args in self.system.instances():
+                    got = self.system.attempt(snap, action, args)
+                    if got is not None and got != here:  # a step that changes nothing is a stutter
+                        out.setdefault(action, []).append(args)
+                self.system.restore(snap)
+                self._enabled = out
+            return self._enabled
+
+    for name in actions:
+        def make(name):
+            def step(self, choice):
+                options = self.enabled()[name]
+                args = options[choice % len(options)]
+                note(f"{name}{args}")
+                self.system.step(name, args)
+                self.walk.append((name, args))
+                counts[name] += 1
+                self._enabled = self._state = None
+            _name(step, name)
+            return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
+        setattr(PRMachine, name, make(name))
+
+    PRMachine.Stutter = precondition(lambda self: not self.enabled())(rule()(lambda self: None))
+
+    def check(self):
+        broken = {k: v for k, v in self.system.invariants().items() if v}
+        if broken:
+            if walks is not None:
+                walks.append(list(self.walk))
+            raise ConformanceFailure("; ".join(f"{k}: {v}" for k, v in sorted(broken.items())))
+    _name(check, "SpecInvariants")
+    PRMachine.SpecInvariants = invariant()(check)
+    return PRMachine

@@ -1,5 +1,7 @@
-"""PR #102244's findings (spec/FINDINGS.md PR-F1..PR-F4): each failing model's TLC counterexample
-carried, action by action, to the reference's PR design (reference/pr102244/).
+"""PR #102244's findings (spec/FINDINGS.md PR-F1..PR-F5, and O7's other reading): each failing
+model's TLC counterexample carried, action by action, to the reference's PR design
+(reference/pr102244/). PR102244.tla's models through conformance/pr_system.py, the first-INSERT
+models of PR102244Whole.tla through conformance/pr_whole_system.py.
 
 For each state of TLC's trace, the reference's step with the trace's action (any parameters)
 whose abstract state (conformance/pr_system.py) equals the spec's next state. With the model's
@@ -18,6 +20,7 @@ from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
 
 from .explore import first_difference
 from .pr_system import PRSystem, model_constants
+from .pr_whole_system import LABELS, PRWholeSystem, whole_constants
 from .stategraph import SPEC
 
 # failing model -> (finding, the switch the finding's fixed model turns off)
@@ -27,7 +30,16 @@ FINDINGS = {
     "MCPR102244_source_stops_at_switch_query.cfg": ("PR-F2", "source_stops_at_switch"),
     "MCPR102244_switch_fresh_version.cfg": ("PR-F3", "switch_fresh_version"),
     "MCPR102244_filter_cached.cfg": ("PR-F4", "complete_without_rescan"),
+    "MCPR102244Whole_FirstInsert_filter_negative_cache.cfg": ("PR-F5", "filter_negative_cache"),
+    "MCPR102244Whole_FirstInsert_retry_new_block_id.cfg": ("O7", "retry_new_block_id"),
 }
+
+
+def design_of(cfg: str):
+    """The TLA+ module, the constants reader, the system and TLC's step labels of a cfg's model."""
+    if cfg.startswith("MCPR102244Whole"):
+        return "MCPR102244Whole.tla", whole_constants, PRWholeSystem, LABELS
+    return "MCPR102244.tla", model_constants, PRSystem, {}
 
 
 @dataclass
@@ -54,11 +66,12 @@ class CarriedPR:
         return {**self.__dict__, "steps": [f"{a}{tuple(p)}" for a, p in self.steps], "caught": self.caught}
 
 
-def follow(constants: dict, bugs: frozenset[str], trace, like: list = ()) -> tuple[list, str, PRSystem]:
+def follow(constants: dict, bugs: frozenset[str], trace, like: list = (), system_cls=PRSystem,
+           labels: dict = {}) -> tuple[list, str, PRSystem]:
     """Take the trace's steps on a fresh reference; the steps taken and, when it could not go
     on, where and why: the first differing variable of the state the same step as in `like`
     (the run with the switch) reaches, or of the first instance the reference takes."""
-    system = PRSystem(constants, bugs, coordinator=trace[0].state["coord"].name)
+    system = system_cls(constants, bugs, coordinator=trace[0].state["coord"].name)
     diff = first_difference(trace[0].state, system.abstract())
     if diff:
         return [], f"initial state differs in {diff[0]}: spec {diff[1]}, reference {diff[2]}", system
@@ -66,7 +79,7 @@ def follow(constants: dict, bugs: frozenset[str], trace, like: list = ()) -> tup
     for n, state in enumerate(trace[1:], 1):
         snap, near = system.snapshot(), None
         for action, args in system.instances():
-            if action != state.action:
+            if action not in labels.get(state.action, (state.action,)):
                 continue
             got = system.attempt(snap, action, args)
             if got is None:
@@ -78,7 +91,8 @@ def follow(constants: dict, bugs: frozenset[str], trace, like: list = ()) -> tup
                 near = first_difference(state.state, got)
         else:
             system.restore(snap)
-            why = f"step {n} ({state.action})"
+            label = state.action + (f": {' or '.join(labels[state.action])}" if state.action in labels else "")
+            why = f"step {n} ({label})"
             return steps, why + (f": nearest differs in {near[0]}: spec {near[1]}, reference {near[2]}" if near else
                                  ": the reference refuses every instance"), system
     return steps, "", system
@@ -86,20 +100,22 @@ def follow(constants: dict, bugs: frozenset[str], trace, like: list = ()) -> tup
 
 def carry(cfg: str, timeout: float = 300) -> CarriedPR:
     finding, switch = FINDINGS[cfg]
-    constants = model_constants(cfg)
+    module, read_constants, system_cls, labels = design_of(cfg)
+    constants = read_constants(cfg)
     t0 = time.perf_counter()
-    result = run_tlc(SPEC / "MCPR102244.tla", SPEC / cfg, workers=1, check_deadlock=False, timeout_s=timeout)
+    result = run_tlc(SPEC / module, SPEC / cfg, workers=1, check_deadlock=False, timeout_s=timeout)
     r = CarriedPR(cfg, finding, switch, result.violated, tlc_seconds=round(time.perf_counter() - t0, 1))
     if result.outcome != INVARIANT_VIOLATED or not result.trace:
         r.stuck = f"TLC did not report an invariant violation ({result.outcome})"
         return r
     trace = result.trace
     r.trace_length = len(trace) - 1
-    r.steps, r.stuck, system = follow(constants, constants["bugs"], trace)
+    r.steps, r.stuck, system = follow(constants, constants["bugs"], trace, (), system_cls, labels)
     r.followed = not r.stuck
     if r.followed:
         r.violations = system.invariants()[result.violated]
-    fixed_steps, fixed_stuck, fixed = follow(constants, constants["bugs"] - {switch}, trace, r.steps)
+    fixed_steps, fixed_stuck, fixed = follow(constants, constants["bugs"] - {switch}, trace, r.steps, system_cls,
+                                             labels)
     if fixed_stuck:
         r.without_switch, r.without_switch_caught = f"cannot follow {fixed_stuck}", True
     else:

@@ -120,20 +120,23 @@ class PRSystem(Attempts):
             register_replica(k, LAYOUT, r)
             k.multi([set_count(LAYOUT, r, 0, -1)])
             self.reps[r] = PRReplica(r, k, LAYOUT, self.stores[r], self.stores, self.bugs, readings=self.readings)
-        # Init: the partition's assignment, as the first INSERT's ensurePartitionAssignment makes it
-        # (the rf lowest counts, ties by name); the model's InitOwners must be that choice.
-        a = ensure_partition_assignment(self.admin, LAYOUT, P, constants["rf"])
-        if set(a.owners) != set(constants["init_owners"]):
-            raise ValueError(f"ensurePartitionAssignment picks {a.owners}, the model starts on "
-                             f"{sorted(constants['init_owners'])}")
-        for rep in self.reps.values():
-            rep.refresh_view(P)
+        self._init_assignment()
         self.coord: str | None = coordinator
         self.committed: set[int] = set()
         self.aux = {"fails": 0, "crashes": 0, "queries": 0}
         self.missed = False
         self.block_of: dict[str, int] = {}     # part name -> the block (INSERT id) it holds
         self.ended: dict[int, dict] = {}       # DONE / FAILED migrations: the spec's record, kept
+
+    def _init_assignment(self) -> None:
+        """Init: the partition's assignment, as the first INSERT's ensurePartitionAssignment makes
+        it (the rf lowest counts, ties by name); the model's InitOwners must be that choice."""
+        a = ensure_partition_assignment(self.admin, LAYOUT, P, self.c["rf"])
+        if set(a.owners) != set(self.c["init_owners"]):
+            raise ValueError(f"ensurePartitionAssignment picks {a.owners}, the model starts on "
+                             f"{sorted(self.c['init_owners'])}")
+        for rep in self.reps.values():
+            rep.refresh_view(P)
 
     def close(self) -> None:
         pass  # all in memory
@@ -197,19 +200,28 @@ class PRSystem(Attempts):
         return Fn({**d, "ver": a.version} if version else d)
 
     def abstract(self) -> dict:
+        return {**self._assignment_vars(), **self._rest()}
+
+    def _assignment_vars(self) -> dict:
+        """asg, aver, counts and view (pr_whole_system.py reads them for PR102244Whole's models)."""
         mv = ModelValue
         a = read_assignment(self.admin, LAYOUT, P)
-        nodes = self.ensemble.nodes
         return {
             "asg": self._assignment(a, version=False), "aver": a.version,
             "counts": Fn({mv(r): read_count(self.admin, LAYOUT, r)[0] for r in self.names}),
+            "view": Fn({mv(r): self._assignment(self.reps[r].cache[P], version=True) for r in self.names}),
+        }
+
+    def _rest(self) -> dict:
+        """The variables read the same way whether or not the partition has an assignment node."""
+        mv, nodes = ModelValue, self.ensemble.nodes
+        return {
             "mig": seq_or_fn({m: Fn(self._mig(m)) for m in self.c["mig_ids"]}),
             "coord": mv(self.coord) if self.coord else NONE,
             "log": tuple(self._block(e.new_part_name) for e in self._log()),
             "ptr": Fn({mv(r): int(nodes[LAYOUT.log_pointer(r)].value) for r in self.names}),
             "queue": Fn({mv(r): frozenset(self._block(e.new_part_name) for _, e in self._queue(r)) for r in self.names}),
             "parts": Fn({mv(r): self._rows(r) for r in self.names}),
-            "view": Fn({mv(r): self._assignment(self.reps[r].cache[P], version=True) for r in self.names}),
             "committed": frozenset(self.committed),
             "aux": Fn(self.aux),
             "inv_missed": self.missed,
@@ -342,4 +354,4 @@ class PRSystem(Attempts):
         ptr = int(self.ensemble.nodes[LAYOUT.log_pointer(r)].value)
         a = read_assignment(self.admin, LAYOUT, P)
         ahead = [e for e in self._log()[ptr:] if self._block(e.new_part_name) == b]
-        return any(self.reps[r].keeps(e) or r in a.keepers() for e in ahead)
+        return any(self.reps[r].keeps(e) or (a is not None and r in a.keepers()) for e in ahead)

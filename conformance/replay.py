@@ -75,15 +75,19 @@ def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None
 
 
 def run_steps(module: str, constants: dict, steps: list[tuple[str, tuple]], expected: list[dict] | None = None,
-              bugs: frozenset[str] | None = None, invariants: list[str] = ()) -> tuple[Mismatch | None, tuple | None]:
+              bugs: frozenset[str] | None = None, invariants: list[str] = (),
+              seen: list | None = None) -> tuple[Mismatch | None, tuple | None]:
     """Run steps on a fresh reference system; compare with expected states when given, and
     evaluate the named spec invariants on the reference's state after each step. Returns the
-    mismatch (or None) and the first violated invariant as (name, steps to it) (or None)."""
+    mismatch (or None) and the first violated invariant as (name, steps to it) (or None).
+    `seen`, when given, gets (action, params, state) for "Init" and after each step taken."""
     cls = SYSTEMS[module]
     system = cls(constants["replicas"], constants["partitions"], constants["rf"],
                  constants["bugs"] if bugs is None else bugs)
     violated = None
     try:
+        if seen is not None:
+            seen.append(("Init", (), system.abstract()))
         if expected:
             diff = first_difference(expected[0], system.abstract())
             if diff:
@@ -94,6 +98,8 @@ def run_steps(module: str, constants: dict, steps: list[tuple[str, tuple]], expe
             except Exception as e:  # the reference refused a step the spec takes, or broke
                 return Mismatch(steps[:i + 1], "", None, None, f"{type(e).__name__}: {e}"), violated
             got = system.abstract()
+            if seen is not None:
+                seen.append((action, params, got))
             if invariants and violated is None:
                 holds = cls.invariants(got, constants["rf"])
                 bad = [n for n in invariants if not holds.get(n, True)]

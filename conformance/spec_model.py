@@ -191,10 +191,13 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
     done = [at(qry, q) for q in m.queries if at(qry, q)["st"] == "done"]
     in_flight = [p for p in P if at(mig, p)["st"] in ("clone", "switched", "cancelling")]
 
+    gone = s.get("gone", frozenset())
+
     def rf_ok(p):
         a, st = at(asg, p), at(mig, p)["st"]
         return a["version"] == ABSENT or (
-            len(a["owners"]) == m.rf and (a["target"] != NONE) == (st == "clone")
+            m.rf - len(gone) <= len(a["owners"]) <= m.rf and not keepers(a) & gone
+            and (a["target"] != NONE) == (st == "clone")
             and (a["leaving"] != NONE) == (st == "cancelling" or st == "switched"
                                            and "source_stops_at_switch" not in m.bugs))
 
@@ -213,7 +216,7 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
         return at(s["meta"], r)["alters"] + sum(e["type"] == "ALTER" for e in at(queue, r)) == passed
 
     return {
-        "TypeOKInv": s["active"] <= frozenset(R) and all(0 <= at(s["ptr"], r) <= len(v.log) for r in R),
+        "TypeOKInv": s["active"] <= frozenset(R) and not gone & s["active"] and all(0 <= at(s["ptr"], r) <= len(v.log) for r in R),
         "ReplicationFactorInv": all(rf_ok(p) for p in P),
         "NoAckedBlockLostInv": all(any(v.has_block(r, i) for r in R) for i in acked),
         "OwnersCompleteInv": all(v.has_block(o, i) or v.in_flight_to(o, i)

@@ -35,6 +35,7 @@ from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition
 from reference.rebalance import RebalanceError, system_rebalance
 from reference.recovery import replica_clone_if_lost
+from reference.repair import drop_replica, repair_start
 from reference.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
 from reference.mutations import owed
 from reference.registration import create_table_znodes, declare_replicas, register_replica
@@ -157,6 +158,9 @@ class SpecSystem(Attempts):
         # (the log index the next INSERT would take when it was issued)
         self.mutation_k: dict = {}
         self.muts_k: list[int] = []   # the spec's muts: each mutation's number, in creation order
+        # Replicas SYSTEM DROP REPLICA removed: what the spec keeps of them (DropReplica leaves ptr,
+        # meta and lost as they were; their Keeper subtree and disk are gone here).
+        self.gone: dict[str, dict] = {}
         self._init_blocks()
 
     @staticmethod
@@ -207,10 +211,11 @@ class SpecSystem(Attempts):
                 {i: dict(x) for i, x in self.ins.items()},
                 {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in self.qry.items()},
                 set(self.acked), self.read_cleaned, dict(self.counts), dict(self.writer), dict(self.hashes),
-                dict(self.mutation_k), list(self.muts_k), dict(self.log_seen))
+                dict(self.mutation_k), list(self.muts_k), dict(self.log_seen), dict(self.gone))
 
     def restore(self, snap) -> None:
-        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes, mutation_k, muts_k, log_seen = snap
+        ens, stores, reps, ins, qry, acked, cleaned, counts, writer, hashes, mutation_k, muts_k, log_seen, gone = snap
+        self.gone = dict(gone)
         self.ensemble.restore(ens)
         for r, s in stores.items():
             self.stores[r].restore(s)
@@ -293,6 +298,9 @@ class SpecSystem(Attempts):
         ptr, queue, parts, meta = {}, {}, {}, {}
         for r in self.names:
             mr = self.mv[r]
+            if r in self.gone:
+                ptr[mr], queue[mr], parts[mr], meta[mr] = self.gone[r]["ptr"], frozenset(), frozenset(), self.gone[r]["meta"]
+                continue
             ptr[mr] = int(nodes[LAYOUT.log_pointer(r)].value)
             q = set()
             for n in self._children(LAYOUT.queue(r)):
@@ -314,20 +322,22 @@ class SpecSystem(Attempts):
         mig = {}
         for p, pid in self.pid.items():
             x = read_migration(self.admin, LAYOUT, pid)[0]
-            mig[p] = Fn({"st": x["state"], "src": self.mv[x["src"]], "dst": self.mv[x["dst"]],
+            mig[p] = Fn({"st": x["state"], "src": self.mv.get(x["src"], NONE), "dst": self.mv[x["dst"]],
                          "coord": self.mv[x["coord"]], "fetched": x["fetched"]} if x else
                         {"st": "none", "src": NONE, "dst": NONE, "coord": NONE, "fetched": False})
         return {
             "active": active, "asg": seq_or_fn(asg), "cache": seq_or_fn(cache), "log": log,
             "ptr": seq_or_fn(ptr), "queue": seq_or_fn(queue), "parts": seq_or_fn(parts), "meta": seq_or_fn(meta),
             "dedup": dedup, "muts": self._muts(), "trimmed": trimmed,
-            "lost": frozenset(self.mv[r] for r in self.names if nodes[LAYOUT.is_lost(r)].value == b"1"),
+            "lost": frozenset(self.mv[r] for r in self.names
+                              if (self.gone[r]["lost"] if r in self.gone else nodes[LAYOUT.is_lost(r)].value == b"1")),
             "mig": seq_or_fn(mig),
             "ins": seq_or_fn({i: Fn({"st": x["st"], "at": self.mv.get(x["at"], NONE), "tries": x["tries"]})
                               for i, x in self.ins.items()}),
             "qry": seq_or_fn({q: Fn({k: v for k, v in x.items() if k != "query"}) for q, x in self.qry.items()}),
             "inv_acked": frozenset(self.acked), "inv_read_cleaned": self.read_cleaned,
             "aux_counts": Fn(self.counts),
+            "gone": frozenset(self.mv[r] for r in self.gone),
         }
 
     def _muts(self) -> tuple:
@@ -357,7 +367,9 @@ class SpecSystem(Attempts):
                 rep, pid = self.reps[r], self.pid[self.mv[p]]
                 muts = rep.mutations()
                 out += [("ReplicaSelectMutation", (r, p, str(n))) for n in rep.store.names(pid) if owed(n, muts)]
-        out += [("ReplicaRestart", (r, choice)) for r in R if r not in self.reps for choice in self._clone_choices(r)]
+        out += [("ReplicaRestart", (r, choice)) for r in R if r not in self.reps and r not in self.gone
+                for choice in self._clone_choices(r)]
+        out += [("DropReplica", (r,)) for r in R if r not in self.reps and r not in self.gone]
         out.append(("CleanupClearOldLogs", ()))
         out += [("CleanupClearOldBlocks", (i,)) for i in m.inserts]
         for i, x in self.ins.items():
@@ -381,6 +393,7 @@ class SpecSystem(Attempts):
             out += [("ReplicaTakeOverMigration", (p, r)) for r in R]
             out += [("ReplicaCleanupForDownLeaver", (p, r)) for r in up]
             out += [("AdminReassign", (p, s, d)) for s in R for d in R]
+            out += [("RepairStart", (p, c, d)) for c in up for d in up]
         out.append(("AdminRebalance", ()))
         return out
 
@@ -612,6 +625,24 @@ class SpecSystem(Attempts):
         admin_reassign(self.admin, LAYOUT, self.pid[self.mv[p]], dst, src, self.m.bounds["MaxConcurrentMigrations"])
         self.counts["migrations"] += 1
         return f"{src}->{dst}"
+
+    def _DropReplica(self, r):
+        """SYSTEM DROP REPLICA of a replica that is down: repair.drop_replica, and its disk goes."""
+        if r in self.reps or r in self.gone:
+            raise GuardFailed("DropReplica", f"{r} is up or already dropped")
+        if len(self.gone) >= self.m.bounds.get("MaxReplicaDrops", 0):
+            raise GuardFailed("MaxReplicaDrops", "drops bound reached")
+        before, mr = self.abstract(), self.mv[r]
+        kept = {"ptr": at(before["ptr"], mr), "lost": mr in before["lost"], "meta": at(before["meta"], mr)}
+        drop_replica(self.admin, LAYOUT, r)
+        self.gone[r] = kept
+        for n in list(self.stores[r].names()):
+            self.stores[r].remove(n)
+        return "dropped"
+
+    def _RepairStart(self, p, c, dst):
+        repair_start(self.admin, LAYOUT, self.pid[self.mv[p]], c, dst, self.m.bounds["MaxConcurrentMigrations"])
+        return f"repair {c}: ->{dst}"
 
     def _AdminRebalance(self):
         """SYSTEM REBALANCE starting one move (the spec's AdminRebalance is one move)."""

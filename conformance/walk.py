@@ -37,13 +37,16 @@ class WalkChecks:
         return (bad[0], f"{bad[0]} violated") if bad else None
 
 
-def replay(checks: WalkChecks, bugs, steps: list) -> tuple[int, tuple[str, str] | None]:
+def replay(checks: WalkChecks, bugs, steps: list, seen: list | None = None) -> tuple[int, tuple[str, str] | None]:
     """Take `steps` on a fresh reference: how many were taken, and the first failure. A refused
     step fails as ("refused", ...); one that raises anything else as ("raised", ...): in a
     sub-walk a step's argument can name what no longer exists (a queue entry's znode is named by
-    a sequence number that earlier steps set)."""
+    a sequence number that earlier steps set). `seen`, when given, gets (action, args, state) for
+    the initial state ("Init") and after each step taken (for a picture of the walk)."""
     system = SpecSystem(checks.model, bugs)
     state = system.abstract()
+    if seen is not None:
+        seen.append(("Init", (), state))
     for n, (action, args) in enumerate(steps, 1):
         try:
             system.step(action, args)
@@ -52,6 +55,8 @@ def replay(checks: WalkChecks, bugs, steps: list) -> tuple[int, tuple[str, str] 
         except Exception as e:  # noqa: BLE001 - reported, not hidden: the caller sees what raised
             return n, ("raised", f"{action}{args} raised {type(e).__name__}: {e}")
         after = system.abstract()
+        if seen is not None:
+            seen.append((action, args, after))
         failed = checks.step(state, action, after) or checks.broken(after)
         if failed:
             return n, failed

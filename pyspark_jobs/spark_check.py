@@ -90,14 +90,16 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     switch that loses rows must be caught, each agreeing with the in-process oracle."""
     from pyspark_jobs.workloads import reference_history
     cases = [(seed, frozenset()) for seed in ((1, 2) if scale == "small" else (1, 2, 3, 4))]
-    cases.append((1, frozenset({"source_stops_at_switch", "cleanup_no_delay"})))
+    # Seed 2: one where the switches do lose rows (65 violations by the oracle; seeds 1, 3 and 6
+    # happen not to since inserts go only to serving replicas), as tests/pyspark uses.
+    cases.append((2, frozenset({"source_stops_at_switch", "cleanup_no_delay"})))
     results, ok = [], True
     with tempfile.TemporaryDirectory() as d:
         for seed, bugs in cases:
             folder = Path(d) / f"seed{seed}-{'-'.join(sorted(bugs)) or 'fixed'}"
             say(f"spark-check: reference run seed {seed} {sorted(bugs) or '(fixed protocol)'} ...")
             # The broken run keeps the small scenario whatever the scale: its seed is one where
-            # the switch does lose rows (at the large scale, seed 1 happens not to), and the
+            # the switch does lose rows (at the large scale, seed 2 may not), and the
             # point is that Spark finds what is there.
             run = reference_history(folder, seed, "small" if bugs else scale, bugs)
             res = check_folder(spark, run["history"], sample)
@@ -116,8 +118,10 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
 
 # Racing profiles (reference/races.py) on the fixed protocol, and switches the job must catch on
 # them (pyspark_jobs/teeth.py); the large scale runs every tooth.
-RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0)],
-                "switches": ["filter_with_stale_cache", "cleanup_no_delay", "clone_lost_replica_from_one_peer"]}
+# `losing` is a permanent loss with its repair (SYSTEM DROP REPLICA, F20), fixed and with the naive repair.
+RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0), ("losing", 0)],
+                "switches": ["filter_with_stale_cache", "cleanup_no_delay", "clone_lost_replica_from_one_peer",
+                             "repair_without_clone"]}
 
 
 def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dict]) -> bool:

@@ -38,6 +38,7 @@ TEETH = [
     Tooth("allow_short_assignment", "thin", 1, "ReplicationFactorInv", long=True),
     Tooth("source_stops_at_switch", "switching", 0, "QueryNoMissingInv", long=True),
     Tooth("insert_without_assignment_check", "churn", 6, "QueryNoMissingInv", long=True),
+    Tooth("repair_without_clone", "losing", 0, "OwnersCompleteInv", long=True),
 ]
 
 # Switches no history of these workloads can show, and why (a gap, reported in the README).

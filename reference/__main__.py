@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException
 from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
                               positive_float, run_main, zk_address, znode_path)
 
-from .assignment import GuardFailed
+from .assignment import GuardFailed, selective_assignments_rows
 from .bugs import UnknownSwitch
 from .cli_checks import check_gantt, check_run, switches
 from .cluster import Cluster
@@ -40,7 +40,7 @@ from .oracle import violations
 from .races import UnknownProfile
 from .parts import BadPart
 from .registration import LeftoverRoot, RootInUse
-from .system_tables import all_tables
+from .system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from .table import BadPartitionId, Table, TableDefinitionError
 from .workload import WORKLOAD, blocks
 
@@ -80,6 +80,30 @@ def print_table(title: str, rows: list[dict], out) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)), file=out)
 
 
+def check_format(a: argparse.Namespace) -> None:
+    """--format tsv and jsoneachrow are a stream of one table's rows (TSVWithNames, JSONEachRow), as
+    clickhouse-local reads them: --show names that table."""
+    a.json = a.format == "json"
+    if a.format in ONE_TABLE_FORMATS:
+        if getattr(a, "design", "rfc") != "rfc":
+            raise BadInput(f"--format {a.format}: the {a.design} design's run prints text or json")
+        if len(a.show) != 1:
+            raise BadInput(f"--format {a.format} prints one table, for clickhouse-local: name it with --show "
+                           f"(one of {', '.join(TABLES)}), not {len(a.show)}")
+
+
+def show_tables(tables: dict, names: list[str], fmt: str, out) -> None:
+    """The system tables as aligned text on `out`, or one table's rows on stdout (tsv, jsoneachrow)."""
+    for name in names:
+        if fmt == "tsv":
+            sys.stdout.write(to_tsv(tables[name], name))
+        elif fmt == "jsoneachrow":
+            sys.stdout.write(to_json_each_row(tables[name]))
+        else:
+            print_table(name, tables[name], out)
+    sys.stdout.flush()
+
+
 def _cell(v) -> str:
     if v is None:
         return "-"
@@ -89,6 +113,7 @@ def _cell(v) -> str:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    check_format(a)
     if a.reading and a.design != "pr102244":
         raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
     bugs = switches(a.bug, a.design)
@@ -96,7 +121,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     reassigns = check_run(a)
     if a.zk:
         keeper_reachable(a.zk)
-    out = sys.stderr if a.json else sys.stdout
+    out = sys.stdout if a.format == "text" else sys.stderr   # stdout: the document or the rows alone
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:
@@ -138,9 +163,16 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         c.settle()
         for r in a.crash or []:
             c.crash_replica(r)
+        for r in a.lose or []:   # a permanent loss: the replica crashes and is dropped for good (F20)
+            c.crash_replica(r)
+            c.drop_replica(r)
         for k in range(a.add_replicas):
             c.add_replica(f"r{a.replicas + k + 1}")
         during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
+        before = selective_assignments_rows(c.admin, c.layout) if a.placement_chart else None
+        if a.lose and not a.rebalance:
+            repairs = c.repair_all(interleave=during)
+            progress(f"REPAIR done: {len(repairs)} partitions back to replication factor {a.replication_factor}")
         for p, dst in reassigns:
             c.reassign(p, dst)
             progress(f"REASSIGN {p} TO {dst}: CLONE started")
@@ -154,14 +186,23 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
             progress(f"REBALANCE done: {len(moves)} moves")
         problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
         tables = all_tables(c.admin, c.layout, c.stores)
+        if a.placement_chart:
+            from . import placement_chart
+            names = sorted(c.replicas)
+            shown = placement_chart.draw(
+                placement_chart.owners_by_replica(before, names),
+                placement_chart.owners_by_replica(tables["system.selective_assignments"], names), a.placement_chart,
+                f"partitions per replica before and after {'REBALANCE' if a.rebalance else 'REASSIGN'} "
+                f"({a.replicas} + {a.add_replicas} replicas, RF {a.replication_factor}, seed {a.seed})")
+            moved = sum(len(x["arrived"]) for x in shown["per_replica"].values())
+            progress(f"placement chart written to {a.placement_chart}: {moved} partition copies moved")
         if a.json:
             json.dump({"tables": tables, "inserts": statuses, "queries": c.queries, "steps": c.step,
                        "violations": problems, "data": str(data) if a.data or a.keep else None},
                       sys.stdout, indent=1, default=str)
             print()
         else:
-            for name in a.show:
-                print_table(name, tables[name], out)
+            show_tables(tables, a.show, a.format, out)
             print(f"\nhistory check: {len(problems)} violations" + "".join(f"\n  {p}" for p in problems[:20]), file=out)
         return 1 if problems else 0
     finally:
@@ -184,7 +225,7 @@ def claim(a: argparse.Namespace, connect):
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|lossy|thin|switching|churn: the profile's seeded loop (reference/races.py) instead of
+    """--profile racing|stale|lossy|thin|switching|churn|losing: the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
     from .races import profile_of, race, racing_cluster
@@ -212,6 +253,7 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
 
 
 def cmd_tables(a: argparse.Namespace) -> int:
+    check_format(a)
     keeper_reachable(a.zk)
     k = keeper_factory(a.zk, a.zk_auth)[0]()
     try:
@@ -225,8 +267,7 @@ def cmd_tables(a: argparse.Namespace) -> int:
         json.dump(tables, sys.stdout, indent=1, default=str)
         print()
     else:
-        for name in a.show:
-            print_table(name, tables[name], sys.stdout)
+        show_tables(tables, a.show, a.format, sys.stdout)
     return 0
 
 
@@ -283,6 +324,13 @@ def cmd_gantt(a: argparse.Namespace) -> int:
     return 0
 
 
+def add_format(p) -> None:
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text: aligned tables; json: one document; tsv (TSVWithNames) or jsoneachrow (JSONEachRow): "
+                        "the rows of the one --show table on stdout, for clickhouse-local (progress on stderr)")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+
+
 TABLES = ["system.replicas", "system.replication_queue", "system.selective_assignments", "system.selective_migrations"]
 
 
@@ -301,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--add-replicas", type=at_least_0, default=0)
     r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
     r.add_argument("--restart", action="append", metavar="REPLICA", help="restart a crashed replica after the migrations")
+    r.add_argument("--lose", action="append", metavar="REPLICA",
+                   help="lose a replica for good after the inserts: crash, SYSTEM DROP REPLICA, then repair "
+                        "each partition it owned back to the replication factor")
     r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
     r.add_argument("--rebalance", action="store_true")
     r.add_argument("--max-concurrent", type=at_least_1, default=4, help="migrations at once")
@@ -313,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
-                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn")
+                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn, "
+                   "losing")
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
@@ -327,13 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--history", type=output_dir, metavar="DIR", help="write the history there")
     r.add_argument("--history-format", choices=["parquet", "jsonl"], default="parquet")
     r.add_argument("--show", nargs="*", choices=TABLES, default=TABLES[2:3] + TABLES[:1])
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--placement-chart", type=output_file, metavar="FILE",
+                   help="draw each replica's partitions before and after --rebalance/--reassign (.png or .svg)")
+    add_format(r)
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
     t.add_argument("--root", type=znode_path, default=ROOT)
     t.add_argument("--zk-auth", metavar="USER:PASSWORD", help="the identity the table was created with")
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
-    t.add_argument("--json", action="store_true")
+    add_format(t)
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
     g.add_argument("--run", action="store_true", help="run the reference on the in-memory keeper instead of simulating")
     g.add_argument("--old", type=at_least_1, default=10, help="replicas before")

@@ -21,18 +21,23 @@ SWITCHES = {
     "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
     "down_leaver_cleanup_ignores_maps": "variant: a CLEANUP done for a down leaver does not wait for every map to see the change",
     "restart_keeps_foreign_parts": "variant: a replica back from down keeps partitions cleaned up on its behalf",
-    # PR #102244's design as written (spec/PR102244.tla, FINDINGS PR-F1..PR-F4; --design pr102244).
+    "repair_without_clone": "F20 variant: the repair after DROP REPLICA adds the new owner without CLONE",
+    # PR #102244's design as written (spec/PR102244.tla and PR102244Whole.tla, FINDINGS PR-F1..PR-F5;
+    # --design pr102244).
     # source_stops_at_switch above is the same switch there: the source stops and drops at SWITCH.
     "snapshot_source_parts": "PR-F1: source_parts_snapshot lists only the source's parts",
     "switch_fresh_version": "PR-F3: the SWITCH multi checks versions read just before it, not the CLONE's",
     "second_migration_allowed": "PR-F3: CLONE does not refuse a partition that already has a :cloning entry",
     "complete_without_rescan": "PR-F4: clone_complete looks only at the snapshot; the target never rescans",
+    "filter_negative_cache": "PR-F5: (reading filter_cached) the filter trusts a cached 'no assignment' entry",
+    "retry_new_block_id": "O7's other reading: a forwarded block's retry after a lost reply carries a new block id",
 }
 
 # Which switches each design's code reads: the RFC's (spec/SelectiveReplication.tla, Assignment.tla)
-# and PR #102244's (spec/PR102244.tla).
+# and PR #102244's (spec/PR102244.tla, PR102244Whole.tla).
 PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch_fresh_version",
-                      "second_migration_allowed", "complete_without_rescan"})
+                      "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
+                      "retry_new_block_id"})
 DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
 
 

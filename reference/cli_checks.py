@@ -25,6 +25,12 @@ def switches(names: list[str] | None, design: str = "rfc") -> frozenset[str]:
 
 def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
     """Raise BadInput naming the option; return the parsed --reassign (partition, replica) pairs."""
+    if a.placement_chart:
+        if a.placement_chart.suffix not in (".png", ".svg"):
+            raise BadInput(f"--placement-chart {a.placement_chart}: written as .png or .svg, by the file's suffix")
+        if not (a.rebalance or a.reassign) or a.profile != "quiet" or a.design != "rfc":
+            raise BadInput("--placement-chart draws the partitions before and after REBALANCE or REASSIGN: "
+                           "give --rebalance or --reassign (the RFC design's quiet profile)")
     if a.replication_factor > a.replicas:
         raise BadInput(f"--replication-factor {a.replication_factor} is above the {a.replicas} replicas")
     initial = replica_names(1, a.replicas)
@@ -36,14 +42,29 @@ def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
     twice = sorted({n for n in crashed if crashed.count(n) > 1})
     if twice:
         raise BadInput(f"--crash {twice[0]} given twice")
+    lost = getattr(a, "lose", None) or []
+    for name in lost:
+        if name not in initial:
+            raise BadInput(f"--lose {name}: no such replica; the run starts {', '.join(initial)}")
+        if name in crashed:
+            raise BadInput(f"--lose {name}: also given to --crash; --lose crashes it and drops it for good")
+    twice = sorted({n for n in lost if lost.count(n) > 1})
+    if twice:
+        raise BadInput(f"--lose {twice[0]} given twice")
     # The crashes come right after the inserts, before --add-replicas: someone must stay to serve.
-    if len(crashed) == len(initial) and not a.add_replicas:
-        raise BadInput(f"--crash names every replica ({', '.join(initial)}): at least one must keep running")
+    if len(crashed) + len(lost) == len(initial) and not a.add_replicas:
+        raise BadInput(f"--crash and --lose name every replica ({', '.join(initial)}): at least one must keep running")
     for name in a.restart or []:
+        if name in lost:
+            raise BadInput(f"--restart {name}: it was lost for good (--lose, SYSTEM DROP REPLICA); it cannot come back")
         if name not in crashed:
             raise BadInput(f"--restart {name}: only a replica given to --crash can be restarted"
                            + (f" ({', '.join(crashed)})" if crashed else " (none was)"))
-    running = [r for r in initial if r not in crashed] + added
+    left = len(initial) - len(lost) + a.add_replicas
+    if lost and left < a.replication_factor:
+        raise BadInput(f"--lose {', '.join(lost)} leaves {left} replicas, fewer than --replication-factor "
+                       f"{a.replication_factor}: the partitions they owned could not be repaired")
+    running = [r for r in initial if r not in crashed and r not in lost] + added
     reassigns = []
     for spec in a.reassign or []:
         p, sep, dst = spec.partition(":")

@@ -13,6 +13,7 @@ forwarding with `fault_rate`.
 from __future__ import annotations
 
 import random
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -33,6 +34,7 @@ from .parts import PartStore
 from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
 from .recovery import replica_clone_if_lost
 from .rebalance import system_rebalance
+from .repair import drop_replica, system_repair
 from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
 from .replica import InsertRejected, Replica
@@ -77,6 +79,7 @@ class Cluster:
         self.stores: dict[str, PartStore] = {}  # the peers a fetch can reach: live replicas only
         self.replicas: dict[str, Replica] = {}
         self.down: dict[str, PartStore] = {}
+        self.gone: set[str] = set()   # removed for good by SYSTEM DROP REPLICA (drop_replica)
         self.queries = 0
         self.block_rows: dict[str, list[int]] = {}  # block id -> its row_ids (for query_lag)
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
@@ -88,6 +91,8 @@ class Cluster:
         """A replica joins (or restarts): registers, loads its map before serving (F9)."""
         if name in self.replicas:
             raise ValueError(f"replica {name!r} is already running")
+        if name in self.gone:
+            raise ValueError(f"replica {name!r} was dropped for good (SYSTEM DROP REPLICA); a new one needs a new name")
         store = self.down.pop(name, None) or PartStore(self.data_dir / name)
         keeper = self.connect()
         active_id = uuid.uuid4().hex.encode()
@@ -180,6 +185,32 @@ class Cluster:
         self.down[name] = self.stores.pop(name)
         rep.keeper.close()
         self.log(f"replica {name} down")
+
+    def drop_replica(self, name: str) -> list[str]:
+        """SYSTEM DROP REPLICA 'name' for a replica that is down for good (spec DropReplica, F20): its
+        Keeper subtree goes and it leaves every assignment (repair.drop_replica), and its disk is
+        gone with the machine. Refuses a running replica and an unknown name (ValueError). Returns
+        the partitions it was taken out of, each now short of RF until a repair (`repair`)."""
+        if name in self.replicas:
+            raise ValueError(f"replica {name!r} is active: SYSTEM DROP REPLICA removes only a replica that is down")
+        if name not in self.down:
+            known = sorted(set(self.replicas) | set(self.down))
+            raise ValueError(f"unknown replica {name!r}; replicas: {', '.join(known)}")
+        left = drop_replica(self.admin, self.layout, name)
+        store = self.down.pop(name)
+        shutil.rmtree(store.folder, ignore_errors=True)
+        self.gone.add(name)
+        self.log(f"DROP REPLICA {name}: out of {len(left)} partitions, now short of RF")
+        return left
+
+    def repair(self) -> list:
+        """Start the repairs the concurrency limit allows (repair.system_repair, as SYSTEM REBALANCE
+        does first); returns them as (partition, None, dst)."""
+        started = system_repair(self.admin, self.layout, self.max_concurrent)
+        for p, _, dst in started:
+            self.log(f"REPAIR {p}: CLONE to {dst}")
+            self._started(p, None, dst)
+        return started
 
     # --- INSERT -------------------------------------------------------------------------
     def _faults(self, where: str, partition: str) -> None:
@@ -374,7 +405,8 @@ class Cluster:
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
                     if mig["coord"] == rep.name:
                         coordinator_switch(rep.keeper, self.layout, p, mig["dst"], self.bugs)
-                        self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}")
+                        self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}" if mig["src"] else
+                                 f"SWITCH {p}: {mig['dst']} added (repair)")
                         self._mark(p, "switch")
                         return f"CoordinatorSwitch({p})"
                 if mig["state"] in ("switched", "cancelling") and rep.name == (
@@ -558,15 +590,30 @@ class Cluster:
             # Balanced over every registered replica: one that is down keeps its partitions (a
             # move into it is refused as inactive; a move out of it is coordinated by a taker-over).
             registered = self.admin.get_children(self.layout.replicas)
+            # Partitions short of RF after a SYSTEM DROP REPLICA are repaired first (F20).
+            repairs = self.repair()
             started = system_rebalance(self.admin, self.layout, registered, self.max_concurrent, self.schedule)
             for m in started:
                 self.log(f"REASSIGN {m[0]}: {m[1]} -> {m[2]} (CLONE)")
                 self._started(*m)
-            moves += started
+            moves += repairs + started
+            started = repairs + started
             if not started and not migrations_in_flight(self.admin, self.layout):
                 return moves
             self.between_cycles(started, interleave)
         raise RuntimeError(f"rebalance did not finish in {max_rounds} rounds")
+
+    def repair_all(self, interleave: Callable[[], None] | None = None, max_rounds: int = 1000) -> list:
+        """Repairs only (no balancing), until no partition is short of RF or none can be repaired,
+        and none is migrating; returns the repairs started."""
+        repairs = []
+        for _ in range(max_rounds):
+            started = self.repair()
+            repairs += started
+            if not started and not migrations_in_flight(self.admin, self.layout):
+                return repairs
+            self.between_cycles(started, interleave)
+        raise RuntimeError(f"repairs did not finish in {max_rounds} rounds")
 
     def between_cycles(self, started, interleave=None) -> None:
         """Between two rebalancer calls: up to 50 background steps, each after the caller's

@@ -94,7 +94,12 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone" or mig["fetched"] or mig["dst"] != dst.name:
         raise GuardFailed("ReplicaCloneFetch", f"no unfetched CLONE of {partition} into {dst.name}: {mig}")
-    if "clone_from_source_only" in dst.bugs:
+    if mig["src"] is None and "repair_without_clone" in dst.bugs:
+        # The naive repair (F20): the new owner is left to the log, whose entries of the partition
+        # below its log_pointer it skipped while it was no keeper: nothing brings them.
+        dst.replica_refresh_cache(partition)
+        names = []
+    elif "clone_from_source_only" in dst.bugs:
         if mig["src"] not in replicas:
             raise GuardFailed("ReplicaCloneFetch", f"source {mig['src']} of {partition} is down (RFC: copy from it)")
         src = replicas[mig["src"]]
@@ -165,9 +170,11 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,
         raise GuardFailed("CoordinatorSwitch", f"target {dst} has not caught up on {partition}")
     a = read_assignment(keeper, layout, partition)
     owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
-    leaving = None if "source_stops_at_switch" in bugs else mig["src"]
+    # A repair (no source: reference/repair.py, F20) only adds the target: nothing leaves, no CLEANUP.
+    repair = mig["src"] is None
+    leaving = None if "source_stops_at_switch" in bugs or repair else mig["src"]
     new = Assignment(owners, target=None, leaving=leaving)
-    _write(keeper, layout, partition, a, new, {**mig, "state": "switched"}, mig_version)
+    _write(keeper, layout, partition, a, new, {**mig, "state": "done" if repair else "switched"}, mig_version)
     return new
 
 
@@ -178,6 +185,10 @@ def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str, target: R
     mig, mig_version = read_migration(keeper, layout, partition)
     if not mig or mig["state"] != "clone":
         raise GuardFailed("CoordinatorCancel", f"{partition} is not in CLONE: {mig}")
+    if mig["src"] is None:
+        # A repair is owed, not chosen (spec RepairStart): a target that goes for good is cancelled
+        # by its SYSTEM DROP REPLICA.
+        raise GuardFailed("CoordinatorCancel", f"{partition}'s migration is a repair, which is not cancelled")
     _require_live_coordinator(keeper, layout, "CoordinatorCancel", partition, mig)
     a = read_assignment(keeper, layout, partition)
     if "cancel_drops_target_at_once" in bugs:

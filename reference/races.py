@@ -15,7 +15,9 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   excuses as replication lag are recorded with them (reference/lag.py), the rest are owed;
 - replicas crashed and restarted (and queried right after the restart), and, in `lossy`, kept
   down while the cleanup thread trims the log, so they come back lost and clone;
-- background steps chosen by kind with the profile's weights: few map refreshes keep maps stale.
+- background steps chosen by kind with the profile's weights: few map refreshes keep maps stale;
+- in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
+  partitions repaired back to RF while the inserts, moves and queries go on.
 
 At the end every replica is restarted, the migrations run to their end, the cluster settles and
 one synced query per replica is made: the final snapshot is a state the invariants judge.
@@ -80,6 +82,11 @@ PROFILES = {p.name: p for p in (
             attempts=8, months=1, buckets=2,
             describe="as switching, with replication keeping up so migrations SWITCH during the run, not "
                      "only at its end: INSERTs meet a source whose map a SWITCH just made stale"),
+    Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
+                       "restart": 0.5, "lose": 0.4, "repair": 1},
+            _KINDS, max_down=1,
+            describe="as racing, with one replica lost for good (crash, SYSTEM DROP REPLICA) and its partitions "
+                     "repaired back to RF (CLONE, SWITCH adds the owner) while inserts, moves and queries go on"),
 )}
 
 
@@ -188,11 +195,32 @@ class Race:
         if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
             self._query()
 
+    def _lose(self) -> None:
+        """A replica lost for good, once per run: crash and SYSTEM DROP REPLICA. Only with every
+        replica up and after the cluster settled: an INSERT acknowledged on the lost replica alone
+        would be gone with it, the base protocol's bound without insert_quorum (F20,
+        MCRepairUnreplicatedInsert), which no repair can undo and no checker should excuse."""
+        c = self.c
+        if c.gone or c.down or len(c.replicas) <= c.table.replication_factor:
+            return
+        c.settle()
+        name = self.rng.choice(sorted(c.replicas))
+        c.crash_replica(name)
+        c.drop_replica(name)
+        self._count("lose")
+
+    def _repair(self) -> None:
+        c = self.c
+        if c.repair():
+            self._count("repair")
+
     # --- the end: a state to judge -----------------------------------------------------
     def wind_down(self, max_steps: int = 20_000) -> None:
         c = self.c
         for name in sorted(c.down):
             c.add_replica(name)
+        if c.gone:
+            c.repair_all()
         for _ in range(max_steps):
             if not migrations_in_flight(c.admin, c.layout):
                 break

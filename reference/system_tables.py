@@ -52,3 +52,58 @@ def all_tables(keeper: Keeper, layout: Layout, stores: dict[str, PartStore] | No
             "system.replication_queue": replication_queue_rows(keeper, layout),
             "system.selective_assignments": selective_assignments_rows(keeper, layout),
             "system.selective_migrations": migrations_rows(keeper, layout)}
+
+
+# ---- the rows as ClickHouse's own formats, so they pipe into clickhouse-local
+
+FORMATS = ("text", "json", "tsv", "jsoneachrow")
+ONE_TABLE_FORMATS = ("tsv", "jsoneachrow")   # a stream of rows of one table, as ClickHouse reads it
+
+
+def _tsv_scalar(v) -> str:
+    if v is None:
+        return "\\N"
+    if isinstance(v, bool):
+        return "1" if v else "0"   # UInt8, as ClickHouse's own system tables (is_readonly, is_lost)
+    text = str(v)
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _tsv_cell(v) -> str:
+    """A value as ClickHouse writes it in TabSeparated: NULL as \\N, an array as ['a','b']."""
+    if isinstance(v, (list, tuple)):
+        items = (("'" + str(x).replace("\\", "\\\\").replace("'", "\\'") + "'") if isinstance(x, str)
+                 else _tsv_scalar(x) for x in v)
+        return _tsv_scalar("[" + ",".join(items) + "]")
+    return _tsv_scalar(v)
+
+
+# The columns of each table, for the header of an empty one (rows name their own otherwise).
+COLUMNS = {"system.replicas": ["replica_name", "is_active", "log_pointer", "log_max_index", "queue_size", "parts",
+                               "assigned_partitions"],
+           "system.replication_queue": ["replica_name", "node_name", "type", "partition_id", "new_part_name",
+                                        "source_replica"],
+           "system.selective_assignments": ["partition_id", "replicas", "clone_target", "leaving_replica", "version"],
+           "system.selective_migrations": ["partition_id", "state", "src", "dst", "coord", "fetched"]}
+
+
+def columns_of(rows: list[dict], table: str | None = None) -> list[str]:
+    """Every column any row has, in the order they first appear; a table's own when it has no rows."""
+    cols: dict[str, None] = {}
+    for r in rows:
+        cols.update(dict.fromkeys(r))
+    return list(cols) or COLUMNS.get(table, [])
+
+
+def to_tsv(rows: list[dict], table: str | None = None) -> str:
+    """TSVWithNames: a header line of column names, then one line per row (a column a row lacks is NULL)."""
+    cols = columns_of(rows, table)
+    lines = ["\t".join(cols)] + ["\t".join(_tsv_cell(r.get(c)) for c in cols) for r in rows]
+    return "\n".join(lines) + "\n" if cols else ""
+
+
+def to_json_each_row(rows: list[dict]) -> str:
+    """JSONEachRow: one JSON object per line; a flag as 0/1 (UInt8), as ClickHouse writes its own."""
+    import json
+    return "".join(json.dumps({k: int(v) if isinstance(v, bool) else v for k, v in r.items()}, default=str,
+                              separators=(",", ":")) + "\n" for r in rows)

@@ -88,5 +88,5 @@ MigView == [p \in Partitions |->
               IF mig[p].st \in {"clone", "switched", "cancelling"} THEN mig[p] ELSE [st |-> mig[p].st]]
 ReductionView ==
     <<active, asg, ActiveCache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, InsView, MigView,
-      QryView, inv_acked, inv_read_cleaned, aux_counts>>
+      QryView, inv_acked, inv_read_cleaned, aux_counts, gone>>
 =============================================================================

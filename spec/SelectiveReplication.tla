@@ -27,6 +27,7 @@ CONSTANTS
     Queries,           \* query ids
     MaxTries,          \* attempts per insert (first try + retries)
     MaxMerges, MaxAlters, MaxMutations, MaxDrops, MaxMigrations, MaxConcurrentMigrations, MaxCrashes,
+    MaxReplicaDrops,   \* SYSTEM DROP REPLICA: replicas an operator may remove for good
     BlockDuringClone,  \* the RFC's open question: TRUE blocks merges and mutations of a partition
                        \* in CLONE, FALSE applies them on source and target alike
     MinLogsToKeep,     \* min_replicated_logs_to_keep: the cleanup thread keeps the last ones
@@ -63,10 +64,11 @@ VARIABLES
     qry,      \* query id -> [st, at, routes, pending, expected, seen, dup, lost]
     inv_acked,         \* blocks whose INSERT the client saw acknowledged
     inv_read_cleaned,  \* TRUE once CLEANUP removed data an in-flight query was routed to
-    aux_counts         \* [merges, alters, migrations, crashes] for bounds
+    aux_counts,        \* [merges, alters, migrations, crashes] for bounds
+    gone      \* replicas removed for good by SYSTEM DROP REPLICA: no replicas/{r} subtree, no disk, never back
 
 vars == <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry,
-          inv_acked, inv_read_cleaned, aux_counts>>
+          inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -200,6 +202,7 @@ Init ==
     /\ inv_acked = InitBlocks
     /\ inv_read_cleaned = FALSE
     /\ aux_counts = [merges |-> 0, alters |-> 0, mutations |-> 0, drops |-> 0, migrations |-> 0, crashes |-> 0]
+    /\ gone = {}
 
 -----------------------------------------------------------------------------
 (* Assignment caches (RFC: "refreshed asynchronously from ZK").            *)
@@ -208,7 +211,7 @@ ReplicaRefreshCache(r, p) ==
     /\ r \in active
     /\ cache[r][p] # asg[p]
     /\ cache' = [cache EXCEPT ![r][p] = asg[p]]
-    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* INSERT (RFC "INSERT routing", base protocol's blocks/ dedup).           *)
@@ -219,7 +222,7 @@ ClientSendInsert(i, r) ==
     /\ ins[i].tries < MaxTries
     /\ r \in active
     /\ ins' = [ins EXCEPT ![i] = [st |-> "sent", at |-> r, tries |-> @.tries + 1]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* First INSERT into a partition unknown to r: allocate by CAS-create (the race and the
 \* fewer-than-RF case are model-checked in Assignment.tla); a lost race adopts the winner.
@@ -239,7 +242,7 @@ ReplicaAllocate(r, i) ==
                     /\ UNCHANGED ins
             ELSE /\ ins' = [ins EXCEPT ![i].st = "failed"]
                  /\ UNCHANGED <<asg, cache, muts, trimmed, lost>>
-    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* r's map says another replica owns the partition: forward the sub-block to an owner.
 ReplicaForwardInsert(r, i) ==
@@ -248,7 +251,7 @@ ReplicaForwardInsert(r, i) ==
     /\ cache[r][p].version # Absent
     /\ r \notin cache[r][p].owners
     /\ \E o \in cache[r][p].owners : ins' = [ins EXCEPT ![i].at = o]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* r's map says r owns the partition: write the part locally and commit it in one Keeper
 \* multi (blocks/ hash, GET_PART in log/). The fixed protocol also checks, in that multi,
@@ -272,13 +275,13 @@ ReplicaWriteInsert(r, i) ==
                     /\ dedup' = IF Bug("no_dedup") THEN dedup ELSE dedup \cup {i}
             /\ ins' = [ins EXCEPT ![i].st = "written"]
             /\ UNCHANGED cache
-    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts, muts, trimmed, lost>>
+    /\ UNCHANGED <<active, asg, ptr, queue, meta, mig, qry, inv_acked, inv_read_cleaned, aux_counts, muts, trimmed, lost, gone>>
 
 ClientReceiveAck(i) ==
     /\ ins[i].st = "written"
     /\ ins' = [ins EXCEPT ![i].st = "acked"]
     /\ inv_acked' = inv_acked \cup {i}
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_read_cleaned, aux_counts, gone>>
 
 \* The connection breaks before the write (sent) or after it (written): the client cannot tell.
 \* Only a timeout that a retry can follow is modelled; without one it only hides an ack.
@@ -286,7 +289,7 @@ ClientTimeout(i) ==
     /\ ins[i].st \in {"sent", "written"}
     /\ ins[i].tries < MaxTries
     /\ ins' = [ins EXCEPT ![i].st = "unknown"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* Replication log and filtered pullLogsToQueue (RFC table).               *)
@@ -302,7 +305,7 @@ ReplicaSelectMerge(r, p) ==
         /\ x # y /\ x.mv = y.mv
         /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> x.b \cup y.b, mv |-> x.mv], Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
 \* ALTER TABLE UPDATE/DELETE: a table-wide mutation in mutations/ with a block number (in every
 \* partition in ClickHouse); nothing goes into log/ yet.
@@ -310,7 +313,7 @@ ClientMutate ==
     /\ aux_counts.mutations < MaxMutations
     /\ muts' = Append(muts, Len(log) + 1)
     /\ aux_counts' = [aux_counts EXCEPT !.mutations = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
 \* The owner that selects merges of p also selects part mutations: MUTATE_PART "mutate x to
 \* x_m" for one of its parts whose data is older than a mutation, to the latest such mutation.
@@ -323,7 +326,7 @@ ReplicaSelectMutation(r, p) ==
     /\ \E x \in PartsOf(r, p) :
         /\ x.mv < Owed(x)
         /\ log' = Append(log, Entry("MUTATE", p, [x EXCEPT !.mv = Owed(x)], Len(log) + 1))
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* ALTER TABLE DROP PARTITION: DROP_RANGE over the partition's blocks committed so far.
 ClientDropPartition(p) ==
@@ -337,14 +340,14 @@ ClientDropPartition(p) ==
     \* is written again (every committed block of p is below the drop's number here).
     /\ dedup' = {i \in dedup : InsertPartition[i] # p}
     /\ aux_counts' = [aux_counts EXCEPT !.drops = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
 \* ALTER_METADATA: a global entry every replica must apply.
 ClientAlterMetadata ==
     /\ aux_counts.alters < MaxAlters
     /\ log' = Append(log, Entry("ALTER", None, NoPart, Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.alters = @ + 1]
-    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
 \* Pull the next log entry: global entries are always queued; partition-scoped ones only
 \* when the map says r keeps the partition; skipped entries still advance log_pointer.
@@ -363,7 +366,7 @@ ReplicaPullLog(r) ==
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
     /\ queue' = [queue EXCEPT ![r] = IF take THEN @ \cup {e} ELSE @]
     /\ cache' = IF stale THEN [cache EXCEPT ![r][e.p] = asg[e.p]] ELSE cache
-    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* Execute a queue entry: GET_PART fetches the part (or a covering one) from an active replica
 \* that has it; MERGE_PARTS merges locally when all sources are here, else fetches the result;
@@ -424,7 +427,7 @@ ReplicaExecuteEntry(r) ==
                 /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
-    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* SELECT routing: the query takes its replica's map, picks one replica per *)
@@ -444,7 +447,7 @@ ClientStartQuery(q, r) ==
                      \* Acked blocks of partitions r does not know and whose entry r has pulled
                      \* are missed for good, not by lag.
                      lost |-> {i \in LiveAcked : InsertPartition[i] \notin known /\ ~(ptr[r] < FirstIdx(i))}]]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* Read one partition from the replica chosen for it (locally or ReadFromRemote).
 ReplicaReadPartition(q, p) ==
@@ -461,14 +464,14 @@ ReplicaReadPartition(q, p) ==
                           ![q].lost = @ \cup {i \in qry[q].expected :
                                                 InsertPartition[i] = p /\ i \notin Ids(got) /\ ~InFlightTo(o, i)
                                                 /\ Live(i)}]  \* rows dropped since the start are not owed
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
 ClientQueryFails(q) ==
     /\ Running(q)
     /\ \E p \in qry[q].pending : qry[q].routes[p] \notin active
     /\ qry' = [qry EXCEPT ![q].st = "failed"]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* Migration CLONE -> SWITCH -> CLEANUP (RFC "Rebalancing"). Every step is  *)
@@ -491,7 +494,28 @@ StartMigration(p, src, dst) ==
     /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
     /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE]]
     /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, gone>>
+
+\* Repair after a permanent loss (beyond the RFC, which moves partitions but never says how one
+\* short of RF after DropReplica gets back to RF): a migration with no source. c, a surviving
+\* owner, coordinates it as the replica that runs SYSTEM REBALANCE; dst is an active replica not
+\* keeping p, in no fault domain of the owners. The CLONE is the ordinary one (every part
+\* registered by any replica, F3; the skipped mutations and drops, F8); its SWITCH adds dst and
+\* removes nothing (CoordinatorSwitch with src = None), so there is no CLEANUP. A repair is owed,
+\* not an admin's choice: it is not counted against MaxMigrations (DropReplica bounds it, one
+\* per owner dropped), and no admin CANCEL ends it (a target that goes for good is cancelled by
+\* its own DropReplica).
+RepairStart(p, c, dst) ==
+    /\ Assigned(p)
+    /\ Cardinality(asg[p].owners) < RF
+    /\ mig[p].st \in {"none", "done", "cancelled"}
+    /\ c \in asg[p].owners /\ c \in active
+    /\ dst \in active
+    /\ AllowedOwner(p, None, dst)
+    /\ Cardinality(MigrationsInFlight) < MaxConcurrentMigrations
+    /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
+    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> None, dst |-> dst, coord |-> c, fetched |-> FALSE]]
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst (refused for a replica that is not active).
 AdminReassign(p, src, dst) ==
@@ -543,7 +567,12 @@ ReplicaCloneFetch(p) ==
                    ELSE {e \in pending : e.type \in {"MUTATE", "DROP"}} IN
     /\ mig[p].st = "clone" /\ ~mig[p].fetched
     /\ dst \in active
-    /\ IF Bug("clone_from_source_only")
+    /\ IF Bug("repair_without_clone") /\ src = None
+       \* The naive repair: add the new replica to the owners and leave the data to the log. Its
+       \* log_pointer is past every entry of the partition it skipped, so nothing brings them.
+       THEN /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
+            /\ UNCHANGED <<queue, parts>>
+       ELSE IF Bug("clone_from_source_only")
        THEN /\ src \in active
             /\ parts' = [parts EXCEPT ![dst] = PartsOf(src, p) \cup {x \in @ : x.p # p}]
             /\ UNCHANGED <<queue, cache>>
@@ -551,20 +580,23 @@ ReplicaCloneFetch(p) ==
             /\ queue' = [queue EXCEPT ![dst] = @ \cup {Entry("GET", p, x, 0) : x \in ActiveU} \cup requeue]
             /\ UNCHANGED parts
     /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
-    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* SWITCH: CAS the assignment to replace the source with the target. Fixed: the source stays
 \* a leaving keeper, still replicating the partition, because maps that have not seen the
 \* SWITCH keep routing SELECTs to it. RFC as written (source_stops_at_switch): it is dropped.
+\* A repair (no source: RepairStart, or a move whose source DropReplica removed) only adds the
+\* target: nothing leaves, so there is no CLEANUP and the migration is done at once.
 CoordinatorSwitch(p) ==
+    LET repair == mig[p].src = None IN
     /\ mig[p].st = "clone" /\ mig[p].fetched
     /\ mig[p].coord \in active
     /\ Bug("switch_without_catchup") \/ CaughtUp(mig[p].dst, p)
     /\ asg' = [asg EXCEPT ![p] = [owners |-> (@.owners \ {mig[p].src}) \cup {mig[p].dst}, target |-> None,
-                                  leaving |-> IF Bug("source_stops_at_switch") THEN None ELSE mig[p].src,
+                                  leaving |-> IF Bug("source_stops_at_switch") \/ repair THEN None ELSE mig[p].src,
                                   version |-> @.version + 1]]
-    /\ mig' = [mig EXCEPT ![p].st = "switched"]
-    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ mig' = [mig EXCEPT ![p].st = IF repair THEN "done" ELSE "switched"]
+    /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
 Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
@@ -587,7 +619,7 @@ ReplicaCleanup(p) ==
     /\ queue' = [queue EXCEPT ![r] = {e \in @ : e.p # p}]
     /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
     /\ inv_read_cleaned' = (inv_read_cleaned \/ routedHere)
-    /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, aux_counts>>
+    /\ UNCHANGED <<active, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, aux_counts, gone>>
 
 \* A migration whose leaver stays down still ends (issue 15; reference/migration.py's
 \* replica_cleanup_for_down_leaver, after Cluster.down_timeout, which the model leaves
@@ -609,7 +641,7 @@ ReplicaCleanupForDownLeaver(p, r) ==
     /\ asg' = [asg EXCEPT ![p].leaving = None, ![p].version = @ + 1]
     /\ cache' = [cache EXCEPT ![r][p] = asg'[p]]
     /\ mig' = [mig EXCEPT ![p].st = IF @ = "switched" THEN "done" ELSE "cancelled"]
-    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* Cancel before SWITCH: CAS the target out of the assignment into "leaving"; it leaves through
 \* ReplicaCleanup like a switched source. With cancel_drops_target_at_once it is dropped and
@@ -617,6 +649,7 @@ ReplicaCleanupForDownLeaver(p, r) ==
 CoordinatorCancel(p) ==
     LET dst == mig[p].dst IN
     /\ mig[p].st = "clone"
+    /\ mig[p].src # None   \* a repair is not cancelled (RepairStart)
     /\ mig[p].coord \in active
     /\ IF Bug("cancel_drops_target_at_once")
        THEN /\ asg' = [asg EXCEPT ![p].target = None, ![p].version = @ + 1]
@@ -626,7 +659,7 @@ CoordinatorCancel(p) ==
        ELSE /\ asg' = [asg EXCEPT ![p].target = None, ![p].leaving = dst, ![p].version = @ + 1]
             /\ mig' = [mig EXCEPT ![p].st = "cancelling"]
             /\ UNCHANGED <<parts, queue, muts, trimmed, lost>>
-    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The coordinator's session is gone: another active replica takes the migration over.
 ReplicaTakeOverMigration(p, r) ==
@@ -634,7 +667,7 @@ ReplicaTakeOverMigration(p, r) ==
     /\ mig[p].coord \notin active
     /\ r \in active
     /\ mig' = [mig EXCEPT ![p].coord = r]
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* The cleanup thread (ReplicatedMergeTreeCleanupThread).                    *)
@@ -644,13 +677,13 @@ ReplicaTakeOverMigration(p, r) ==
 \* hold the log back: it is marked is_lost (markLostReplicas) and must clone when it comes back.
 CleanupClearOldLogs ==
     LET fresh(r) == r \in active \/ ptr[r] >= Len(log) - MaxLogsToKeep
-        keep == {r \in Replicas \ lost : fresh(r)}
+        keep == {r \in Replicas \ (lost \cup gone) : fresh(r)}
         upto == Min({ptr[r] : r \in keep} \cup {Len(log) - MinLogsToKeep})
     IN /\ keep # {}       \* "All replicas are stale: we won't mark any replica as lost"
        /\ upto > trimmed
        /\ trimmed' = upto
-       /\ lost' = lost \cup {r \in Replicas \ lost : ~fresh(r)}
-       /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+       /\ lost' = lost \cup {r \in Replicas \ (lost \cup gone) : ~fresh(r)}
+       /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* clearOldBlocks: blocks/ keeps DedupWindow hashes (and those of the last
 \* replicated_deduplication_window_seconds, not modelled: time is not). Which one goes is left
@@ -660,7 +693,7 @@ CleanupClearOldBlocks(i) ==
     /\ i \in dedup
     /\ Cardinality(dedup) > DedupWindow
     /\ dedup' = dedup \ {i}
-    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts>>
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 -----------------------------------------------------------------------------
 (* Crashes: the is_active node goes; disk (parts) and Keeper (queue,        *)
@@ -672,7 +705,7 @@ ReplicaCrash(r) ==
     /\ aux_counts.crashes < MaxCrashes
     /\ active' = active \ {r}
     /\ aux_counts' = [aux_counts EXCEPT !.crashes = @ + 1]
-    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned>>
+    /\ UNCHANGED <<asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
 \* A lost replica clones when it comes back (cloneReplicaIfNeeded). ClickHouse's cloneReplica
 \* mimics one source that is not lost: it takes its log_pointer and queue and fetches every part
@@ -706,7 +739,7 @@ CloneLostReplica(r) ==
              sources(p) == Keepers(asg[p]) \ (lost \cup {r})
              withLog == ~Bug("clone_keeps_only_what_the_source_has") IN
          /\ \A p \in kept : sources(p) # {}        \* else "All replicas are lost": retried later
-         /\ \E src \in [kept -> Replicas], g \in Replicas \ (lost \cup {r}) :
+         /\ \E src \in [kept -> Replicas], g \in Replicas \ (lost \cup gone \cup {r}) :
             /\ \A p \in kept : src[p] \in sources(p)
             /\ \A p \in kept : ptr[g] <= ptr[src[p]]
             /\ kept # {} => g \in {src[p] : p \in kept}
@@ -729,6 +762,7 @@ ReplicaRestart(r) ==
     LET foreign(p) == p \in Partitions /\ r \notin Keepers(asg[p])
         readHere == \E q \in Queries, p \in Partitions : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = r /\ foreign(p) IN
     /\ r \notin active
+    /\ r \notin gone    \* SYSTEM DROP REPLICA is for good: the replica never comes back (a new one has a new name)
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
     /\ IF r \in lost THEN CloneLostReplica(r) /\ UNCHANGED inv_read_cleaned
@@ -737,12 +771,45 @@ ReplicaRestart(r) ==
             /\ queue' = [queue EXCEPT ![r] = {e \in @ : ~foreign(e.p)}]
             /\ inv_read_cleaned' = (inv_read_cleaned \/ readHere)
             /\ UNCHANGED <<ptr, meta, lost>>
-    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, aux_counts>>
+    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, aux_counts, gone>>
+
+\* SYSTEM DROP REPLICA 'r': an operator removes a dead replica for good (ClickHouse refuses an
+\* active one). Its replicas/{r} subtree goes (queue, log_pointer as a holder of the log: the
+\* cleanup thread no longer waits for it), and so does its disk: the machine is not coming back.
+\* Selective replication adds what the RFC does not say: r leaves every assignment in the same
+\* step, so no INSERT is forwarded to it and no SELECT routed to it any more, and each partition
+\* it owned is short of RF until a repair (RepairStart) switches a new owner in. A migration in
+\* flight that involves r: a CLONE into r is cancelled (its target is gone, nothing to clean); a
+\* CLONE out of r becomes a repair (its SWITCH then only adds the target: REASSIGN away from a
+\* dead owner); a SWITCH or CANCEL whose leaver is r is done (its data went with it). ptr[r] is
+\* left as it was: nothing reads it once r is gone.
+DropReplica(r) ==
+    /\ r \notin active
+    /\ r \notin gone
+    /\ Cardinality(gone) < MaxReplicaDrops
+    /\ gone' = gone \cup {r}
+    /\ asg' = [p \in Partitions |->
+                IF r \in Keepers(asg[p])
+                THEN [owners |-> asg[p].owners \ {r},
+                      target |-> IF asg[p].target = r THEN None ELSE asg[p].target,
+                      leaving |-> IF asg[p].leaving = r THEN None ELSE asg[p].leaving,
+                      version |-> asg[p].version + 1]
+                ELSE asg[p]]
+    /\ mig' = [p \in Partitions |->
+                CASE mig[p].st = "clone" /\ mig[p].dst = r -> [mig[p] EXCEPT !.st = "cancelled"]
+                  [] mig[p].st = "clone" /\ mig[p].src = r -> [mig[p] EXCEPT !.src = None]
+                  [] mig[p].st = "switched" /\ mig[p].src = r -> [mig[p] EXCEPT !.st = "done"]
+                  [] mig[p].st = "cancelling" /\ mig[p].dst = r -> [mig[p] EXCEPT !.st = "cancelled"]
+                  [] OTHER -> mig[p]]
+    /\ parts' = [parts EXCEPT ![r] = {}]
+    /\ queue' = [queue EXCEPT ![r] = {}]
+    /\ UNCHANGED <<active, cache, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts>>
 
 -----------------------------------------------------------------------------
 Next ==
     \/ \E r \in Replicas :
         \/ ReplicaPullLog(r) \/ ReplicaExecuteEntry(r) \/ ReplicaCrash(r) \/ ReplicaRestart(r)
+        \/ DropReplica(r)
         \/ \E p \in Partitions : ReplicaRefreshCache(r, p) \/ ReplicaSelectMerge(r, p) \/ ReplicaSelectMutation(r, p)
         \/ \E i \in Inserts : ClientSendInsert(i, r) \/ ReplicaAllocate(r, i)
                                \/ ReplicaForwardInsert(r, i) \/ ReplicaWriteInsert(r, i)
@@ -757,7 +824,7 @@ Next ==
     \/ \E p \in Partitions :
         \/ ReplicaCloneFetch(p) \/ CoordinatorSwitch(p) \/ ReplicaCleanup(p) \/ CoordinatorCancel(p)
         \/ \E r \in Replicas : ReplicaTakeOverMigration(p, r) \/ ReplicaCleanupForDownLeaver(p, r)
-        \/ \E src, dst \in Replicas : AdminReassign(p, src, dst) \/ AdminRebalance(p, src, dst)
+        \/ \E src, dst \in Replicas : AdminReassign(p, src, dst) \/ AdminRebalance(p, src, dst) \/ RepairStart(p, src, dst)
 
 Spec == Init /\ [][Next]_vars
 
@@ -767,14 +834,20 @@ Spec == Init /\ [][Next]_vars
 \* Every variable holds a value of its intended type.
 TypeOKInv ==
     /\ active \subseteq Replicas
+    /\ gone \subseteq Replicas \ active
     /\ \A r \in Replicas : ptr[r] \in 0..Len(log) /\ meta[r].alters \in Nat
     /\ inv_acked \subseteq Inserts
     /\ \A p \in Partitions : mig[p].st \in {"none", "clone", "switched", "cancelling", "done", "cancelled"}
 
 \* Each assignment names RF owners, plus one CLONE target exactly while a CLONE is in flight.
+\* Only a permanent loss makes a partition short, by one owner per replica dropped (a repair
+\* brings it back; RepairedEventuallyProp says it does), and no replica dropped keeps any role.
+\* With no replica dropped this is the exact count, owners = RF.
 ReplicationFactorInv ==
     \A p \in Partitions : Assigned(p) =>
-        /\ Cardinality(asg[p].owners) = RF
+        /\ Cardinality(asg[p].owners) <= RF
+        /\ Cardinality(asg[p].owners) >= RF - Cardinality(gone)
+        /\ Keepers(asg[p]) \cap gone = {}
         /\ (asg[p].target # None) <=> (mig[p].st = "clone")
         /\ (asg[p].leaving # None) <=> \/ mig[p].st = "cancelling"
                                        \/ mig[p].st = "switched" /\ ~Bug("source_stops_at_switch")
@@ -877,6 +950,11 @@ QueryFairness ==
 
 LiveSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness
 
+\* The repair as a background job (the reference's system_rebalance starts one for every
+\* partition short of RF): not owed by an admin, so fair only in the repair models' LiveRepairSpec.
+RepairFairness == \A p \in Partitions : WF_vars(\E c, d \in Replicas : RepairStart(p, c, d))
+LiveRepairSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness /\ RepairFairness
+
 \* The same, without the map refresh timer: nothing forces a stale map to catch up.
 NoRefreshFairness ==
     \A r \in Replicas : WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
@@ -893,6 +971,11 @@ LiveSpecWithoutRestart == Spec /\ NoRestartFairness /\ MigrationFairness /\ Quer
 \* Every started migration ends, DONE or CANCELLED.
 MigrationsEndProp ==
     \A p \in Partitions : (mig[p].st = "clone") ~> (mig[p].st \in {"done", "cancelled"})
+
+\* Every partition a permanent loss left short of RF gets back to RF owners (while replicas
+\* enough are left: the repair models drop one of three at RF 2).
+RepairedEventuallyProp ==
+    \A p \in Partitions : (Assigned(p) /\ Cardinality(asg[p].owners) < RF) ~> (Cardinality(asg[p].owners) = RF)
 
 \* Every owner eventually holds every acknowledged block of its partitions.
 OwnersEventuallyCompleteProp ==

@@ -11,7 +11,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", InitOwners="Unassigned1", InitBlocks="{}",
             Queries="NoQueries", MaxTries="1", MaxMerges="0", MaxAlters="0", MaxMutations="0", MaxDrops="0", MaxMigrations="0",
-            MaxConcurrentMigrations="1", MaxCrashes="0", BlockDuringClone="FALSE", MinLogsToKeep="100",
+            MaxConcurrentMigrations="1", MaxCrashes="0", MaxReplicaDrops="0", BlockDuringClone="FALSE", MinLogsToKeep="100",
             MaxLogsToKeep="100", DedupWindow="100", Domain="SelfDomains", Capacity="UnitCapacity", Bugs="")
 # defined in MCSelectiveReplication
 SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity"}
@@ -193,6 +193,25 @@ MODELS["MCFullOnePartition_switch_without_catchup"] = (
     "Broken variant switch_without_catchup in the full model on one partition, exhaustively.",
     dict(FULL_ONE_PARTITION, Bugs='"switch_without_catchup"'), True)
 
+# Permanent loss and repair (issue 18; beyond the RFC, FINDINGS F20): p1 with one block on r1
+# and r2; a replica crashes and an operator drops it for good (SYSTEM DROP REPLICA); the repair
+# CLONEs p1 to the third replica and SWITCHes it in, with a query racing all of it. No INSERT:
+# an acknowledged block on one replica only is lost with it for good (the base protocol's bound
+# without insert_quorum), which MCRepairUnreplicatedInsert shows.
+REPAIR = dict(InitOwners="P1OnR1R2", InitBlocks="{1}", Queries="OneQuery", MaxCrashes="1", MaxReplicaDrops="1")
+MODELS["MCRepair"] = ("A replica lost for good: SYSTEM DROP REPLICA, then a repair CLONE -> SWITCH back to RF, fixed.",
+                      REPAIR, False)
+MODELS["MCRepair_repair_without_clone"] = (
+    "Naive repair: the new replica is added to the owners without CLONE and left to the log, which skipped its past.",
+    dict(REPAIR, Bugs='"repair_without_clone"'), False)
+# A move in flight whose source dies for good: REASSIGN p1 from r1 or r2 to r3, a crash, a drop.
+MODELS["MCRepairDuringMigration"] = (
+    "REASSIGN away from an owner that is then dropped for good: the move goes on as a repair, fixed.",
+    dict(REPAIR, MaxMigrations="1", Queries="NoQueries"), False)
+MODELS["MCRepairUnreplicatedInsert"] = (
+    "The base protocol's bound: an INSERT acknowledged on one replica, lost with it for good before any other fetched it.",
+    dict(REPAIR, InsertPartition="TwoInsertsP1", Queries="NoQueries"), False)
+
 # Liveness models: no SYMMETRY (unsound with liveness), the fair spec, and temporal properties.
 LIVENESS = dict(MIGRATION_WRITES)
 LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
@@ -203,6 +222,9 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     "MCLivenessCrashNoRestart": (
         "As MCLivenessCrash, but the crashed replica may stay down for good: every migration still ends, by the down timeouts.",
         dict(LIVENESS, MaxCrashes="1"), "LiveSpecWithoutRestart", ["MigrationsEndProp"]),
+    "MCLivenessRepair": ("Every partition a permanent loss left short of RF is repaired, under fairness of the repair.",
+                         dict(REPAIR, MaxMigrations="1", Queries="NoQueries"), "LiveRepairSpec",
+                         ["RepairedEventuallyProp", "MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
     "MCLiveness_no_map_refresh": (
         "Without a map refresh timer CLEANUP may wait for a stale map forever: a migration need not end.",
         LIVENESS, "LiveSpecWithoutRefresh", ["MigrationsEndProp"]),

@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     ap.add_argument("--log", type=output_file, help="write TLC's raw output here")
     ap.add_argument("--diff", action="store_true", help="in a trace, print only the variables each step changed")
+    ap.add_argument("--svg", type=output_file, metavar="FILE",
+                    help="draw the counterexample as a sequence diagram (client, replicas, Keeper) into FILE")
     ap.add_argument("--simulate", type=int_at_least(1), metavar="DEPTH",
                     help="random simulation of behaviours up to DEPTH steps")
     ap.add_argument("--stop-after", type=int_at_least(1), default=60, metavar="SECONDS",
@@ -73,7 +75,21 @@ def check(a, extra: list[str]) -> int:
                 if not a.diff or prev.get(var) != val:
                     print(f"    {var} = {format_value(val)}")
             prev = step.state
+    if a.svg:
+        draw(res, a.svg, Path(config).stem)
     return exit_code(res.outcome, res.ok)
+
+
+def draw(res, path: Path, model: str) -> None:
+    """The counterexample as a sequence diagram (harness/sequence.py); nothing to draw without one."""
+    from harness.sequence import from_tlc, render
+    if not res.trace:
+        print(f"no counterexample ({res.outcome}): {path} not written", file=sys.stderr)
+        return
+    what = f"{res.violated} violated" if res.violated else res.outcome
+    render(from_tlc(res.trace), path, f"{model}: TLC's counterexample, {len(res.trace) - 1} steps",
+           footer=f"after step {len(res.trace) - 1}: {what}")
+    print(f"sequence diagram written to {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,23 +2,36 @@
 INSERT-path cache (Keeper when cold or expired) or `ensurePartitionAssignment`; an assigned
 replica writes locally (the base WriteInsert: the commit multi checks the assignment version,
 the PR's CAS check), any other forwards the sub-block to an owner. On a CAS mismatch the sink
-re-reads the assignment and re-routes; a retry keeps the sub-block's hash, so `blocks/` dedups
-it across re-routes (O7, assumed).
+re-reads the assignment and re-routes. A forwarded send whose reply is lost (the connection
+breaks after the owner wrote) has an unknown outcome: the sink sends it again, re-routed. The
+retry keeps the sub-block's hash, so `blocks/` dedups it across re-routes (O7, assumed); as
+written under the other reading (`retry_new_block_id`) it carries a new block id, and an owner
+that committed the first send commits the rows again (PR102244Whole.tla's NoDuplicateRowsInv).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Callable
 
 from ..assignment import GuardFailed
-from ..insert import replica_forward_insert, sub_block_hash
+from ..insert import InsertOutcomeUnknown, replica_forward_insert, sub_block_hash
 from ..replica import InsertRejected
 from ..table import Table
 from .assignment import ensure_partition_assignment
 from .replica import PRReplica
 
-REROUTES = 3   # CAS mismatches the sink re-routes before it gives up (the client may retry)
+REROUTES = 3   # sends (CAS mismatches re-routed, lost replies retried) before the sink gives up
+
+
+def block_id_of_send(partition: str, rows: list[dict], retry: int, bugs=frozenset()) -> str:
+    """The block id a send carries: the sub-block's hash, whatever the retry (O7); as written
+    under `retry_new_block_id` a retry of a send whose outcome is unknown carries a new one."""
+    h = sub_block_hash(partition, rows)
+    if retry and "retry_new_block_id" in bugs:
+        return hashlib.sha256(f"{h}/retry-{retry}".encode()).hexdigest()[:32]
+    return h
 
 
 def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[dict],
@@ -26,6 +39,7 @@ def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[d
                  faults: Callable[[str, str], None] | None = None) -> str:
     """One sub-block: route it by the INSERT-path cache and commit it on an owner; returns the
     part name or "deduplicated"."""
+    retry = 0   # sends of this sub-block whose outcome is unknown (their replies were lost)
     for attempt in range(REROUTES):
         if receiver.insert_view(partition) is None:
             receiver.learn(partition, ensure_partition_assignment(receiver.keeper, receiver.layout, partition,
@@ -37,7 +51,8 @@ def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[d
         if faults:
             faults("before_write", partition)
         try:
-            written = writer.replica_write_insert(partition, rows, sub_block_hash(partition, rows))
+            written = writer.replica_write_insert(partition, rows,
+                                                  block_id_of_send(partition, rows, retry, receiver.bugs))
         except (InsertRejected, GuardFailed):
             # "assignment changed mid-insert": both caches re-read, the block re-routed
             receiver.replica_refresh_cache(partition)
@@ -46,7 +61,14 @@ def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[d
                 raise
             continue
         if faults:
-            faults("after_write", partition)
+            try:
+                faults("after_write", partition)
+            except InsertOutcomeUnknown:
+                if writer is receiver or attempt == REROUTES - 1:
+                    raise   # the client's own connection: the client retries (the base protocol)
+                retry += 1   # the forwarded send's reply was lost: the sink sends it again
+                receiver.replica_refresh_cache(partition)
+                continue
         return written
     raise InsertRejected(f"{partition}: no owner took the block")
 

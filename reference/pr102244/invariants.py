@@ -1,7 +1,8 @@
 """PR102244.tla's invariants, evaluated on a running PR cluster (Keeper and the replicas' disks):
-ReplicationFactorInv, NoAckedBlockLostInv, OwnersCompleteInv. Each returns the violations in
-plain words ([] when it holds). `acked` maps an acknowledged row_id to its partition.
-QueryNoMissingInv is the history check's (reference/oracle.py) on the run's queries."""
+ReplicationFactorInv, NoAckedBlockLostInv, OwnersCompleteInv, and PR102244Whole.tla's
+NoDuplicateRowsInv. Each returns the violations in plain words ([] when it holds). `acked` maps
+an acknowledged row_id to its partition. QueryNoMissingInv is the history check's
+(reference/oracle.py) on the run's queries."""
 
 from __future__ import annotations
 
@@ -68,4 +69,17 @@ def owners_complete(cluster, acked: dict[int, str]) -> list[str]:
             missing = sorted(row for row, pp in acked.items() if pp == p and row not in rows_on(cluster, o, p))
             if missing and not _on_its_way(cluster, o, p):
                 out.append(f"owner {o} of {p} lacks rows {missing} and nothing will bring them")
+    return out
+
+
+def no_duplicate_rows(cluster) -> list[str]:
+    """NoDuplicateRowsInv: no replica holds a row twice (a retry `blocks/` did not deduplicate)."""
+    out = []
+    for r, store in sorted({**cluster.down, **cluster.stores}.items()):
+        seen: dict[tuple[str, int], int] = {}
+        for n in store.names():
+            for row in store.read(n):
+                key = (n.partition, int(row["row_id"]))
+                seen[key] = seen.get(key, 0) + 1
+        out += [f"{r} holds row {row} of {p} {k} times" for (p, row), k in sorted(seen.items()) if k > 1]
     return out

@@ -26,6 +26,10 @@ class PRReplica(Replica):
     now: Callable[[], int] = lambda: 0   # the driver's logical clock, for the cache expiry
     cache_ttl: int = 20                  # steps an INSERT-path cache entry lives
     cached_at: dict[str, int] = field(default_factory=dict)
+    # Partitions whose last Keeper read found no assignment node: the cache's "no assignment"
+    # entries (PR102244Whole.tla's view of a partition with empty owners). Only the as-written
+    # filter (`filter_negative_cache`, PR-F5) trusts them; fixed, such an entry is cold.
+    absent: set[str] = field(default_factory=set)
 
     # --- RefreshView -------------------------------------------------------------------------
     def replica_refresh_cache(self, partition: str) -> PRAssignment | None:
@@ -33,6 +37,7 @@ class PRReplica(Replica):
         a = read_assignment(self.keeper, self.layout, partition)
         if a is None:
             self.cache.pop(partition, None)
+            self.absent.add(partition)   # the cache keeps the miss (as the PR's cache may)
             return None
         return self.learn(partition, a)
 
@@ -44,6 +49,7 @@ class PRReplica(Replica):
         routes to it (PR-F2's fix)."""
         old = self.cache.get(partition)
         self.cache[partition] = a
+        self.absent.discard(partition)
         self.cached_at[partition] = self.now()
         if old is None or old.version != a.version:
             path = self.layout.map_version(self.name, partition)
@@ -65,12 +71,16 @@ class PRReplica(Replica):
     def keeps(self, entry: LogEntry) -> bool:
         """Keeps: global entries always; a partition's when this replica is in its assignment
         (owner or `:cloning`), read from Keeper, or with the `filter_cached` reading from the
-        cache (Keeper when the cache has no entry: cold); in the fixed design also while leaving."""
+        cache (Keeper when the cache has no assignment of it: cold, [R1]); in the fixed design also
+        while leaving. As written (`filter_negative_cache`, PR-F5) a cached "no assignment" is
+        trusted: a replica the first INSERT chose skips the partition's first GET_PART."""
         if entry.type in GLOBAL:
             return True
         p = entry.partition
         if "filter_cached" in self.readings:
-            a = self.cache.get(p) or self.replica_refresh_cache(p)
+            a = self.cache.get(p)
+            if a is None and not (p in self.absent and "filter_negative_cache" in self.bugs):
+                a = self.replica_refresh_cache(p)
         else:
             a = read_assignment(self.keeper, self.layout, p)
         return (a is not None and self.name in a.keepers()) or self.leaving(p)

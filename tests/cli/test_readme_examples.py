@@ -74,7 +74,7 @@ EXAMPLES = {
     "make faults": Make("faults"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
-    "python -m reference run --profile racing|stale|lossy|thin|switching|churn --seed N": Covered(
+    "python -m reference run --profile racing|stale|lossy|thin|switching|churn|losing --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),
@@ -94,6 +94,9 @@ EXAMPLES = {
     "python -m harness.bench --only rebalance": Help(["harness.bench"]),
     ".venv/bin/python -m harness.tlc spec/MCAssignment.tla --config spec/MCAssignment_blind_write.cfg --no-deadlock":
         Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
+    ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_cleanup_no_delay.cfg"
+    " --no-deadlock --svg build/cleanup_no_delay.svg": Run(1, ["CleanupSafeInv", "sequence diagram written to"],
+                                                          subs={"build/": "{tmp}/"}),
     ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_source_stops_at_switch.cfg"
     " --no-deadlock --diff --workers 1": Run(1, ["invariant_violated"], long=True),
     # reference/README.md
@@ -101,10 +104,18 @@ EXAMPLES = {
     " --history /tmp/history": Run(0, ["REBALANCE done", "history check: 0 violations", "history written to"],
                                    subs={"/tmp/history": "{tmp}/history"}, long=True),
     RUN_BUG: Run(1, ["history check: ", "missed row"]),
+    "python -m reference run --lose r2": Run(0, ["DROP REPLICA r2", "REPAIR done", "history check: 0 violations"]),
+    "python -m reference run --lose r2 --bug repair_without_clone": Run(1, ["history check: ", "OwnersCompleteInv"]),
     "python -m harness.zookeeper": Covered("test_cli_housekeeping.py::test_zookeeper_for_the_shell_prints_its_address"
                                            "_and_stops_on_sigterm"),
     "python -m reference run --zk 127.0.0.1:PORT --blocks 4": Run(0, ["history check: 0 violations"], zookeeper=True),
     "python -m reference tables --zk 127.0.0.1:PORT": Run(0, ["system.replicas (3 rows)"], zookeeper=True),
+    "python -m reference tables --zk 127.0.0.1:PORT --show system.selective_assignments --format jsoneachrow": Run(
+        0, ['{"partition_id":"2024'], zookeeper=True),
+    "python -m reference run --blocks 4 --format tsv --show system.replicas": Run(
+        0, ["replica_name\tis_active\tlog_pointer", "\nr1\t1\t", "history check: 0 violations"]),
+    "python -m reference run --replicas 4 --blocks 20 --add-replicas 2 --rebalance --placement-chart build/placement.png":
+        Run(0, ["REBALANCE done", "placement chart written to", "history check: 0 violations"], subs={"build/": "{tmp}/"}),
     "python -m reference gantt --ingest 2.5 --out build/gantt-sim.png": Run(0, ["makespan", "wrote "],
                                                                           subs={"build/": "{tmp}/"}),
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
@@ -117,6 +128,8 @@ EXAMPLES = {
     "python -m conformance replay FILE": Help(["conformance", "replay"]),
     ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json":
         Covered("test_replay_of_the_file_make_conformance_writes (long)"),
+    ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json --svg build/walk.svg":
+        Covered("tests/cli/test_pictures.py::test_conformance_walk_as_a_sequence_diagram (that walk, written by the test)"),
     # pyspark_jobs/README.md
     ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR":
         Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),

@@ -64,11 +64,21 @@ def test_a_reference_that_leaves_the_spec_is_named(tmp_path):
 
 @pytest.mark.parametrize("cfg", ["MCRetry_no_dedup.cfg", "MCMigration_cleanup_no_delay.cfg",
                                  "MCMutationDuringClone_clone_ignores_skipped_entries.cfg"])
-def test_counterexample_is_reproduced_on_the_reference(cfg):
-    r = carry(cfg)
+def test_counterexample_is_reproduced_on_the_reference(cfg, tmp_path):
+    r = carry(cfg, svg=tmp_path / "carried.svg")
     assert r.caught, r.stuck or r.without_switch
     assert r.without_switch.startswith("cannot follow")
     assert len(r.steps) == r.trace_length
+    # drawn as the reference took it: every step, by the spec's action name, with its parameters
+    import xml.etree.ElementTree as ET
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(tmp_path / "carried.svg").getroot()
+    drawn = [g.get("data-action") for g in root.iter(f"{ns}g") if g.get("class") == "step"]
+    assert drawn == [a for a, _ in r.steps]
+    labels = [t.text for t in root.iter(f"{ns}text") if t.get("class") == "action"]
+    assert all(label.endswith(")") for label in labels)
+    assert [t.text for t in root.iter(f"{ns}text") if t.get("class") == "footer"] == [
+        f"{r.invariant} broken on the reference"]
 
 
 def test_model_machine_passes_fixed_and_catches_a_switch():

@@ -147,3 +147,22 @@ def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhe
     rf = rows["run"][0]["replication_factor"]
     said = {name: problems for name, problems in check(types.SimpleNamespace(tables=rows), rf).items() if problems}
     assert said == {"ReplicationFactorInv": [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"]}
+
+
+def test_one_progress_line_per_invariant_as_each_is_decided(spark, correct):
+    """spark_check's progress (issue 17): after the pass over the large tables, one line per
+    invariant, printed from inside the check as that invariant is decided: in the order the
+    report decided them, each with its own time."""
+    import re
+
+    from pyspark_jobs.checks import DESCRIPTIONS
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = check_folder(spark, str(correct), 5)
+    lines = out.getvalue().splitlines()
+    after_pass = lines[next(i for i, x in enumerate(lines) if "one pass over the large tables" in x) + 1:]
+    decided = [m.groups() for x in after_pass if (m := re.match(r"^  (\w+Inv)\s+(holds)\s+([\d.]+) s$", x))]
+    assert [name for name, _, _ in decided] == list(result["invariants"]) and len(decided) == len(DESCRIPTIONS)
+    assert {name for name, _, _ in decided} == set(DESCRIPTIONS)
+    for name, _, seconds in decided:
+        assert float(seconds) == pytest.approx(result["invariants"][name]["seconds"], abs=0.06)

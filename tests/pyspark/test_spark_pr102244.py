@@ -2,7 +2,8 @@
 reproduces a finding writes a history the job flags with the finding's invariant, and the same
 run with the fix (the switch off) holds. PR-F1 shows in every seed of this run; PR-F4 (reading
 filter_cached) needs its race, which seed 2 of this workload has (the fixed run of the same seed
-holds, so the seed is no excuse). PR-F2 and PR-F3 from scripted runs, below."""
+holds, so the seed is no excuse). PR-F2, PR-F3, PR-F5 and O7's other reading (retry_new_block_id)
+from scripted runs, below."""
 
 import contextlib
 import io
@@ -44,12 +45,15 @@ def test_the_spark_job_flags_the_run_that_reproduces_the_finding(spark, tmp_path
     assert rc == 0 and broken(spark, folder) == set()
 
 
-# PR-F2 and PR-F3 need a race the random run above rarely makes (an INSERT between CLONE and
-# SWITCH at replication_factor 1; two CLONEs of one partition), so their runs are scripted: the
+# PR-F2, PR-F3, PR-F5 and O7's other reading need a race the random run above rarely or never makes
+# (an INSERT between CLONE and SWITCH at replication_factor 1; two CLONEs of one partition; an
+# owner pulling before any refresh of a cache that holds "no assignment"; a forwarded send's lost
+# reply: the run has no fault injection), so their runs are scripted: the
 # counterexample's steps of spec/FINDINGS.md on the reference (as tests/reference/test_pr102244.py
 # drives them), with the INSERT going through the client path so the history records it, then the
 # history written and handed to the Spark job.
 
+from reference.insert import InsertOutcomeUnknown  # noqa: E402
 from reference.keeper import MemoryEnsemble  # noqa: E402
 from reference.pr102244.assignment import ensure_partition_assignment  # noqa: E402
 from reference.pr102244.cluster import PRCluster  # noqa: E402
@@ -66,6 +70,16 @@ def scripted(tmp_path, bugs):
     c = PRCluster(MemoryEnsemble().connect, tmp_path / "parts", ("r1", "r2", "r3"), table=table,
                   bugs=frozenset(bugs) | {"complete_without_rescan"})
     ensure_partition_assignment(c.admin, c.layout, P, 1)   # p on r1 (the lowest count)
+    for rep in c.replicas.values():
+        rep.refresh_view(P)
+    return c
+
+
+def bare(tmp_path, bugs, rf=2, readings=frozenset()):
+    """No assignment node yet: every cache holds the partition as unassigned (RefreshView)."""
+    table = Table(WORKLOAD.name, WORKLOAD.columns, WORKLOAD.partition_by, WORKLOAD.order_by, replication_factor=rf)
+    c = PRCluster(MemoryEnsemble().connect, tmp_path / "parts", ("r1", "r2", "r3"), table=table,
+                  bugs=frozenset(bugs), readings=readings)
     for rep in c.replicas.values():
         rep.refresh_view(P)
     return c
@@ -115,9 +129,49 @@ def pr_f3_two_migrations(tmp_path, bugs):
     return tmp_path / "history"
 
 
+def pr_f5_negative_cache_entry(tmp_path, bugs):
+    """The first INSERT of the partition (reading filter_cached): ensurePartitionAssignment picks
+    r1, r2; whichever replica took the INSERT learns it, the other owner's cache still holds the
+    partition with no assignment when it pulls the GET_PART."""
+    c = bare(tmp_path, bugs, readings=frozenset({"filter_cached"}))
+    try:
+        assert c.insert([{**ROW, "row_id": 1}], "b1")[P] == "ok"
+        for rep in c.replicas.values():   # each pulls before any background refresh of its cache
+            rep.pull_whole_log()
+        c.settle()
+        c.write_history(tmp_path / "history")
+    finally:
+        c.close()
+    return tmp_path / "history"
+
+
+def retry_new_block_id(tmp_path, bugs):
+    """The client sends to r3 (p1 on r1, r2): r3 forwards the block, the owner commits it, the
+    reply is lost, the sink sends it again."""
+    c = bare(tmp_path, bugs)
+    try:
+        ensure_partition_assignment(c.admin, c.layout, P, 2)   # p on r1, r2
+        lost = []
+
+        def lose_the_first_reply(where, partition):
+            if where == "after_write" and not lost:
+                lost.append(partition)
+                raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
+
+        c._faults, c.serving = lose_the_first_reply, lambda: ["r3"]
+        assert c.insert([{**ROW, "row_id": 1}], "b1")[P] == "ok" and lost == [P]
+        c.settle()
+        c.write_history(tmp_path / "history")
+    finally:
+        c.close()
+    return tmp_path / "history"
+
+
 @pytest.mark.parametrize("finding, run, switch_on, broken_invariant", [
     ("PR-F2", pr_f2_block_lost_at_rf1, {"source_stops_at_switch"}, "OwnersCompleteInv"),
     ("PR-F3", pr_f3_two_migrations, {"switch_fresh_version"}, "ReplicationFactorInv"),
+    ("PR-F5", pr_f5_negative_cache_entry, {"filter_negative_cache"}, "OwnersCompleteInv"),
+    ("O7", retry_new_block_id, {"retry_new_block_id"}, "NoDuplicateRowsInv"),
 ])
 def test_the_spark_job_flags_the_scripted_run_of_the_finding(spark, tmp_path, finding, run, switch_on,
                                                              broken_invariant):

@@ -22,9 +22,7 @@ PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*.tla") if "PR102244" in f.n
 # reference/bugs.py) by its owners; a name here that the reference already knows fails the test.
 # ignore_fault_domains (issue 16): allocation and REBALANCE count every replica as its own fault
 # domain (placement.py's domains ignored): reference/placement.py's allowed_owner / least_filled.
-# filter_negative_cache (PR-F5) and retry_new_block_id (issue 14): PR102244Whole.tla's, for
-# reference/pr102244/'s log filter and forwarding retry.
-SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "filter_negative_cache", "retry_new_block_id"}
+SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains"}
 
 
 def test_switches_are_the_specs_bug_names():

@@ -2,13 +2,16 @@
 section "PR #102244", driven step by step as its counterexample reads, shows its invariant
 broken with the switch on and kept with it off, on both Keeper backends."""
 
+import random
+
 import pytest
 
 from reference.assignment import GuardFailed
-from reference.insert import sub_block_hash
+from reference.insert import InsertOutcomeUnknown, sub_block_hash
 from reference.pr102244.assignment import ensure_partition_assignment, read_assignment
 from reference.pr102244.cluster import PRCluster
-from reference.pr102244.invariants import no_acked_block_lost, owners_complete, replication_factor
+from reference.pr102244.insert import write_insert
+from reference.pr102244.invariants import no_acked_block_lost, no_duplicate_rows, owners_complete, replication_factor
 from reference.pr102244.migration import (done, read_migrations, signal_complete, start_clone, switch,
                                           write_clone_entries)
 from reference.query import client_start_query, replica_read_partition
@@ -214,5 +217,68 @@ def test_pr_f4_cached_filter_skips_the_targets_entries(connect, tmp_path, bugs):
         assert read_assignment(c.admin, c.layout, P).owners == ("r2", "r3")
         broken = owners_complete(c, acked)
         assert broken == ([f"owner r3 of {P} lacks rows [1] and nothing will bring them"] if bugs else [])
+    finally:
+        c.close()
+
+
+# --- PR-F5: (reading filter_cached) a cached "no assignment" skips the first GET_PART ------------
+
+def bare_cluster(connect, tmp_path, rf, bugs=(), readings=()):
+    """No assignment node yet (PR102244Whole's InitOwners {}): every cache holds the partition as
+    unassigned, as a RefreshView before the first INSERT leaves it."""
+    table = Table(WORKLOAD.name, WORKLOAD.columns, WORKLOAD.partition_by, WORKLOAD.order_by, replication_factor=rf)
+    c = PRCluster(connect, tmp_path, ("r1", "r2", "r3"), table=table, bugs=frozenset(bugs), readings=readings)
+    for rep in c.replicas.values():
+        assert rep.refresh_view(P) is None and P in rep.absent
+    return c
+
+
+@pytest.mark.parametrize("bugs", [{"filter_negative_cache"}, set()], ids=["as_written", "fixed"])
+def test_pr_f5_negative_cache_entry_skips_the_first_get_part(connect, tmp_path, bugs):
+    c = bare_cluster(connect, tmp_path, 2, bugs, readings={"filter_cached"})
+    acked = {}
+    try:
+        r1, r2 = c.replicas["r1"], c.replicas["r2"]
+        a = ensure_partition_assignment(r1.keeper, c.layout, P, 2)   # 1. the first INSERT on r1: r1, r2
+        assert a.owners == ("r1", "r2") and c.counts() == {"r1": 1, "r2": 1, "r3": 0}
+        r1.learn(P, a)
+        write(c, "r1", 1, acked)                                     # 2. committed on r1, GET_PART in the log
+        r2.pull()                                                    # 3. r2's cache: p1 with no assignment
+        if bugs:
+            assert r2.queue() == [] and P in r2.absent               #    skipped, for good
+            settle(c)
+            assert owners_complete(c, acked) == [f"owner r2 of {P} lacks rows [1] and nothing will bring them"]
+        else:
+            assert [e.partition for _, e in r2.queue()] == [P]      #    cold: Keeper read, kept
+            settle(c)
+            assert owners_complete(c, acked) == [] and no_acked_block_lost(c, acked) == []
+    finally:
+        c.close()
+
+
+# --- O7's other reading (retry_new_block_id): a forwarded block retried under a new block id ----
+
+@pytest.mark.parametrize("bugs", [{"retry_new_block_id"}, set()], ids=["as_written", "fixed"])
+def test_retry_of_a_forwarded_block_with_a_new_block_id_duplicates_it(connect, tmp_path, bugs):
+    c = cluster(connect, tmp_path, 2, bugs)   # p on r1, r2; r3 forwards
+    try:
+        lost = []
+
+        def lose_the_first_reply(where, partition):   # the owner wrote; its answer never reaches r3
+            if where == "after_write" and not lost:
+                lost.append(partition)
+                raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
+
+        rows = [{"date": "2024-01-15", "user_id": 5, "row_id": 1, "event": "view"}]
+        written = write_insert(c.replicas["r3"], c.table, P, rows, c.replicas, random.Random(0),
+                               lose_the_first_reply)          # 1. forwarded, committed, reply lost; 2. retried
+        assert lost == [P]
+        settle(c)
+        if bugs:
+            assert written != "deduplicated"                  # the retry's new id: committed again
+            assert no_duplicate_rows(c) == [f"{r} holds row 1 of {P} 2 times" for r in ("r1", "r2")]
+        else:
+            assert written == "deduplicated"                  # the same id: blocks/ knew it
+            assert no_duplicate_rows(c) == [] and owners_complete(c, {1: P}) == []
     finally:
         c.close()
