@@ -157,8 +157,8 @@ def spark_markdown(r: dict, command: str) -> str:
              f"JVM's code (run below {FRESH_BELOW:,} rows only). Peak memory: resident size of the process tree.", "",
              f"**{small['rows']:,} rows end to end** (`python -m pyspark_jobs.spark_check --input H`, JVM start to "
              f"exit): **{small['wall_seconds']} s** (goal <= {GOAL_SMALL_WALL:.0f} s), of which the check "
-             f"{small['check_seconds']} s in {small['jobs']} Spark jobs; in a warm session the same check takes "
-             f"{r['session']['small_check_seconds']} s.", "",
+             f"{small['check_seconds']} s in {small['jobs']} Spark jobs (the same check as the one-session process's first: "
+             f"{r['session']['small_check_seconds']} s).", "",
              "| inserted rows | Spark check s, one session | Spark jobs / stages | shuffle partitions | "
              "Spark check s, fresh | Spark wall s, fresh | Spark peak MiB, fresh | DuckDB check s | DuckDB peak MiB | "
              "Spark / DuckDB, one session | Spark / DuckDB, fresh |",
