@@ -12,8 +12,9 @@ Sections (all by default, or `--only NAME`):
              (fluid simulation), with Gantt charts in build/reports/.
   tlc        (harness/bench_tlc.py) the full model's TLC figures as `check_models --record`
              left them in spec/models.json (exhausting it again would take many minutes).
-  spark      (pyspark_jobs/bench.py) rows checked per second by the PySpark checker at
-             several sizes, peak memory, and the same checks in a single-process script.
+  spark      (pyspark_jobs/bench.py) the PySpark checker's end-to-end time on 10k rows, and its
+             check time against the same checks in DuckDB at 1M and 10M rows (--spark-sizes),
+             in one session and in fresh processes, with peak memory.
 
 Figures go to BENCHMARKS.md (committed: the figures a reader sees) and build/reports/bench.json.
 A run of one section (--only) replaces that section of BENCHMARKS.md and keeps the others.
@@ -163,10 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["reference", "keeper", "rebalance", "tlc", "spark"])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (for a smoke run)")
+    ap.add_argument("--spark-sizes", type=_sizes, default=None, metavar="N,N,...",
+                    help="inserted rows of the Spark section's histories (default 1000000,10000000; "
+                         "50000000 adds ~15 min here)")
     ap.add_argument("--report", default=str(ROOT / "build" / "reports" / "bench.json"))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"))
     a = ap.parse_args(argv)
-    command = "python -m harness.bench" + (f" --only {a.only}" if a.only else "") + (" --quick" if a.quick else "")
+    command = ("python -m harness.bench" + (f" --only {a.only}" if a.only else "") + (" --quick" if a.quick else "")
+               + (f" --spark-sizes {','.join(map(str, a.spark_sizes))}" if a.spark_sizes else ""))
     results, sections, summary = {}, [], []
     if a.only in (None, "reference"):
         print("bench: reference ...", flush=True)
@@ -203,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: spark section not built ({e})", file=sys.stderr)
         else:
             print("bench: spark ...", flush=True)
-            r = results["spark"] = bench_spark(a.quick)
-            sections.append(("spark", spark_markdown(r)))
+            r = results["spark"] = bench_spark(a.quick, a.spark_sizes)
+            sections.append(("spark", spark_markdown(r, command)))
             summary.append(r["summary"])
     header = (f"# Benchmarks\n\nProduced by `{command}` (run by `make bench`) on {dt.date.today()}, "
               f"{platform.machine()}, Python {platform.python_version()}, {_cores()} cores.\n\n")
@@ -219,6 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     Path(a.report).write_text(json.dumps(report, indent=1))
     print(Path(a.markdown).read_text())
     return 0
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of row counts: {text!r}") from None
+    if not sizes or min(sizes) < 1000:
+        raise argparse.ArgumentTypeError(f"row counts of at least 1000 expected: {text!r}")
+    return sizes
 
 
 def _cores() -> int:

@@ -92,6 +92,7 @@ EXAMPLES = {
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
     ".venv/bin/python -m harness.bench --only reference": Help(["harness.bench"]),
     "python -m harness.bench --only rebalance": Help(["harness.bench"]),
+    "python -m harness.bench --only spark": Help(["harness.bench"]),
     ".venv/bin/python -m harness.tlc spec/MCAssignment.tla --config spec/MCAssignment_blind_write.cfg --no-deadlock":
         Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
     ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_cleanup_no_delay.cfg"
