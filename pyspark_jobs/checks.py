@@ -27,7 +27,7 @@ DESCRIPTIONS = {
     "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
     "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
     "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
-    "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica excepted)",
+    "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica and a CLONE target excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
 }
@@ -83,7 +83,7 @@ class Violations:
         """(replica, partition_id, rows): rows kept by a replica neither owning nor leaving the partition."""
         allowed = local_frame(self.spark, [("partition_id", "string"), ("replica", "string")],
                               [(pid, r) for pid, owners, leaving in self.h.assignment
-                               for r in owners + ([leaving] if leaving else [])])
+                               for r in owners + ([leaving] if leaving else []) + self.h.cloning.get(pid, [])])
         return (self.held().join(F.broadcast(allowed), ["partition_id", "replica"], "left_anti")
                 .groupBy("replica", "partition_id").agg(F.count("*").alias("rows")))
 

@@ -59,7 +59,8 @@ QUERIES = {
             WHERE len(list_distinct(owners)) <> (SELECT max(replication_factor) FROM run))""",
     "NoForeignPartsInv": """
         WITH allowed AS (SELECT partition_id, replica FROM owners
-                         UNION SELECT partition_id, leaving_replica FROM asg WHERE leaving_replica IS NOT NULL)
+                         UNION SELECT partition_id, leaving_replica FROM asg WHERE leaving_replica IS NOT NULL
+                         UNION SELECT partition_id, replica FROM cloning)
         SELECT count(*) FROM (SELECT DISTINCT replica, partition_id FROM final) f
         WHERE NOT EXISTS (SELECT 1 FROM allowed a WHERE a.replica = f.replica AND a.partition_id = f.partition_id)""",
     "AmbiguousInsertAtomicInv": """
@@ -97,6 +98,12 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")
     con.execute("CREATE VIEW owners AS SELECT partition_id, unnest(owners) AS replica FROM asg")
+    # clone_target is optional (history_schema): a CLONE target may hold rows before SWITCH; the
+    # PR #102244 design names its `:cloning` targets comma-separated.
+    has_target = "clone_target" in {r[0] for r in con.execute("DESCRIBE asg").fetchall()}
+    con.execute("CREATE VIEW cloning AS SELECT partition_id, unnest(string_split(clone_target, ',')) AS replica "
+                "FROM asg WHERE clone_target IS NOT NULL AND clone_target <> ''" if has_target else
+                "CREATE VIEW cloning AS SELECT NULL::VARCHAR AS partition_id, NULL::VARCHAR AS replica WHERE false")
     con.execute("CREATE TABLE held AS SELECT DISTINCT replica, partition_id, row_id FROM final")
     return {name: con.execute(sql).fetchone()[0] for name, sql in QUERIES.items()}
 

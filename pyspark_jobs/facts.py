@@ -137,7 +137,8 @@ class Facts:
         table = []
         for pid, owners, leaving in h.assignment:
             self.own[pid] = mask([self.index[r] for r in owners], self.words)
-            self.allowed[pid] = mask([self.index[r] for r in owners + ([leaving] if leaving else [])], self.words)
+            allowed = owners + ([leaving] if leaving else []) + h.cloning.get(pid, [])
+            self.allowed[pid] = mask([self.index[r] for r in allowed], self.words)
             asked = [i for i, (_, _, requested) in enumerate(h.done_queries) if requested is None or pid in requested]
             table.append((pid, *self.own[pid], *self.allowed[pid], *(mask(asked, qwords) if self.qwords else []),
                           [{"idx": self.index[r], "replica": r} for r in sorted(set(owners))]))

@@ -19,6 +19,9 @@ class Column:
     name: str
     kind: str              # "long", "string" or "strings" (a list of strings)
     nullable: bool = False  # null allowed (else a null is bad input)
+    # A column a history may lack (written before it existed, or by a writer that has no such
+    # value, as a real ClickHouse's history): read as null.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class Table:
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def required(self) -> list[str]:
+        return [c.name for c in self.columns if not c.optional]
 
 
 TABLES = {t.name: t for t in (
@@ -60,7 +67,10 @@ TABLES = {t.name: t for t in (
           # step comes from `assignments`, which must have rows, so there is still no vacuous pass.
           large=True),
     Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
-                          Column("owners", "strings"), Column("leaving_replica", "string", nullable=True)),
+                          Column("owners", "strings"), Column("leaving_replica", "string", nullable=True),
+                          # The CLONE target at the snapshot: it may hold the partition's rows before
+                          # SWITCH (NoForeignPartsInv, as the spec's Keepers and the oracle allow).
+                          Column("clone_target", "string", nullable=True, optional=True)),
           must_have_rows="no assignments: the history has no final snapshot of the owners"),
 )}
 

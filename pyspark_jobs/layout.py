@@ -81,11 +81,13 @@ def _probe_parquet(table: Table, path: Path, files: list[Path]) -> tuple[int, di
         except Exception as e:  # pyarrow raises ArrowInvalid/OSError for a truncated or foreign file
             raise BadInput(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]})") from e
         rows += meta.num_rows
-        missing = [c for c in table.names if c not in schema.names]
+        missing = [c for c in table.required if c not in schema.names]
         if missing:
             raise BadInput(f"{f}: no column(s) {', '.join(missing)} (table {table.name} needs "
-                           f"{', '.join(table.names)})")
+                           f"{', '.join(table.required)})")
         for c in table.columns:
+            if c.optional and c.name not in schema.names:
+                continue   # read as null
             t = _arrow_to_spark(schema.field(c.name).type)
             if t not in COMPATIBLE[c.kind]:
                 raise BadInput(f"{f}: column {c.name} is {t}, expected {KIND_NAMES[c.kind]}")
@@ -110,10 +112,10 @@ def _probe_json(table: Table, files: list[Path]) -> int:
                     raise BadInput(f"{f} line {n}: not valid JSON: {raw[:80].decode('utf-8', 'replace')!r}") from None
                 if not isinstance(obj, dict):
                     raise BadInput(f"{f} line {n}: not a JSON object: {raw[:80].decode('utf-8', 'replace')!r}")
-                missing = [c for c in table.names if c not in obj]
+                missing = [c for c in table.required if c not in obj]
                 if missing:
                     raise BadInput(f"{f} line {n}: no column(s) {', '.join(missing)} (table {table.name} "
-                                   f"needs {', '.join(table.names)})")
+                                   f"needs {', '.join(table.required)})")
                 return max(1, size // len(raw))
     return 0
 

@@ -163,6 +163,7 @@ class History:
     queries: int                 # all queries, completed or not
     partitions: int              # Spark partitions of the large tables' shuffle
     kept: list = field(default_factory=list)  # frames to release when done
+    cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -204,13 +205,17 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     queries = _small(spark, sources["queries"])
     final = max(r["snapshot_step"] for r in assignments)  # layout refused an empty table
     n = partitions or _partitions(spark, sources)
-    replicas = {x for r in assignments for x in list(r["owners"]) + [r["leaving_replica"]]} - {None}
+    replicas = {x for r in assignments for x in list(r["owners"]) + [r["leaving_replica"], r["clone_target"]]} - {None}
     assignment = [(r["partition_id"], list(r["owners"]), r["leaving_replica"])
                   for r in assignments if r["snapshot_step"] == final]
+    # PR #102244's history names its `:cloning` targets comma-separated.
+    cloning = {r["partition_id"]: [x for x in r["clone_target"].split(",") if x]
+               for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
+    replicas |= {x for targets in cloning.values() for x in targets}
     done = sorted((r["start_step"], r["query_id"], r["partitions_requested"]) for r in queries
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
-                   [(q, start, requested) for start, q, requested in done], len(queries), n)
+                   [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning)
 
 
 @contextmanager
