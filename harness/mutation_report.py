@@ -53,24 +53,77 @@ def reference_results(root: Path = MUTANTS) -> dict[str, dict]:
             if _STATUS.get(code) == "survived":
                 fn = key.rsplit("__mutmut_", 1)[0].split(".")[-1]
                 survivors[fn[2:] if fn.startswith("x_") else fn] += 1
-        out[module] = {"mutants": len(codes), **counts, "survivors_by_function": dict(survivors.most_common())}
+        diffs = mutant_diffs(module, [k for k, c in codes.items() if _STATUS.get(c) == "survived"], root)
+        kinds = Counter(classify(*d) for d in diffs.values())
+        out[module] = {"mutants": len(codes), **counts, "survivors_by_function": dict(survivors.most_common()),
+                       "survivor_kinds": dict(kinds),
+                       "survivor_examples": [f"{k.split('.')[-1]}: `{d[0]}` -> `{d[1]}`" for k, d in diffs.items()
+                                             if classify(*d) == "unclassified"][:8]}
     return out
 
 
+def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str, tuple[str, str]]:
+    """The one changed line of each mutant (original, mutated), read from mutmut's trampolined copy
+    of the module, where every mutant is a function `x_<fn>__mutmut_<n>` beside `x_<fn>__mutmut_orig`."""
+    import ast
+    import difflib
+
+    path = root / module
+    if not path.is_file():
+        return {}
+    source = path.read_text()
+    lines = source.splitlines()   # (ast.get_source_segment re-reads the whole file per call: minutes here)
+    funcs = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]) for n in ast.parse(source).body
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in n.name}
+    out = {}
+    for key in keys:
+        name = key.split(".")[-1]
+        orig = funcs.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+        mut = funcs.get(name)
+        if not orig or not mut:
+            continue
+        a, b = orig.splitlines()[1:], mut.splitlines()[1:]   # the def lines differ by name only
+        diff = list(difflib.unified_diff(a, b, lineterm="", n=0))[2:]
+        minus = [x for x in diff if x.startswith("-")]
+        plus = [x for x in diff if x.startswith("+")]
+        out[key] = (minus[0][1:].strip() if minus else "", plus[0][1:].strip() if plus else "")
+    return out
+
+
+_MESSAGE = ("GuardFailed(", "raise ", "log.", "logger.", "print(", "warn(")
+
+
+def classify(before: str, after: str) -> str:
+    """A first, mechanical reason for a survivor: `message` when only an error or log text changed
+    (equivalent for the protocol; no test reads the wording), else `unclassified` (to be read)."""
+    if any(m in before for m in _MESSAGE) and any(m in after for m in _MESSAGE):
+        return "message"
+    return "unclassified"
+
+
 def reference_markdown(ref: dict[str, dict]) -> str:
-    rows = ["| module | mutants | run | killed by the tests | survived | no test reaches it | timeout | not run yet | killed / run |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| module | mutants | run | killed by the tests | survived | no test reaches it | timeout | not run yet | killed / run | killed / (killed + survived) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for module, r in ref.items():
         run = r["mutants"] - r.get("not run", 0)
         score = f"{100 * r.get('killed', 0) / run:.0f}%" if run else "-"
+        tried = r.get("killed", 0) + r.get("survived", 0)
+        reached = f"{100 * r.get('killed', 0) / tried:.0f}%" if tried else "-"
         rows.append(f"| `{module}` | {r['mutants']} | {run} | {r.get('killed', 0)} | {r.get('survived', 0)} | "
-                    f"{r.get('no tests', 0)} | {r.get('timeout', 0)} | {r.get('not run', 0)} | {score} |")
+                    f"{r.get('no tests', 0)} | {r.get('timeout', 0)} | {r.get('not run', 0)} | {score} | {reached} |")
     text = "\n".join(rows) + "\n"
     for module, r in ref.items():
         if r["survivors_by_function"]:
             text += (f"\nSurvivors in `{module}` by function (not yet classified equivalent or gap; "
                      f"`.venv/bin/mutmut show NAME` prints one): "
                      + ", ".join(f"`{f}` {n}" for f, n in r["survivors_by_function"].items()) + ".\n")
+            k = r.get("survivor_kinds", {})
+            if k:
+                text += (f"\nOf those, {k.get('message', 0)} change only an error or log text (`GuardFailed(...)`, "
+                         f"`raise ...`: equivalent for the protocol, no test reads the wording) and "
+                         f"{k.get('unclassified', 0)} change behaviour and are still to be read, one by one, as "
+                         f"equivalent or a gap. Some of them:\n\n"
+                         + "".join(f"- {e}\n" for e in r.get("survivor_examples", [])))
     return text
 
 
@@ -84,6 +137,31 @@ def spec_markdown(spec: dict) -> str:
     return markdown(verdicts, models, spec["budget_s"], spec["command"])
 
 
+# Read by hand from the slice's verdicts (issue 18's "one-line reason"); to be redone with each run.
+SPEC_READING = """
+Reading of this slice (by hand): a *timeout* is a mutant that survived MCMigrationWrites and ran out
+of its 120 s on MCMigrationCrash on the loaded machine (no verdict, not a survivor). Survivors and why:
+
+- `src \\in active`, `dst \\in active`, `mig[p].coord \\in active` (StartMigration, ReplicaCloneFetch,
+  CoordinatorSwitch, ReplicaCleanup, CoordinatorCancel): MCMigrationWrites has no crash, every replica is
+  always active, so these guards never bind there; MCMigrationCrash decides them, with a longer budget.
+- `Assigned(p)`, `mig[p].st \\in {"none", ...}` in StartMigration: equivalent on these models (p is
+  assigned from the start, one migration at most); a model with an unassigned partition would decide them.
+- `Cardinality(MigrationsInFlight) < MaxConcurrentMigrations`: equivalent with MaxMigrations = 1;
+  MCParallelMigration (MigrationLimitInv) is the model for it, not run in this slice.
+- `aux_counts.migrations < MaxMigrations`: a model bound, not a protocol guard (dropped: unbounded, timeout).
+- negations that disable an action (StartMigration, CoordinatorCancel, the `active` guards): safety holds
+  vacuously when a step never happens; only liveness (`MigrationsEndProp`, MCLiveness) kills them: a gap
+  of the slice's model choice, fixed by adding MCLiveness to the negate runs.
+- `~mig[p].fetched` in ReplicaCloneFetch, dropped: a second fetch queues the same GET_PARTs again
+  (idempotent); equivalent.
+- ReplicaCleanup's delay guard (`Bug("cleanup_no_delay") \\/ ...`, the every-map-saw-it and
+  `~routedHere` parts): the fast migration models have no query, so `CleanupSafeInv` and
+  `QueryNoMissingInv` cannot break; MCMigration (a query racing the migration, 158 s) catches it
+  (its `cleanup_no_delay` variant fails in 6 s) and is the model to add for ReplicaCleanup.
+"""
+
+
 def section(ref: dict[str, dict], spec: dict | None) -> str:
     parts = ["## Mutation score (issue 18): a slice\n",
              "`make mutation` runs `mutmut run` over the reference (`[tool.mutmut]` in `pyproject.toml`: which "
@@ -91,14 +169,15 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
              "then `python -m harness.mutation_report` writes this section. **A first slice, not the whole run**: "
              "one reference module and the migration actions' guards on the fast migration models; the other "
              "modules (replica, query, insert, assignment), the other actions, and the conformance and Spark "
-             "layers are still to be run. Machine: 2 cores shared with other jobs (load 7-8).\n"]
+             "layers are still to be run, and the spec survivors still to be run on MCMigration, MCParallelMigration "
+             "and MCLiveness. Machine: 2 cores shared with other jobs (load 7-8).\n"]
     if ref:
         parts += ["### Reference layer (mutmut 3 on the in-memory tests)\n",
                   "Command: `.venv/bin/mutmut run` (tests: `tests/reference/test_migration.py`, "
                   "`tests/reference/test_bugs.py`, in-memory Keeper only); *run* counts the mutants decided so far.\n",
                   reference_markdown(ref)]
     if spec:
-        parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec)]
+        parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)
 
 

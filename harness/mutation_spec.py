@@ -393,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=positive_float, default=120.0, help="seconds per model run (a longer one is a timeout)")
     ap.add_argument("--jobs", type=int_at_least(1), default=1, help="mutants checked at once (each TLC on one worker)")
     ap.add_argument("--kinds", default="drop,negate", help="mutant kinds: drop, negate or both")
+    ap.add_argument("--ids", help="only these mutants (comma-separated ids as --list prints them)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="only the mutants that survived in --out's earlier result; their new runs are added to it")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit without running TLC")
     ap.add_argument("--markdown", action="store_true", help="print the result as a Markdown table")
     ap.add_argument("--out", default=str(OUT), help="where the JSON result goes")
@@ -412,6 +415,19 @@ def _main(a, argv: list[str]) -> int:
         raise BadInput(f"--kinds: wants drop, negate or drop,negate, not {a.kinds!r}")
     models = holding_models([x.strip() for x in a.models.split(",") if x.strip()])
     mutants = [m for m in generate(lines, only) if m.kind in kinds]
+    earlier = None
+    if a.survivors:
+        if not Path(a.out).is_file():
+            raise BadInput(f"--survivors: no earlier result {a.out}")
+        earlier = json.loads(Path(a.out).read_text())
+        again = {v["id"] for v in earlier["verdicts"] if v["status"] == "survived"}
+        mutants = [m for m in mutants if m.id in again]
+    if a.ids:
+        ids = {x.strip() for x in a.ids.split(",") if x.strip()}
+        unknown = ids - {m.id for m in mutants}
+        if unknown:
+            raise BadInput(f"--ids: no mutant {', '.join(sorted(unknown))} (see --list)")
+        mutants = [m for m in mutants if m.id in ids]
     if a.list:
         for m in mutants:
             print(f"{m.id:32} line {m.line:4}  {m.original}")
@@ -435,6 +451,27 @@ def _main(a, argv: list[str]) -> int:
                       "killed_by": x.killed_by, "runs": [asdict(r) for r in x.runs],
                       "reason": x.reason({m["name"]: m.get("distinct_states") for m in models})} for x in verdicts],
     }
+    if earlier is not None:
+        # a survivor re-run on more models: its verdict now counts the earlier runs and the new ones
+        new = {v["id"]: v for v in result["verdicts"]}
+        for v in earlier["verdicts"]:
+            if v["id"] in new:
+                n = new[v["id"]]
+                n["runs"] = v["runs"] + n["runs"]
+                recorded = {m["name"]: m.get("distinct_states") for m in holding_models(
+                    list(dict.fromkeys(earlier["models"] + result["models"])))}
+                if n["status"] == "survived":
+                    n["reason"] = Verdict(Mutant(**{k: v[k] for k in ("id", "action", "kind", "line", "original")}),
+                                          "survived", None, [Run(**r) for r in n["runs"]]).reason(recorded)
+                v.clear()
+                v.update(n)
+        earlier["models"] = list(dict.fromkeys(earlier["models"] + result["models"]))
+        earlier["command"] = earlier["command"] + "; then " + result["command"]
+        earlier["seconds"] = round(earlier["seconds"] + result["seconds"], 1)
+        result = earlier
+        verdicts = [Verdict(Mutant(**{k: v[k] for k in ("id", "action", "kind", "line", "original")}), v["status"],
+                            v["killed_by"], [Run(**r) for r in v["runs"]]) for v in result["verdicts"]]
+        models = holding_models(result["models"])
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
