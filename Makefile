@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup check test faults check-spec conformance spark-check bench clean help
+.PHONY: setup check test faults check-spec conformance spark-check bench mutation clean help
 
 help:
 	@echo "make check        the main job: TLC models, conformance runs, Spark invariant job; summary table"
@@ -16,6 +16,7 @@ help:
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark invariant job on a reference run's history"
 	@echo "make bench        benchmarks; figures written to build/reports/"
+	@echo "make mutation     mutation score: mutmut over reference/, guard mutants of the spec on TLC; section in BENCHMARKS.md"
 	@echo "make setup        venv, TLC jar, ZooKeeper and ClickHouse servers, Java check (idempotent; run by all of the above)"
 
 # The venv is rebuilt only when the pinned dependencies change.
@@ -53,5 +54,12 @@ spark-check: setup
 bench: setup
 	@$(PY) -m harness.check_all --stage bench
 
+# Survivors make mutmut and mutation_spec exit non-zero; the report is written either way
+# (ARGS go to harness.mutation_spec, e.g. ARGS="--actions all --budget 300").
+mutation: setup
+	-@$(VENV)/bin/mutmut run
+	-@$(PY) -m harness.mutation_spec $(ARGS)
+	@$(PY) -m harness.mutation_report
+
 clean:
-	rm -rf build .tools $(VENV) .pytest_cache .hypothesis
+	rm -rf build mutants .tools $(VENV) .pytest_cache .hypothesis
