@@ -46,6 +46,19 @@ settings.register_profile("thorough", max_examples=1000, stateful_step_count=80,
                           suppress_health_check=list(HealthCheck))
 
 
+def changing_instances(system, here) -> dict:
+    """action -> the argument tuples whose step changes the state `here` (a step that changes
+    nothing is a stutter); the system is left as it was."""
+    snap = system.snapshot()
+    out: dict = {}
+    for action, args in system.instances():
+        got = system.attempt(snap, action, args)
+        if got is not None and got != here:
+            out.setdefault(action, []).append(args)
+    system.restore(snap)
+    return out
+
+
 def profile() -> settings:
     name = os.environ.get("CONFORMANCE_PROFILE", "dev")
     if name not in ("ci", "dev", "thorough"):
@@ -297,14 +310,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
 
         def enabled(self) -> dict:
             if self._enabled is None:
-                here, snap = self.state(), self.system.snapshot()
-                out: dict = {}
-                for action, args in self.system.instances():
-                    got = self.system.attempt(snap, action, args)
-                    if got is not None and got != here:  # a step that changes nothing is a stutter
-                        out.setdefault(action, []).append(args)
-                self.system.restore(snap)
-                self._enabled = out
+                self._enabled = changing_instances(self.system, self.state())
             return self._enabled
 
     for t in of_module("SelectiveReplication"):
@@ -394,14 +400,7 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
 
         def enabled(self) -> dict:
             if self._enabled is None:
-                here, snap = self.state(), self.system.snapshot()
-                out: dict = {}
-                for action, args in self.system.instances():
-                    got = self.system.attempt(snap, action, args)
-                    if got is not None and got != here:  # a step that changes nothing is a stutter
-                        out.setdefault(action, []).append(args)
-                self.system.restore(snap)
-                self._enabled = out
+                self._enabled = changing_instances(self.system, self.state())
             return self._enabled
 
     for name in actions:

@@ -108,6 +108,14 @@ def test_command_line_exit_codes_and_report(spark, correct, tmp_path, capsys):
     assert main(["--input", str(tmp_path / "nowhere")]) == 2
 
 
+def _read_tables(folder):
+    """The synthetic history's tables (pyarrow) and their rows, to edit and write back."""
+    import pyarrow.parquet as pq
+    tables = {t: pq.read_table(folder / f"{t}.parquet") for t in ("run", "inserts", "queries", "query_rows",
+                                                                  "parts", "assignments")}
+    return tables, {t: x.to_pylist() for t, x in tables.items()}
+
+
 def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhere(spark, correct, tmp_path):
     """The spec's ReplicationFactorInv is `Cardinality(owners) = RF`: a third complete owner of a
     partition at RF 2 (PR-F3's over-replication) is a violation for the Spark job, DuckDB and the
@@ -120,9 +128,7 @@ def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhe
     from pyspark_jobs.duckdb_check import check as duckdb_check
     from reference.oracle import check
 
-    tables = {t: pq.read_table(correct / f"{t}.parquet") for t in ("run", "inserts", "queries", "query_rows",
-                                                                   "parts", "assignments")}
-    rows = {t: x.to_pylist() for t, x in tables.items()}
+    tables, rows = _read_tables(correct)
     final = max(a["snapshot_step"] for a in rows["assignments"])
     victim = next(a for a in rows["assignments"] if a["snapshot_step"] == final)
     extra = next(r for r in ("r1", "r2", "r3", "r4") if r not in victim["owners"])
@@ -163,9 +169,7 @@ def test_a_clone_target_holding_rows_at_the_last_snapshot_is_not_foreign(spark, 
     from pyspark_jobs.duckdb_check import check as duckdb_check
     from reference.oracle import check
 
-    tables = {t: pq.read_table(correct / f"{t}.parquet") for t in ("run", "inserts", "queries", "query_rows",
-                                                                   "parts", "assignments")}
-    rows = {t: x.to_pylist() for t, x in tables.items()}
+    tables, rows = _read_tables(correct)
     final = max(a["snapshot_step"] for a in rows["assignments"])
     victim = next(a for a in rows["assignments"] if a["snapshot_step"] == final)
     target = next(r for r in ("r1", "r2", "r3", "r4") if r not in victim["owners"])
