@@ -71,7 +71,7 @@ EXAMPLES = {
     'make check-spec ARGS="--only MCMigration"': Make("check-spec"), "make check-spec ARGS=--record": Make("check-spec"),
     "make test ARGS=tests/reference": Make("test"), "make test ARGS=tests/clickhouse": Make("test"),
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
-    "make faults": Make("faults"),
+    "make faults": Make("faults"), "make mutation": Make("mutation"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
     "python -m reference run --profile racing|stale|lossy|thin|switching|churn|losing --seed N": Covered(
