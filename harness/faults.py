@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kazoo.exceptions import ConnectionLoss
+from kazoo.handlers.threading import KazooTimeoutError
 
 from reference.keeper.zookeeper import ZooKeeperKeeper
 
@@ -104,24 +105,40 @@ def _wait(cond, timeout: float, step: float = 0.05) -> bool:
     return False
 
 
+def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 20):
+    """The cell's cluster, in a chroot of its own. The previous cell restarted the members it
+    stopped, and an election may still be under way: a start that meets Keeper unavailable is
+    tried again in a fresh chroot (a half-registered one would be refused as a leftover root),
+    as a ClickHouse server retries attaching a replicated table until Keeper answers."""
+    from reference.cluster import Cluster
+    from reference.keeper.base import KeeperUnavailableError
+    for attempt in range(attempts):
+        chroot = f"{hosts}/faults/{uuid.uuid4().hex[:12]}"
+        try:
+            setup = ZooKeeperKeeper(hosts)
+            try:
+                setup.ensure_path(chroot[len(hosts):])
+            finally:
+                setup.close()
+            return Cluster(lambda: keeper(chroot, retry_deadline=1.5), folder / f"data{attempt}",
+                           replicas=("r1", "r2", "r3"), seed=seed, down_timeout=5.0)
+        except (KeeperUnavailableError, ConnectionLoss, KazooTimeoutError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
 def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Path, timeout: float = 60.0) -> Outcome:
     """One cell run: a table in its own chroot of the ensemble, `fault` injected with the
     migration in `state`; the history written into `folder`."""
-    from reference.cluster import Cluster
     from reference.migration import read_migration
     from reference.oracle import check
     from reference.runtime import LiveCluster
     from reference.workload import blocks
 
-    chroot = f"{hosts}/faults/{uuid.uuid4().hex[:12]}"
-    setup = ZooKeeperKeeper(hosts)
-    setup.ensure_path(chroot[len(hosts):])
-    setup.close()
     losing = fault.startswith("multi_loss")
-    connect = (lambda: LosingKeeper(chroot, retry_deadline=1.5)) if losing else (
-        lambda: ZooKeeperKeeper(chroot, retry_deadline=1.5))
     rng = random.Random(seed)
-    c = Cluster(connect, folder / "data", replicas=("r1", "r2", "r3"), seed=seed, down_timeout=5.0)
+    c = _start_cluster(hosts, folder, seed, LosingKeeper if losing else ZooKeeperKeeper)
     note, recovered, seconds = "", False, None
     work = blocks(rng, 10_000, 3, months=2)
     try:
