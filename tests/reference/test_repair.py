@@ -33,6 +33,15 @@ def _owned_by(c: Cluster, r: str) -> list[str]:
     return sorted(p for p, a in _assignments(c).items() if r in a.owners)
 
 
+def _back_to_rf_and_clean(c) -> None:
+    """Settled: no partition short of RF, and the history (a last query and snapshot) holds."""
+    c.settle()
+    assert short_partitions(c.admin, c.layout) == []
+    c.query()
+    c.snapshot()
+    assert violations(c.history, 2) == []
+
+
 def test_a_replica_lost_for_good_is_dropped_and_its_partitions_repaired(connect, tmp_path):
     c = _cluster(connect, tmp_path)
     try:
@@ -114,11 +123,7 @@ def test_a_move_whose_source_is_dropped_goes_on_as_a_repair(connect, tmp_path):
         assert set(a.owners) == {"r1", "r3"} and a.leaving is None
         assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
         c.rebalance()
-        c.settle()
-        assert short_partitions(c.admin, c.layout) == []
-        c.query()
-        c.snapshot()
-        assert violations(c.history, 2) == []
+        _back_to_rf_and_clean(c)
     finally:
         c.close()
 
@@ -134,10 +139,6 @@ def test_a_clone_into_a_dropped_replica_is_cancelled_and_the_partition_keeps_its
         assert set(a.owners) == {"r1", "r2"} and a.target is None
         assert read_migration(c.admin, c.layout, p)[0]["state"] == "cancelled"
         c.rebalance()   # r3's own partitions are short: repaired onto the one replica left to take them
-        c.settle()
-        assert short_partitions(c.admin, c.layout) == []
-        c.query()
-        c.snapshot()
-        assert violations(c.history, 2) == []
+        _back_to_rf_and_clean(c)
     finally:
         c.close()
