@@ -84,8 +84,7 @@ class ProtocolSystem:
             # The spec's ReplicaRestart drops what a CLEANUP done on its behalf left; a query
             # still routed here for such a partition finds the data gone.
             for pid in drop_foreign_partitions(rep):
-                self.read_cleaned |= any(x["st"] == "running" and pid in x["query"].pending
-                                         and x["query"].routes[pid] == r for x in self.qry.values())
+                self.read_cleaned |= self.routed(pid, r)
         self.reps[r] = rep
 
     def close(self) -> None:
@@ -482,8 +481,7 @@ class ProtocolSystem:
     def _ReplicaCleanup(self, p):
         mig = self._mig(p)
         leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        routed_here = any(x["st"] == "running" and PIDS[p] in x["query"].pending and x["query"].routes[PIDS[p]] == leaver
-                          for x in self.qry.values())
+        routed_here = self.routed(PIDS[p], leaver)
         replica_cleanup(self._rep(leaver), PIDS[p], self.bugs)
         self.read_cleaned |= routed_here
         return "cleaned"
@@ -497,13 +495,17 @@ class ProtocolSystem:
         replica_take_over_migration(self.admin, LAYOUT, PIDS[p], r)
         return "took over"
 
+    def routed(self, pid: str, replica: str) -> bool:
+        """A running query still has to read partition `pid` on `replica`."""
+        return any(x["st"] == "running" and pid in x["query"].pending and x["query"].routes[pid] == replica
+                   for x in self.qry.values())
+
     def _ReplicaCleanupForDownLeaver(self, p, r):
         mig = self._mig(p)
         leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
         # The client's side of the guard: a query routed to the leaver fails before it is ended
         # for (its connection broke with the server; the reference runs queries to the end).
-        if any(x["st"] == "running" and PIDS[p] in x["query"].pending and x["query"].routes[PIDS[p]] == leaver
-               for x in self.qry.values()):
+        if self.routed(PIDS[p], leaver):
             raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
         replica_cleanup_for_down_leaver(self._rep(r), PIDS[p], self.bugs)
         return "ended"
@@ -645,8 +647,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                 a = read_assignment(s.admin, LAYOUT, PIDS[p])
                 seen = all(s.reps[r].cache.get(PIDS[p]) is not None and s.reps[r].cache[PIDS[p]].version >= a.version
                            for r in s.active() if r in s.reps)
-                routed = any(x["st"] == "running" and PIDS[p] in x["query"].pending
-                             and x["query"].routes[PIDS[p]] == leaver for x in s.qry.values())
+                routed = s.routed(PIDS[p], leaver)
                 if leaver not in s.reps and (seen or "down_leaver_cleanup_ignores_maps" in s.bugs) and not routed:
                     out += [(p, r) for r in up]
             elif action == "ReplicaCleanup" and st in ("switched", "cancelling"):

@@ -197,8 +197,7 @@ class SpecSystem(Attempts):
         query the client still has routed to it for such a partition finds the data gone."""
         part_of = {pid: part for part, pid in self.pid.items()}
         for pid in drop_foreign_partitions(rep):
-            self.read_cleaned |= any(x["st"] == "running" and part_of[pid] in x["pending"]
-                                     and x["query"].routes[pid] == rep.name for x in self.qry.values())
+            self.read_cleaned |= self.routed(part_of[pid], rep.name)
 
     def close(self) -> None:
         pass  # nothing outside this process: the ensemble and the stores are in memory
@@ -673,8 +672,7 @@ class SpecSystem(Attempts):
     def _ReplicaCleanup(self, p):
         mig, part = self._mig(p), self.mv[p]
         leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        routed_here = any(x["st"] == "running" and part in x["pending"]
-                          and x["query"].routes[self.pid[part]] == leaver for x in self.qry.values())
+        routed_here = self.routed(part, leaver)
         replica_cleanup(self._rep(leaver), self.pid[part], self.bugs)
         self.read_cleaned |= routed_here
         return "cleaned"
@@ -688,13 +686,17 @@ class SpecSystem(Attempts):
         replica_take_over_migration(self.admin, LAYOUT, self.pid[self.mv[p]], r)
         return "took over"
 
+    def routed(self, part, replica: str) -> bool:
+        """A running query still has to read partition `part` (a model value) on `replica`."""
+        return any(x["st"] == "running" and part in x["pending"] and x["query"].routes[self.pid[part]] == replica
+                   for x in self.qry.values())
+
     def _ReplicaCleanupForDownLeaver(self, p, r):
         mig, part = self._mig(p), self.mv[p]
         leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
         # The client's side of the guard: a query routed to the leaver fails before it is ended
         # for (its connection broke with the server; the reference runs queries to the end).
-        if any(x["st"] == "running" and part in x["pending"] and x["query"].routes[self.pid[part]] == leaver
-               for x in self.qry.values()):
+        if self.routed(part, leaver):
             raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
         replica_cleanup_for_down_leaver(self._rep(r), self.pid[part], self.bugs)
         return "ended"
