@@ -37,7 +37,7 @@ from .rebalance import system_rebalance
 from .repair import drop_replica, system_repair
 from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
-from .replica import InsertRejected, Replica
+from .replica import InsertRejected, Replica, client_drop_partition
 from .table import Table
 from .workload import WORKLOAD
 
@@ -256,6 +256,17 @@ class Cluster:
         for p, sub in subs.items():
             self.history.insert(block_id, p, sub, status[p], sent, ack)
         return status
+
+    def drop_partition(self, partition: str) -> int:
+        """ALTER TABLE ... DROP PARTITION, sent by a client to a serving replica: the DROP_RANGE
+        goes into the log (replica.client_drop_partition) and the history records what it removed.
+        Returns the rows removed; GuardFailed if the partition has nothing to drop."""
+        at = self.rng.choice(self.serving())
+        step = self.tick()
+        upto = client_drop_partition(self.replicas[at].keeper, self.layout, partition, source_replica=at)
+        n = self.history.drop(f"drop-{step}", partition, step, upto)
+        self.log(f"DROP PARTITION {partition} at {at}: blocks up to {upto}, {n} rows")
+        return n
 
     def serving(self) -> list[str]:
         """The running replicas a client can use: those whose Keeper session has not expired (an

@@ -35,6 +35,29 @@ def test_unsynced_queries_record_lag_and_without_it_r2_fails(tmp_path):
         c.close()
 
 
+def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_path):
+    """`dropping`: each DROP PARTITION's removed rows are in the history (table drops), no replica
+    holds one at the end, and they are what excuses the owners: without the table the same
+    history shows acknowledged rows lost (so the drops are all that is excused)."""
+    from reference.keeper import MemoryEnsemble
+    from reference.oracle import violations
+    from reference.races import profile_of, race, racing_cluster
+    c = racing_cluster(MemoryEnsemble().connect, tmp_path, profile_of("dropping"), 0)
+    try:
+        counts = race(c, profile_of("dropping"), 0, **SMALL)
+        c.snapshot()
+        assert counts.get("drop", 0) > 0 and c.history.tables["drops"]
+        removed = {(x["partition_id"], x["row_id"]) for x in c.history.tables["drops"]}
+        final = max(x["snapshot_step"] for x in c.history.tables["parts"])
+        assert not removed & {(x["partition_id"], x["row_id"]) for x in c.history.tables["parts"]
+                              if x["snapshot_step"] == final}
+        assert violations(c.history, 2) == []
+        c.history.tables["drops"] = []
+        assert any(p.startswith("OwnersCompleteInv") for p in violations(c.history, 2))
+    finally:
+        c.close()
+
+
 def test_switch_refused_by_oracle(tmp_path):
     run = racing_history(tmp_path, "racing", 0, frozenset({"filter_with_stale_cache"}), **SMALL)
     assert run["oracle_violations"] > 0
