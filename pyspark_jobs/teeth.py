@@ -39,15 +39,14 @@ TEETH = [
     Tooth("source_stops_at_switch", "switching", 0, "QueryNoMissingInv", long=True),
     Tooth("insert_without_assignment_check", "churn", 6, "QueryNoMissingInv", long=True),
     Tooth("repair_without_clone", "losing", 0, "OwnersCompleteInv", long=True),
+    Tooth("clone_ignores_skipped_entries", "dropping", 2, "DropsAppliedInv", long=True),
+    Tooth("clone_reads_skipped_entries_from_log", "dropping", 2, "DropsAppliedInv", long=True),
 ]
 
 # Switches no history of these workloads can show, and why (a gap, reported in the README).
 GAPS = {
     "blind_write": "the race is two allocators between the read and the write of one assignment; the driver "
                    "runs an allocation as one step, so no history has two allocators in it",
-    "clone_ignores_skipped_entries": "needs a mutation or DROP PARTITION during CLONE; the workloads issue "
-                                     "neither and the history has no column for what a drop removed",
-    "clone_reads_skipped_entries_from_log": "as clone_ignores_skipped_entries (F16 is F8's fix on a trimmed log)",
     "filter_skips_global": "ALTER_METADATA changes no row: the history records rows, not metadata versions",
     # Tried: python -m pyspark_jobs.teeth --switch ... --seeds 2 (14 runs each, none caught).
     "down_leaver_cleanup_ignores_maps": "the down-leaver rule acts after Cluster.down_timeout of wall clock (30 s); "
@@ -77,8 +76,14 @@ def main(argv=None) -> int:
         for profile in PROFILES:
             for seed in range(a.seeds):
                 tried += 1
-                with tempfile.TemporaryDirectory() as d:
-                    run = racing_history(d, profile, seed, frozenset({s}), **SIZE)
+                try:
+                    with tempfile.TemporaryDirectory() as d:
+                        run = racing_history(d, profile, seed, frozenset({s}), **SIZE)
+                except RuntimeError as e:
+                    # a broken variant can keep a migration from ever ending (with F8, a CLONE
+                    # target waiting on a part its peers dropped): no history, no verdict
+                    print(f"  {profile} {seed}: no history ({e})", flush=True)
+                    continue
                 if run["oracle_violations"]:
                     found = (profile, seed, run["oracle_sample"][:1])
                     break

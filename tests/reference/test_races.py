@@ -58,6 +58,25 @@ def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_p
         c.close()
 
 
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"clone_ignores_skipped_entries"}),
+                                  frozenset({"clone_reads_skipped_entries_from_log"})], ids=["fixed", "F8", "F16"])
+def test_a_drop_the_clone_target_skipped_comes_back_only_with_the_switch(tmp_path, bugs):
+    """`dropping` seed 2 (pyspark_jobs/teeth.py): with F8 (or F16, F8's first fix, on the trimmed
+    log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps it:
+    the oracle and DuckDB both report DropsAppliedInv, and nothing else, with the same count; the
+    fixed protocol holds for both."""
+    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from pyspark_jobs.teeth import SIZE
+    run = racing_history(tmp_path, "dropping", 2, bugs, **SIZE)
+    by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
+    if not bugs:
+        assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
+    else:
+        # every oracle failure is a dropped row held (the total equals DuckDB's count of them)
+        assert all(line.startswith("DropsAppliedInv: ") for line in run["oracle_sample"])
+        assert by_duckdb == {"DropsAppliedInv": run["oracle_violations"]}
+
+
 def test_switch_refused_by_oracle(tmp_path):
     run = racing_history(tmp_path, "racing", 0, frozenset({"filter_with_stale_cache"}), **SMALL)
     assert run["oracle_violations"] > 0
