@@ -30,6 +30,7 @@ DESCRIPTIONS = {
     "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica and a CLONE target excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
+    "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
     "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
 }
 TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
@@ -235,6 +236,14 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     decide("AmbiguousInsertAtomicInv", None if partial else 0)  # an insert-id hash shared by two inserts over-counts
     decide("NoPhantomRowsInv", None if s("phantom") else 0)
     decide("DropsAppliedInv", None if s("drop_held") else 0)
+
+    # GlobalEntriesAppliedInv: one row per replica, read with the small tables
+    behind = [{"replica": r, "metadata_version": v, "alters_queued": q, "table_metadata_version": want}
+              for r, v, q, want in h.metadata if v + q != want]
+    report["GlobalEntriesAppliedInv"] = {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
+                                         "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0}
+    if progress:
+        progress("GlobalEntriesAppliedInv", report["GlobalEntriesAppliedInv"], 0.0)
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -76,6 +76,9 @@ QUERIES = {
         WITH written AS (SELECT DISTINCT partition_id, row_id FROM inserts WHERE status IN ('ok', 'unknown'))
         SELECT count(*) FROM (SELECT partition_id, row_id FROM held UNION ALL SELECT partition_id, row_id FROM query_rows) x
         WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.partition_id = x.partition_id AND w.row_id = x.row_id)""",
+    "GlobalEntriesAppliedInv": """
+        SELECT count(*) FROM metadata WHERE snapshot_step = (SELECT max(snapshot_step) FROM metadata)
+        AND metadata_version + alters_queued <> table_metadata_version""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
@@ -104,6 +107,11 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 if (folder / "drops.parquet").exists()
                 else "CREATE VIEW drops AS SELECT NULL::VARCHAR AS partition_id, NULL::BIGINT AS row_id, "
                      "NULL::BIGINT AS drop_step WHERE false")
+    con.execute(f"CREATE VIEW metadata AS SELECT * FROM read_parquet({_source(folder, 'metadata')})"
+                if (folder / "metadata.parquet").exists()
+                else "CREATE VIEW metadata AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS replica, "
+                     "NULL::BIGINT AS metadata_version, NULL::BIGINT AS alters_queued, "
+                     "NULL::BIGINT AS table_metadata_version WHERE false")
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
     con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")

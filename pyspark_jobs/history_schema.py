@@ -73,6 +73,12 @@ TABLES = {t.name: t for t in (
           # must be the loss it is (OwnersCompleteInv, exit 1), not "bad input". The final snapshot's
           # step comes from `assignments`, which must have rows, so there is still no vacuous pass.
           large=True),
+    # Per snapshot and running replica, ALTER_METADATA applied and queued beside the table's
+    # metadata version (GlobalEntriesAppliedInv at the last snapshot). Optional: a history without
+    # it (older runs, real ClickHouse's) says nothing about metadata.
+    Table("metadata", (Column("snapshot_step", "long"), Column("replica", "string"), Column("metadata_version", "long"),
+                       Column("alters_queued", "long"), Column("table_metadata_version", "long")),
+          optional=True),
     Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
                           Column("owners", "strings"), Column("leaving_replica", "string", nullable=True),
                           # The CLONE target at the snapshot: it may hold the partition's rows before

@@ -166,6 +166,7 @@ class History:
     partitions: int              # Spark partitions of the large tables' shuffle
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
+    metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -214,10 +215,15 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     cloning = {r["partition_id"]: [x for x in r["clone_target"].split(",") if x]
                for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
     replicas |= {x for targets in cloning.values() for x in targets}
+    meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
+    last_meta = max((r["snapshot_step"] for r in meta), default=None)
+    metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
+                for r in meta if r["snapshot_step"] == last_meta]
     done = sorted((r["start_step"], r["query_id"], r["partitions_requested"]) for r in queries
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
-                   [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning)
+                   [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
+                   metadata=metadata)
 
 
 @contextmanager

@@ -225,7 +225,7 @@ def claim(a: argparse.Namespace, connect):
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|lossy|thin|switching|churn|losing|dropping: the profile's seeded loop (reference/races.py) instead of
+    """--profile racing|stale|lossy|thin|switching|churn|losing|dropping|altering: the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
     from .races import profile_of, race, racing_cluster
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
                    "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn, "
-                   "losing, dropping")
+                   "losing, dropping, altering")
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")

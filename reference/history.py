@@ -36,6 +36,12 @@ SCHEMAS = {
               "drop_step": "int64", "block_number": "int64"},
     "parts": {"snapshot_step": "int64", "replica": "string", "partition_id": "string", "part_name": "string",
               "row_id": "int64"},
+    # Per snapshot, each running replica's applied ALTER_METADATA count (its metadata version) and
+    # the ALTERs waiting in its queue, beside the table's version (/columns): at a settled end
+    # (every replica pulled the whole log) applied + queued = the table's, the spec's
+    # GlobalEntriesAppliedInv. Optional for readers.
+    "metadata": {"snapshot_step": "int64", "replica": "string", "metadata_version": "int64",
+                 "alters_queued": "int64", "table_metadata_version": "int64"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
                     "clone_target": "string", "leaving_replica": "string"},
 }
@@ -86,8 +92,10 @@ class History:
                                  for x in removed]
         return len(removed)
 
-    def snapshot(self, step: int, stores: dict, assignments: list[dict]) -> None:
-        """Every replica's part inventory, row by row, and the assignment, at `step`."""
+    def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = ()) -> None:
+        """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
+        per replica, metadata_version, alters_queued and table_metadata_version."""
+        self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
         for replica, store in sorted(stores.items()):
             for name in store.names():
                 for r in store.read(name):

@@ -22,7 +22,8 @@ from collections import Counter
 from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
-              "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv")
+              "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
+              "GlobalEntriesAppliedInv")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -102,6 +103,15 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 complete += 1
         if complete < rf:
             out["ReplicationFactorInv"].append(f"{p} is complete on {complete} owners, not {rf}")
+    # The spec's GlobalEntriesAppliedInv at a settled end (every replica pulled the whole log):
+    # applied + queued ALTER_METADATA = the table's metadata version, on every replica.
+    meta = t.get("metadata", ())
+    last_meta = max((m["snapshot_step"] for m in meta), default=None)
+    for m in meta:
+        if m["snapshot_step"] == last_meta and m["metadata_version"] + m["alters_queued"] != m["table_metadata_version"]:
+            out["GlobalEntriesAppliedInv"].append(
+                f"{m['replica']} applied {m['metadata_version']} and queued {m['alters_queued']} ALTER_METADATA "
+                f"of the table's {m['table_metadata_version']}")
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":

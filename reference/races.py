@@ -21,6 +21,8 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   removed (History.drop), so the checkers owe those rows to nobody after it and report any
   replica that still holds one at the end (DropsAppliedInv). The log is short, so the cleanup
   thread trims a DROP_RANGE every replica pulled before the owners executed it (F16);
+- in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
+  owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
   partitions repaired back to RF while the inserts, moves and queries go on.
 
@@ -91,6 +93,10 @@ PROFILES = {p.name: p for p in (
             {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2}, cleanup=CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=50),
             describe="as racing, with DROP PARTITION racing CLONE/SWITCH/CLEANUP and a log the cleanup "
                      "thread trims as soon as every replica pulled an entry"),
+    Profile("altering", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.7, "query": 2, "crash": 0.3,
+                         "restart": 0.6, "alter": 0.5},
+            _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
+                             "replica applies whatever it owns) racing the moves and crashes"),
     Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
                        "restart": 0.5, "lose": 0.4, "repair": 1},
             _KINDS, max_down=1,
@@ -240,6 +246,11 @@ class Race:
         for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
             self._step()
         self._reassign(p, dst)
+
+    def _alter(self) -> None:
+        n = self.counts.get("alter", 0) + 1
+        self.c.alter_metadata(f"extra_{n} UInt8")
+        self._count("alter")
 
     def _lose(self) -> None:
         """A replica lost for good, once per run: crash and SYSTEM DROP REPLICA. Only with every

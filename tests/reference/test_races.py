@@ -77,6 +77,23 @@ def test_a_drop_the_clone_target_skipped_comes_back_only_with_the_switch(tmp_pat
         assert by_duckdb == {"DropsAppliedInv": run["oracle_violations"]}
 
 
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"filter_skips_global"})], ids=["fixed", "skips_global"])
+def test_an_alter_every_replica_must_apply_is_lost_only_with_the_switch(tmp_path, bugs):
+    """`altering` seed 0: with filter_skips_global the log filter skips ALTER_METADATA on every
+    replica, so none reaches the table's metadata version: the oracle and DuckDB both report
+    GlobalEntriesAppliedInv (one per running replica), and nothing else; fixed, both hold."""
+    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from pyspark_jobs.teeth import SIZE
+    run = racing_history(tmp_path, "altering", 0, bugs, **SIZE)
+    assert run["actions"].get("alter", 0) > 0
+    by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
+    if not bugs:
+        assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
+    else:
+        assert all(line.startswith("GlobalEntriesAppliedInv: ") for line in run["oracle_sample"])
+        assert by_duckdb == {"GlobalEntriesAppliedInv": run["oracle_violations"]}
+
+
 def test_switch_refused_by_oracle(tmp_path):
     run = racing_history(tmp_path, "racing", 0, frozenset({"filter_with_stale_cache"}), **SMALL)
     assert run["oracle_violations"] > 0
