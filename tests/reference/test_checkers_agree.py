@@ -89,18 +89,22 @@ def test_fault_suite_histories_are_checked_by_both(zk_ensemble, spark, tmp_path,
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"clone_ignores_skipped_entries"})], ids=["fixed", "F8"])
-def test_a_history_with_drops_gets_the_same_verdict_from_all_three(spark, tmp_path, bugs):
-    """`dropping` seed 2: rows DROP PARTITION removed are owed to nobody after it by the oracle,
-    the Spark job and DuckDB alike, and a dropped row kept by a CLONE target (F8) is reported by
-    all three as DropsAppliedInv, with the same count."""
-    run = racing_history(tmp_path, "dropping", 2, bugs, **SIZE)
+@pytest.mark.parametrize("profile, seed, switch, invariant", [
+    ("dropping", 2, None, None), ("dropping", 2, "clone_ignores_skipped_entries", "DropsAppliedInv"),
+    ("altering", 0, None, None), ("altering", 0, "filter_skips_global", "GlobalEntriesAppliedInv")],
+    ids=["dropping", "dropping-F8", "altering", "altering-skips-global"])
+def test_drops_and_alters_get_the_same_verdict_from_all_three(spark, tmp_path, profile, seed, switch, invariant):
+    """Rows a DROP PARTITION removed are owed to nobody after it, and every replica's metadata
+    version is judged against the table's, by the oracle, the Spark job and DuckDB alike: the
+    same count per invariant, on the fixed protocol (all zero) and with the switch (only its
+    invariant)."""
+    run = racing_history(tmp_path, profile, seed, frozenset({switch}) if switch else frozenset(), **SIZE)
     h = History()
     for f in Path(run["history"]).glob("*.parquet"):
         h.tables[f.stem] = pq.read_table(f).to_pylist()
-    assert h.tables["drops"]
+    assert h.tables["drops" if profile == "dropping" else "metadata"]
     oracle = {name: len(problems) for name, problems in check(h, 2).items()}
     with contextlib.redirect_stdout(io.StringIO()):
         spark_counts = {n: r["violations"] for n, r in check_folder(spark, run["history"], 3)["invariants"].items()}
     assert spark_counts == oracle == duckdb_check(run["history"])
-    assert {n for n, v in oracle.items() if v} == ({"DropsAppliedInv"} if bugs else set())
+    assert {n for n, v in oracle.items() if v} == ({invariant} if invariant else set())
