@@ -207,16 +207,19 @@ class Race:
         self.down_at[name] = self.c.step
 
     def _strand(self) -> None:
-        """A migration's leaver goes down (the source of a CLONE or SWITCH, the target of a
-        CANCEL): a coordinator that is down is taken over, and once it has been down for the
-        profile's down_timeout its CLEANUP is done on its behalf; `min_down` keeps it down past that."""
+        """A migration's source goes down in CLONE or after SWITCH: the coordinator (the source)
+        is taken over, and once the source has been down for the profile's down_timeout after
+        the SWITCH its CLEANUP is done on its behalf; `min_down` keeps it down past that. (A
+        cancelled target is a leaver too, but no map routes a read to a target: only a source
+        shows what a CLEANUP done too early does.)"""
         c = self.c
         if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
             return
         leavers = set()
         for p in migrations_in_flight(c.admin, c.layout):
             mig, _ = read_migration(c.admin, c.layout, p)
-            leavers.add(mig["dst"] if mig["state"] == "cancelling" else mig["src"])
+            if mig["state"] in ("clone", "switched"):
+                leavers.add(mig["src"])
         leavers &= set(c.replicas)   # a repair's CLONE has no source
         if leavers:
             self._down(self.rng.choice(sorted(leavers)))
