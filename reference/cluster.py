@@ -228,16 +228,16 @@ class Cluster:
         if self.fault_rate and self.rng.random() < self.fault_rate:
             raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
 
-    def insert(self, rows: list[dict], block_id: str, tries: int = 3) -> dict[str, str]:
-        """ClientSendInsert with retries to random replicas; returns partition -> ok/failed/unknown
-        and records each sub-block in the history."""
+    def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None) -> dict[str, str]:
+        """ClientSendInsert with retries to random replicas (the first to `at` if given); returns
+        partition -> ok/failed/unknown and records each sub-block in the history."""
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
         for p, sub in subs.items():
             self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
         status = {p: "failed" for p in subs}
-        for _ in range(tries):
-            receiver = self.replicas[self.rng.choice(self.serving())]
+        for attempt in range(tries):
+            receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
             done: dict[str, str] = {}
             try:
                 self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)

@@ -20,7 +20,10 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   partitions repaired back to RF while the inserts, moves and queries go on;
 - in `leaving`, a migration's leaver (the source of a CLONE or SWITCH, the target of a CANCEL)
   goes down and stays down past the down timeout, so its CLEANUP is done on its behalf while
-  queries on stale maps go on, and comes back later (the down-leaver rule, issue 15).
+  queries on stale maps go on, and comes back later (the down-leaver rule, issue 15);
+- in `allocating`, two allocators race on a new partition (spec/Assignment.tla): one reads
+  (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
+  rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after.
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
@@ -36,7 +39,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .assignment import GuardFailed, NotEnoughActiveReplicas
+from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
+                         replica_commit_allocation)
 from .cleanup import CleanupSettings
 from .cluster import Cluster
 from .migration import MigrationError, coordinator_cancel, migrations_in_flight, read_migration
@@ -103,6 +107,11 @@ PROFILES = {p.name: p for p in (
             describe="as racing, with a migration's leaver down past the down timeout (30 steps; 60 at least) "
                      "so its CLEANUP is done on its behalf, then back; maps refreshed rarely, so queries route "
                      "on maps that still list the leaver"),
+    Profile("allocating", {"insert": 3, "rival": 2, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3,
+                           "crash": 0.2, "restart": 0.5},
+            _KINDS, months=12,
+            describe="as racing, with new partitions all through the run (12 months) and two allocators "
+                     "racing on a new partition between the read and the write of its assignment"),
 )}
 
 
@@ -141,12 +150,46 @@ class Race:
         nxt = next(self.work, None)
         if nxt is None:
             return self._step()
-        block_id, rows = nxt
+        self._send(*nxt)
+
+    def _send(self, block_id: str, rows: list[dict], at: str | None = None) -> None:
         try:
-            for st in self.c.insert(rows, block_id).values():
+            for st in self.c.insert(rows, block_id, at=at).values():
                 self._count(f"insert {st}")
         except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
             self._count("insert refused")
+
+    def _rival(self) -> None:
+        """The next block is sent to replica A while replica B, allocating one of the block's new
+        partitions for an INSERT of its own, has read (ReplicaChooseOwners: no assignment yet, its
+        choice of owners) and writes only some background steps after A's INSERT allocated the
+        partition and wrote its rows (ReplicaCreateAssignment: refused, so B adopts A's; with
+        blind_write it overwrites A's owners). B's own INSERT goes no further (its client hung up
+        after the allocation): what the race did to A's rows is what the history shows."""
+        c = self.c
+        nxt = next(self.work, None)
+        if nxt is None:
+            return self._step()
+        block_id, rows = nxt
+        serving = c.serving()
+        new = sorted(set(c.table.split_by_partition(rows)) - set(c.admin.get_children(c.layout.assignments)))
+        if not new or len(serving) < 2:
+            return self._send(block_id, rows)
+        at, b = self.rng.sample(serving, 2)
+        rival = c.replicas[b]
+        try:
+            alloc = replica_choose_owners(rival.keeper, c.layout, b, self.rng.choice(new),
+                                          c.table.replication_factor, rival.bugs, c.rng)
+        except GuardFailed:   # fewer active replicas than RF: B's INSERT fails there
+            self._count("rival refused")
+            return self._send(block_id, rows)
+        self._send(block_id, rows, at=at)
+        for _ in range(self.rng.randint(0, self.p.interleave)):
+            c.background_step()
+        before = read_assignment(c.admin, c.layout, alloc.partition)
+        rival.learn(alloc.partition, replica_commit_allocation(rival.keeper, c.layout, alloc, rival.bugs))
+        self._count("rival allocated" if before is None else "rival adopted" if "blind_write" not in c.bugs
+                    else "rival overwrote")
 
     def _step(self) -> None:
         c = self.c
@@ -165,7 +208,6 @@ class Race:
         if not partitions:
             return
         p = self.rng.choice(partitions)
-        from .assignment import read_assignment
         a = read_assignment(c.admin, c.layout, p)
         candidates = sorted(r for r in c.replicas if r not in a.owners)
         if not candidates:
