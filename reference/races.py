@@ -18,9 +18,9 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - background steps chosen by kind with the profile's weights: few map refreshes keep maps stale;
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
   partitions repaired back to RF while the inserts, moves and queries go on;
-- in `leaving`, a migration's leaver (the source of a CLONE or SWITCH, the target of a CANCEL)
-  goes down and stays down past the down timeout, so its CLEANUP is done on its behalf while
-  queries on stale maps go on, and comes back later (the down-leaver rule, issue 15);
+- in `leaving`, a migration's source (in CLONE or after SWITCH) goes down and stays down past
+  the down timeout, so its CLEANUP is done on its behalf while queries on stale maps go on, and
+  comes back later (the down-leaver rule, issue 15);
 - in `allocating`, two allocators race on a new partition (spec/Assignment.tla): one reads
   (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
   rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after.
@@ -104,7 +104,7 @@ PROFILES = {p.name: p for p in (
     Profile("leaving", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.3, "query": 4, "strand": 1,
                         "restart": 0.6},
             {**_KINDS, "refresh": 0.3}, interleave=4, max_down=1, down_timeout=30, min_down=60,
-            describe="as racing, with a migration's leaver down past the down timeout (30 steps; 60 at least) "
+            describe="as racing, with a migration's source down past the down timeout (30 steps; 60 at least) "
                      "so its CLEANUP is done on its behalf, then back; maps refreshed rarely, so queries route "
                      "on maps that still list the leaver"),
     Profile("allocating", {"insert": 3, "rival": 2, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3,
