@@ -148,9 +148,9 @@ def _name(fn, name: str) -> None:
 
 
 # --- the whole protocol ------------------------------------------------------------------------
-PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "QueryNoMissingInv",
-                       "QueryNoDuplicateInv", "NoDuplicateRowsInv", "CleanupSafeInv", "NoForeignPartsInv",
-                       "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv")
+PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
+                       "QueryNoMissingInv", "QueryNoDuplicateInv", "NoDuplicateRowsInv", "CleanupSafeInv",
+                       "NoForeignPartsInv", "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv")
 
 
 # The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and

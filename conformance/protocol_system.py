@@ -184,6 +184,9 @@ class ProtocolSystem:
         acked = self.live_acked(log)
         ptrs = {r: self.ptr(r) for r in self.names}      # read once for every clause below
         queues = {r: self.queue(r) for r in self.names}
+        # Committed: the reference returned the part it wrote for i, on this try or an earlier one
+        # (a deduplicated retry writes nothing new). The log itself may be trimmed by now.
+        out["AckedCommittedInv"] = all(self.blocks[i] for i, x in self.ins.items() if x.get("acked"))
         out["NoAckedBlockLostInv"] = all(any(self.has_block(r, i) for r in self.names) for i in acked)
         out["OwnersCompleteInv"] = all(self.has_block(o, i) or self.in_flight_to(o, i, log, ptrs[o], queues[o])
                                        for i in acked for o in asg[INSERT_PARTITION[i]].owners)

@@ -19,10 +19,10 @@ from .stategraph import SPEC, wrapper_of
 
 NONE = "none"     # the spec's None
 ABSENT = -1       # the spec's Absent (no assignment version)
-INVARIANTS = ("TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
-              "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv",
-              "QueryNoDuplicateInv", "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
-              "DropsAppliedInv")
+INVARIANTS = ("TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv",
+              "OwnersCompleteInv", "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv",
+              "QueryNoMissingInv", "QueryNoDuplicateInv", "CleanupSafeInv", "MigrationLimitInv",
+              "MutationsAppliedInv", "DropsAppliedInv")
 
 
 class ModelError(ValueError):
@@ -218,6 +218,7 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
     return {
         "TypeOKInv": s["active"] <= frozenset(R) and not gone & s["active"] and all(0 <= at(s["ptr"], r) <= len(v.log) for r in R),
         "ReplicationFactorInv": all(rf_ok(p) for p in P),
+        "AckedCommittedInv": all(v.last_idx.get(i, 0) > 0 for i in s["inv_acked"]),
         "NoAckedBlockLostInv": all(any(v.has_block(r, i) for r in R) for i in acked),
         "OwnersCompleteInv": all(v.has_block(o, i) or v.in_flight_to(o, i)
                                  for i in acked for o in at(asg, m.insert_partition[i])["owners"]),

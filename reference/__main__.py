@@ -37,7 +37,7 @@ from .keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from .layout import Layout
 from .migration import MigrationError, migrations_in_flight
 from .oracle import violations
-from .races import UnknownProfile
+from .races import PROFILES, UnknownProfile
 from .parts import BadPart
 from .registration import LeftoverRoot, RootInUse
 from .system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
@@ -225,7 +225,7 @@ def claim(a: argparse.Namespace, connect):
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|lossy|thin|switching|churn|losing|dropping|altering: the profile's seeded loop (reference/races.py) instead of
+    """--profile racing|stale|...|leaving (races.PROFILES): the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
     from .races import profile_of, race, racing_cluster
@@ -364,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
-                   "synced queries) or a racing profile of reference/races.py: racing, stale, lossy, thin, switching, churn, "
-                   "losing, dropping, altering")
+                   "synced queries) or a racing profile of reference/races.py: " + ", ".join(PROFILES))
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")

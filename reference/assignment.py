@@ -200,10 +200,18 @@ def replica_allocate(keeper: Keeper, layout: Layout, replica: str, partition: st
             alloc = replica_choose_owners(keeper, layout, replica, partition, rf, bugs, rng, owners, placement)
         except AlreadyAssigned:
             continue  # another allocator created it between our read and our choice: read it
-        try:
-            return replica_create_assignment(keeper, layout, alloc, bugs)
-        except GuardFailed:
-            return replica_adopt_assignment(keeper, layout, alloc, bugs)
+        return replica_commit_allocation(keeper, layout, alloc, bugs)
+
+
+def replica_commit_allocation(keeper: Keeper, layout: Layout, alloc: Allocation,
+                              bugs: frozenset[str] = frozenset()) -> Assignment:
+    """The write half of an allocation (replica_choose_owners is the read half): CAS-create the
+    assignment, or adopt the winner's. Apart from replica_allocate, only a driver that races two
+    allocators between the halves calls it (reference/races.py's `rival` action)."""
+    try:
+        return replica_create_assignment(keeper, layout, alloc, bugs)
+    except GuardFailed:
+        return replica_adopt_assignment(keeper, layout, alloc, bugs)
 
 
 def cas_update(keeper: Keeper, layout: Layout, partition: str, change) -> Assignment:

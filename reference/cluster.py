@@ -57,16 +57,20 @@ class Cluster:
                  table: Table = WORKLOAD, root: str = "/clickhouse/tables/01/events", bugs=frozenset(),
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
                  log: Callable[[str], None] | None = None, schedule: Schedule | None = None,
-                 cleanup: CleanupSettings = CleanupSettings(), down_timeout: float = 30.0):
+                 cleanup: CleanupSettings = CleanupSettings(), down_timeout: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.connect, self.data_dir, self.table = connect, Path(data_dir), table
         self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
         self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
         self.log = log or (lambda msg: None)
         self.cleanup = cleanup   # the cleanup thread's settings (log trimming, dedup window, old parts)
-        # How long (seconds) a migration waits for a replica it needs that is down before it ends
-        # without it: a CLONE whose target is down is cancelled, a CLEANUP whose leaver is down is
-        # done on its behalf (migration.replica_cleanup_for_down_leaver).
-        self.down_timeout = down_timeout
+        # How long a migration waits for a replica it needs that is down before it ends without it:
+        # a CLONE whose target is down is cancelled, a CLEANUP whose leaver is down is done on its
+        # behalf (migration.replica_cleanup_for_down_leaver). In `clock`'s unit: seconds of wall
+        # clock by default, as a real replica counts; a driver whose runs last seconds counts its
+        # own steps instead (reference/races.py), so the rule acts within a run, at the same step
+        # of the same seed whatever the machine's load.
+        self.down_timeout, self.clock = down_timeout, clock
         self._down_since: dict[tuple[str, str], float] = {}
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
@@ -98,6 +102,9 @@ class Cluster:
         active_id = uuid.uuid4().hex.encode()
         register_replica(keeper, self.layout, name, active_id)
         self.stores[name] = store
+        # Back up: a later stay down is timed from its own start, not from this one's.
+        for key in [k for k in self._down_since if k[1] == name]:
+            del self._down_since[key]
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
@@ -149,8 +156,12 @@ class Cluster:
 
     def _down_long(self, partition: str, who: str) -> bool:
         """`who`, needed by the partition's migration, has been seen down for down_timeout."""
-        since = self._down_since.setdefault((partition, who), time.monotonic())
-        return time.monotonic() - since >= self.down_timeout
+        now = self.clock()
+        since = self._down_since.setdefault((partition, who), now)
+        return now - since >= self.down_timeout
+
+    def _timeout(self) -> str:
+        return f"{self.down_timeout:g} " + ("s" if self.clock is time.monotonic else "ticks of its clock")
 
     def _clone_waits_on_down(self, partition: str, mig: dict) -> bool:
         """A CLONE to cancel: its target has been down for down_timeout, or its target has waited
@@ -217,16 +228,16 @@ class Cluster:
         if self.fault_rate and self.rng.random() < self.fault_rate:
             raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
 
-    def insert(self, rows: list[dict], block_id: str, tries: int = 3) -> dict[str, str]:
-        """ClientSendInsert with retries to random replicas; returns partition -> ok/failed/unknown
-        and records each sub-block in the history."""
+    def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None) -> dict[str, str]:
+        """ClientSendInsert with retries to random replicas (the first to `at` if given); returns
+        partition -> ok/failed/unknown and records each sub-block in the history."""
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
         for p, sub in subs.items():
             self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
         status = {p: "failed" for p in subs}
-        for _ in range(tries):
-            receiver = self.replicas[self.rng.choice(self.serving())]
+        for attempt in range(tries):
+            receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
             done: dict[str, str] = {}
             try:
                 self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
@@ -393,12 +404,12 @@ class Cluster:
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
                     if mig["coord"] == rep.name:
                         coordinator_cancel(rep.keeper, self.layout, p)
-                        self.log(f"CANCEL {p}: target {mig['dst']} down for {self.down_timeout:g} s")
+                        self.log(f"CANCEL {p}: target {mig['dst']} down for {self._timeout()}")
                         return f"CoordinatorCancel({p})"
                 if (mig["state"] in ("switched", "cancelling") and leaver not in self.replicas
                         and self._down_long(p, leaver)):
                     replica_cleanup_for_down_leaver(rep, p, self.bugs)
-                    self.log(f"CLEANUP {p} for {leaver}, down for {self.down_timeout:g} s, by {rep.name}")
+                    self.log(f"CLEANUP {p} for {leaver}, down for {self._timeout()}, by {rep.name}")
                     self._mark(p, "cleanup")
                     return f"ReplicaCleanupForDownLeaver({rep.name}, {p}, {leaver})"
             except GuardFailed:

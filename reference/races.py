@@ -24,7 +24,17 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
   owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
-  partitions repaired back to RF while the inserts, moves and queries go on.
+  partitions repaired back to RF while the inserts, moves and queries go on;
+- in `leaving`, a migration's source (in CLONE or after SWITCH) goes down and stays down past
+  the down timeout, so its CLEANUP is done on its behalf while queries on stale maps go on, and
+  comes back later (the down-leaver rule, issue 15);
+- in `allocating`, two allocators race on a new partition (spec/Assignment.tla): one reads
+  (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
+  rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after.
+
+Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
+number of steps, so a run acts the same at any machine load. In the profiles without one it is
+infinite (the rule never acts), as it never did within a run's seconds of wall clock.
 
 At the end every replica is restarted, the migrations run to their end, the cluster settles and
 one synced query per replica is made: the final snapshot is a state the invariants judge.
@@ -32,10 +42,12 @@ one synced query per replica is made: the final snapshot is a state the invarian
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
-from .assignment import GuardFailed, NotEnoughActiveReplicas
+from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
+                         replica_commit_allocation)
 from .cleanup import CleanupSettings
 from .cluster import Cluster
 from .migration import MigrationError, coordinator_cancel, migrations_in_flight, read_migration
@@ -56,6 +68,8 @@ class Profile:
     attempts: int = 1                          # (replica, kind) draws per "step" turn until one is enabled
     months: int = 3                            # months the rows' dates spread over (x buckets: partitions)
     buckets: int = 4                           # user buckets per month
+    down_timeout: float = math.inf             # steps a migration waits on a down replica (Cluster.down_timeout)
+    min_down: int = 0                          # steps a crashed replica stays down before a restart may pick it
     describe: str = ""
 
 
@@ -102,6 +116,17 @@ PROFILES = {p.name: p for p in (
             _KINDS, max_down=1,
             describe="as racing, with one replica lost for good (crash, SYSTEM DROP REPLICA) and its partitions "
                      "repaired back to RF (CLONE, SWITCH adds the owner) while inserts, moves and queries go on"),
+    Profile("leaving", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.3, "query": 4, "strand": 1,
+                        "restart": 0.6},
+            {**_KINDS, "refresh": 0.3}, interleave=4, max_down=1, down_timeout=30, min_down=60,
+            describe="as racing, with a migration's source down past the down timeout (30 steps; 60 at least) "
+                     "so its CLEANUP is done on its behalf, then back; maps refreshed rarely, so queries route "
+                     "on maps that still list the leaver"),
+    Profile("allocating", {"insert": 3, "rival": 2, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3,
+                           "crash": 0.2, "restart": 0.5},
+            _KINDS, months=12,
+            describe="as racing, with new partitions all through the run (12 months) and two allocators "
+                     "racing on a new partition between the read and the write of its assignment"),
 )}
 
 
@@ -123,6 +148,7 @@ class Race:
         self.steps = profile.steps if steps is None else steps
         self.rng = random.Random(f"race-{profile.name}-{seed}")
         self.counts: dict[str, int] = {}
+        self.down_at: dict[str, int] = {}   # replica -> the step it went down
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -139,12 +165,46 @@ class Race:
         nxt = next(self.work, None)
         if nxt is None:
             return self._step()
-        block_id, rows = nxt
+        self._send(*nxt)
+
+    def _send(self, block_id: str, rows: list[dict], at: str | None = None) -> None:
         try:
-            for st in self.c.insert(rows, block_id).values():
+            for st in self.c.insert(rows, block_id, at=at).values():
                 self._count(f"insert {st}")
         except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
             self._count("insert refused")
+
+    def _rival(self) -> None:
+        """The next block is sent to replica A while replica B, allocating one of the block's new
+        partitions for an INSERT of its own, has read (ReplicaChooseOwners: no assignment yet, its
+        choice of owners) and writes only some background steps after A's INSERT allocated the
+        partition and wrote its rows (ReplicaCreateAssignment: refused, so B adopts A's; with
+        blind_write it overwrites A's owners). B's own INSERT goes no further (its client hung up
+        after the allocation): what the race did to A's rows is what the history shows."""
+        c = self.c
+        nxt = next(self.work, None)
+        if nxt is None:
+            return self._step()
+        block_id, rows = nxt
+        serving = c.serving()
+        new = sorted(set(c.table.split_by_partition(rows)) - set(c.admin.get_children(c.layout.assignments)))
+        if not new or len(serving) < 2:
+            return self._send(block_id, rows)
+        at, b = self.rng.sample(serving, 2)
+        rival = c.replicas[b]
+        try:
+            alloc = replica_choose_owners(rival.keeper, c.layout, b, self.rng.choice(new),
+                                          c.table.replication_factor, rival.bugs, c.rng)
+        except GuardFailed:   # fewer active replicas than RF: B's INSERT fails there
+            self._count("rival refused")
+            return self._send(block_id, rows)
+        self._send(block_id, rows, at=at)
+        for _ in range(self.rng.randint(0, self.p.interleave)):
+            c.background_step()
+        before = read_assignment(c.admin, c.layout, alloc.partition)
+        rival.learn(alloc.partition, replica_commit_allocation(rival.keeper, c.layout, alloc, rival.bugs))
+        self._count("rival allocated" if before is None else "rival adopted" if "blind_write" not in c.bugs
+                    else "rival overwrote")
 
     def _step(self) -> None:
         c = self.c
@@ -163,7 +223,6 @@ class Race:
         if not partitions:
             return
         p = p or self.rng.choice(partitions)
-        from .assignment import read_assignment
         a = read_assignment(c.admin, c.layout, p)
         candidates = sorted(r for r in c.replicas if r not in a.owners)
         if not candidates or (dst is not None and dst not in candidates):
@@ -197,14 +256,38 @@ class Race:
         c = self.c
         if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
             return
-        c.crash_replica(self.rng.choice(sorted(c.replicas)))
+        self._down(self.rng.choice(sorted(c.replicas)))
         self._count("crash")
+
+    def _down(self, name: str) -> None:
+        self.c.crash_replica(name)
+        self.down_at[name] = self.c.step
+
+    def _strand(self) -> None:
+        """A migration's source goes down in CLONE or after SWITCH: the coordinator (the source)
+        is taken over, and once the source has been down for the profile's down_timeout after
+        the SWITCH its CLEANUP is done on its behalf; `min_down` keeps it down past that. (A
+        cancelled target is a leaver too, but no map routes a read to a target: only a source
+        shows what a CLEANUP done too early does.)"""
+        c = self.c
+        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
+            return
+        leavers = set()
+        for p in migrations_in_flight(c.admin, c.layout):
+            mig, _ = read_migration(c.admin, c.layout, p)
+            if mig["state"] in ("clone", "switched"):
+                leavers.add(mig["src"])
+        leavers &= set(c.replicas)   # a repair's CLONE has no source
+        if leavers:
+            self._down(self.rng.choice(sorted(leavers)))
+            self._count("strand")
 
     def _restart(self) -> None:
         c = self.c
-        if not c.down:
+        long_enough = sorted(n for n in c.down if c.step - self.down_at.get(n, -math.inf) >= self.p.min_down)
+        if not long_enough:
             return
-        name = self.rng.choice(sorted(c.down))
+        name = self.rng.choice(long_enough)
         c.add_replica(name)
         self._count("restart")
         if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
@@ -233,7 +316,6 @@ class Race:
             return
         if not then_move:
             return
-        from .assignment import read_assignment
         candidates = sorted(r for r in c.replicas if r not in read_assignment(c.admin, c.layout, p).owners)
         if not candidates:
             return
@@ -299,8 +381,11 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
     from .table import Table
     table = Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,
                   replication_factor=rf)
-    return Cluster(connect, data_dir, replicas=[f"r{i}" for i in range(1, replicas + 1)], table=table, seed=seed,
-                   fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, **kw)
+    c = Cluster(connect, data_dir, replicas=[f"r{i}" for i in range(1, replicas + 1)], table=table, seed=seed,
+                fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, down_timeout=profile.down_timeout,
+                **kw)
+    c.clock = lambda: c.step   # the race's time is its steps (module docstring)
+    return c
 
 
 def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 4, months: int | None = None,

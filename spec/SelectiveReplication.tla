@@ -852,6 +852,13 @@ ReplicationFactorInv ==
         /\ (asg[p].leaving # None) <=> \/ mig[p].st = "cancelling"
                                        \/ mig[p].st = "switched" /\ ~Bug("source_stops_at_switch")
 
+\* Every acknowledged insert was committed: a GET_PART of it is in the log, written by this
+\* attempt or by an earlier one that blocks/ then deduplicated it against. With this, the domain
+\* of the no-loss invariants below (LiveAcked) leaves out exactly the inserts a later DROP_RANGE
+\* removed, and no acknowledged insert can drop out of it by never reaching the log.
+AckedCommittedInv ==
+    \A i \in inv_acked : LastIdx(i) > 0
+
 \* Every acknowledged insert that no DROP_RANGE removed is still on some replica's disk.
 NoAckedBlockLostInv ==
     \A i \in LiveAcked : \E r \in Replicas : HasBlock(r, i)

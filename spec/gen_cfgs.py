@@ -15,8 +15,8 @@ BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", In
             MaxLogsToKeep="100", DedupWindow="100", Domain="SelfDomains", Capacity="UnitCapacity", Bugs="")
 # defined in MCSelectiveReplication
 SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity"}
-SAFETY = ["TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "NoDuplicateRowsInv",
-          "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
+SAFETY = ["TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
+          "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
           "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
           "DropsAppliedInv", "DomainAntiAffinityInv"]
 # Models TLC tells states apart in by MCSelectiveReplication's ReductionView (its comment argues

@@ -74,7 +74,7 @@ EXAMPLES = {
     "make faults": Make("faults"), "make mutation": Make("mutation"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
         "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
-    "python -m reference run --profile racing|stale|lossy|thin|switching|churn|losing|dropping|altering --seed N": Covered(
+    "python -m reference run --profile PROFILE --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),

@@ -143,6 +143,36 @@ def test_a_source_down_after_takeover_is_cleaned_up_for_and_drops_its_copy_on_re
         c.close()
 
 
+def test_a_leaver_is_cleaned_up_for_after_down_timeout_on_the_clusters_clock(connect, tmp_path):
+    """The down-leaver rule counts on the clock the cluster is given (wall clock by default; the
+    racing driver's steps, reference/races.py): not before down_timeout, and a leaver that came
+    back in between is timed from its new stay down, not from the first."""
+    now = [0]
+    c = _cluster(connect, tmp_path, seed=6, down_timeout=10, clock=lambda: now[0])
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        c.reassign(p, "r3", "r1")
+        c.crash_replica("r1")
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "switched"   # taken over; CLEANUP waits
+        now[0] = 9
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "switched"
+        c.add_replica("r1")
+        c.crash_replica("r1")
+        now[0] = 10
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "switched"   # down since 10, not 0
+        now[0] = 20
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+        c.add_replica("r1")
+        assert c.replicas["r1"].has_rows_of(p) == []
+        _exact(c)
+    finally:
+        c.close()
+
+
 def test_a_read_that_cannot_fetch_a_committed_part_fails_rather_than_miss_a_row(connect, tmp_path):
     """Found by the fault suite (replica_crash x cleanup): an owner writes a part and crashes
     before the other owner fetched it; a query reading the other owner could not sync the

@@ -94,9 +94,19 @@ def test_an_alter_every_replica_must_apply_is_lost_only_with_the_switch(tmp_path
         assert by_duckdb == {"GlobalEntriesAppliedInv": run["oracle_violations"]}
 
 
-def test_switch_refused_by_oracle(tmp_path):
-    run = racing_history(tmp_path, "racing", 0, frozenset({"filter_with_stale_cache"}), **SMALL)
+@pytest.mark.parametrize("profile, seed, switch", [
+    ("racing", 0, "filter_with_stale_cache"),
+    ("leaving", 1, "restart_keeps_foreign_parts"),   # the down-leaver rule on the step clock
+    ("allocating", 0, "blind_write"),                # the `rival` action's two allocators
+])
+def test_switch_refused_by_oracle(tmp_path, profile, seed, switch):
+    """The same profile and seed holds without the switch (test_fixed_protocol_holds_under_each_profile
+    runs seed 0; leaving 1 is checked here)."""
+    run = racing_history(tmp_path / "broken", profile, seed, frozenset({switch}), **SMALL)
     assert run["oracle_violations"] > 0
+    if seed:
+        fixed = racing_history(tmp_path / "fixed", profile, seed, **SMALL)
+        assert fixed["oracle_violations"] == 0, fixed["oracle_sample"]
 
 
 def test_cli_profile(tmp_path, capsys):
