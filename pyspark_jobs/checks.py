@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from pyspark_jobs import facts
 from pyspark_jobs.facts import KEYS, Facts, bits_of, shift
-from pyspark_jobs.load import INSERT, LAG, PART, RETURNED, History, check_large, read_table
+from pyspark_jobs.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
 from pyspark_jobs.local_frame import local_frame
 
 DESCRIPTIONS = {
@@ -30,8 +30,10 @@ DESCRIPTIONS = {
     "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica and a CLONE target excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
+    "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
+    "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
 }
-TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag"}
+TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
 
 
 # --- the violating rows of each invariant (run only when it does not hold) -----------------------
@@ -70,7 +72,7 @@ class Violations:
         """(partition_id, replica, row_id): an owner lacking an acknowledged row (replica null when
         the partition has no owner in the final assignment)."""
         fx, c = self.fx, F.col
-        acked = fx.with_partitions(fx.rows.filter(c("n_ok") > 0))
+        acked = fx.with_partitions(fx.rows.filter((c("n_ok") > 0) & fx.live()))
         missing, no_owner = fx.missing(), fx.no_owner()
         lacking = acked.filter(reduce(lambda a, b: a | b, [m != 0 for m in missing], no_owner))
         return lacking.select("partition_id", F.explode(F.when(no_owner, F.array(F.lit(None).cast("string")))
@@ -109,22 +111,31 @@ class Violations:
         return (there.join(written, KEYS, "left_anti")
                 .select(F.when(c("t") == PART, "replica").otherwise("query").alias("where"), c("who"), *KEYS).distinct())
 
+    def DropsAppliedInv(self) -> DataFrame:
+        """(replica, partition_id, row_id, dropped_at): a row a drop removed, still held at the end."""
+        dropped = self.fx.rows.filter(~self.fx.live()).select(*KEYS, "dropped_at")
+        return self.held().distinct().join(dropped, KEYS)
+
     def QueryNoDuplicateInv(self) -> DataFrame:
         return self.returned().groupBy("query_id", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
 
     def QueryNoMissingInv(self) -> DataFrame:
         """(query_id, partition_id, row_id): a row acknowledged before a completed query started, in a
-        partition it asked for (every partition with acknowledged rows when it asked for all), that
-        the query did not return and was not excused as replication lag (query_lag)."""
+        partition it asked for (every partition with acknowledged rows when it asked for all), not
+        removed by a drop before it started, that the query did not return and was not excused as
+        replication lag (query_lag)."""
         h, fx = self.h, self.fx
         asked = local_frame(self.spark, [("partition_id", "string"), ("query_id", "string"), ("start_step", "bigint")],
                             [(p, q, start) for q, start, requested in h.done_queries if requested is not None
                              for p in sorted(set(requested))])
         whole = local_frame(self.spark, [("query_id", "string"), ("start_step", "bigint")],
                             [(q, start) for q, start, requested in h.done_queries if requested is None])
-        acked = fx.rows.filter(F.col("n_ok") > 0).select(*KEYS, "ack_step")
+        acked = fx.rows.filter(F.col("n_ok") > 0).select(*KEYS, "ack_step", "dropped_at")
         owed = (acked.join(F.broadcast(asked), "partition_id").unionByName(acked.crossJoin(F.broadcast(whole)))
-                .filter(F.col("ack_step") < F.col("start_step")).select("query_id", *KEYS))
+                .filter((F.col("ack_step") < F.col("start_step"))
+                        # a row a drop removed before the query started is owed to it no more
+                        & ~F.coalesce(F.col("dropped_at") < F.col("start_step"), F.lit(False)))
+                .select("query_id", *KEYS))
         excused = self._large().filter(F.col("t") == LAG).select(F.col("who").alias("query_id"), *KEYS)
         return (owed.join(self.returned().distinct(), ["query_id", *KEYS], "left_anti")
                 .join(excused.distinct(), ["query_id", *KEYS], "left_anti"))
@@ -148,6 +159,7 @@ def totals_of(groups: list[dict]) -> dict:
         t["rows"]["parts"] += g["parts"] or 0
         t["rows"]["query_rows"] += g["returned"] or 0
         t["rows"]["query_lag"] += g["lagging"] or 0
+        t["rows"]["drops"] += g["dropped"] or 0
     t["acknowledged"] = sum(g["acknowledged"] or 0 for g in groups)
     t["unknown"] = sum(g["unknown"] or 0 for g in groups)
     t["last_parts"] = max((g["last_part"] for g in groups if g["last_part"] is not None), default=-1)
@@ -164,6 +176,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     check_large(spark, h, totals)  # nothing is said about a history until all of it is known good
     counts = {"inserted_rows": totals["rows"]["inserts"], "acknowledged_rows": totals["acknowledged"],
               "unknown_rows": totals["unknown"], "part_rows": totals["rows"]["parts"],
+              "dropped_rows": totals["rows"]["drops"],
               "returned_rows": totals["rows"]["query_rows"], "queries": h.queries,
               "complete_queries": len(h.done_queries), "partitions": len({g["partition_id"] for g in groups})}
     if progress:
@@ -222,6 +235,15 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
                   for g in groups if g["unknown_insert"] is not None)
     decide("AmbiguousInsertAtomicInv", None if partial else 0)  # an insert-id hash shared by two inserts over-counts
     decide("NoPhantomRowsInv", None if s("phantom") else 0)
+    decide("DropsAppliedInv", None if s("drop_held") else 0)
+
+    # GlobalEntriesAppliedInv: one row per replica, read with the small tables
+    behind = [{"replica": r, "metadata_version": v, "alters_queued": q, "table_metadata_version": want}
+              for r, v, q, want in h.metadata if v + q != want]
+    report["GlobalEntriesAppliedInv"] = {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
+                                         "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0}
+    if progress:
+        progress("GlobalEntriesAppliedInv", report["GlobalEntriesAppliedInv"], 0.0)
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

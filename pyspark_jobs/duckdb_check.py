@@ -17,7 +17,7 @@ VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
 
 QUERIES = {
     "OwnersCompleteInv": """
-        WITH ok AS (SELECT partition_id, row_id FROM inserts WHERE status = 'ok'),
+        WITH ok AS (SELECT partition_id, row_id FROM live_ok),
              expected AS (SELECT ok.partition_id, ok.row_id, o.replica FROM ok LEFT JOIN owners o USING (partition_id))
         SELECT count(*) FROM expected e
         WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.replica = e.replica AND h.partition_id = e.partition_id
@@ -33,7 +33,9 @@ QUERIES = {
                        SELECT query_id, start_step, p.partition_id FROM done,
                               (SELECT DISTINCT partition_id FROM ok) p WHERE partitions_requested IS NULL),
              owed AS (SELECT a.query_id, ok.partition_id, ok.row_id FROM asked a JOIN ok USING (partition_id)
-                      WHERE ok.ack_step < a.start_step)
+                      WHERE ok.ack_step < a.start_step AND NOT EXISTS (
+                          SELECT 1 FROM drops d WHERE d.partition_id = ok.partition_id AND d.row_id = ok.row_id
+                          AND d.drop_step < a.start_step))
         SELECT count(*) FROM owed o WHERE NOT EXISTS (
             SELECT 1 FROM query_rows r WHERE r.query_id = o.query_id AND r.partition_id = o.partition_id
             AND r.row_id = o.row_id) AND NOT EXISTS (
@@ -44,7 +46,7 @@ QUERIES = {
                               JOIN queries q ON q.query_id = r.query_id AND q.status = 'complete'
                               GROUP BY ALL HAVING count(*) > 1)""",
     "ReplicationFactorInv": """
-        WITH ok AS (SELECT partition_id, row_id FROM inserts WHERE status = 'ok'),
+        WITH ok AS (SELECT partition_id, row_id FROM live_ok),
              incomplete AS (SELECT DISTINCT o.partition_id, o.replica FROM ok JOIN owners o USING (partition_id)
                             WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.replica = o.replica
                                               AND h.partition_id = ok.partition_id AND h.row_id = ok.row_id)),
@@ -74,6 +76,12 @@ QUERIES = {
         WITH written AS (SELECT DISTINCT partition_id, row_id FROM inserts WHERE status IN ('ok', 'unknown'))
         SELECT count(*) FROM (SELECT partition_id, row_id FROM held UNION ALL SELECT partition_id, row_id FROM query_rows) x
         WHERE NOT EXISTS (SELECT 1 FROM written w WHERE w.partition_id = x.partition_id AND w.row_id = x.row_id)""",
+    "GlobalEntriesAppliedInv": """
+        SELECT count(*) FROM metadata WHERE snapshot_step = (SELECT max(snapshot_step) FROM metadata)
+        AND metadata_version + alters_queued <> table_metadata_version""",
+    "DropsAppliedInv": """
+        SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
+                              JOIN drops d USING (partition_id, row_id))""",
 }
 
 
@@ -94,6 +102,19 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con.execute(f"CREATE VIEW query_lag AS SELECT * FROM read_parquet({_source(folder, 'query_lag')})" if lag.exists()
                 else "CREATE VIEW query_lag AS SELECT NULL::VARCHAR AS query_id, NULL::VARCHAR AS partition_id, "
                      "NULL::BIGINT AS row_id WHERE false")
+    # drops (what each DROP PARTITION removed) is optional too: absent, nothing was dropped
+    con.execute(f"CREATE VIEW drops AS SELECT * FROM read_parquet({_source(folder, 'drops')})"
+                if (folder / "drops.parquet").exists()
+                else "CREATE VIEW drops AS SELECT NULL::VARCHAR AS partition_id, NULL::BIGINT AS row_id, "
+                     "NULL::BIGINT AS drop_step WHERE false")
+    con.execute(f"CREATE VIEW metadata AS SELECT * FROM read_parquet({_source(folder, 'metadata')})"
+                if (folder / "metadata.parquet").exists()
+                else "CREATE VIEW metadata AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS replica, "
+                     "NULL::BIGINT AS metadata_version, NULL::BIGINT AS alters_queued, "
+                     "NULL::BIGINT AS table_metadata_version WHERE false")
+    # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
+    con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
+                "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")
     con.execute("CREATE VIEW final AS SELECT * FROM parts WHERE snapshot_step = (SELECT max(snapshot_step) FROM parts)")
     con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")

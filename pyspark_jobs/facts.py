@@ -26,12 +26,13 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pyspark_jobs.load import INSERT, LAG, PART, RETURNED, History
+from pyspark_jobs.load import DROP, INSERT, LAG, PART, RETURNED, History
 from pyspark_jobs.local_frame import local_frame
 
 WORD = 63                 # bits per mask word (a signed long, sign bit unused)
 MAX_QUERY_WORDS = 4       # more completed queries than 4 x 63: the query invariants join instead
 KEYS = ["partition_id", "row_id"]
+BAD_KINDS = (INSERT, PART, RETURNED, LAG, DROP)   # the large tables whose rows carry problem bits
 
 
 def zero() -> Column:
@@ -121,8 +122,10 @@ class Facts:
             F.count(F.when(t == RETURNED, 1)).alias("n_returned"),
             F.count(F.when((t == RETURNED) & c("qidx").isNotNull(), 1) if qbits else F.lit(None)).alias("n_returned_done"),
             F.count(F.when(t == LAG, 1)).alias("n_lag"),
+            F.count(F.when(t == DROP, 1)).alias("n_drop"),
+            F.max(F.when(t == DROP, c("step"))).alias("dropped_at"),
             *qbits,
-            *[F.coalesce(F.bit_or(F.when(t == k, c("bad"))), F.lit(0)).alias(f"bad{k}") for k in (INSERT, PART, RETURNED, LAG)])
+            *[F.coalesce(F.bit_or(F.when(t == k, c("bad"))), F.lit(0)).alias(f"bad{k}") for k in BAD_KINDS])
         # Not kept (localCheckpoint) for the violating rows: keeping one row per (partition, row)
         # cost every check 10-18% of its CPU at 1M rows, and GBs of heap at 10M, while only a
         # history that fails OwnersCompleteInv or QueryNoMissingInv reads `rows` again (one more
@@ -173,11 +176,22 @@ class Facts:
     def phantom(self) -> Column:
         return (F.col("n_ok") + F.col("n_unknown") == 0) & (F.col("n_held") + F.col("n_returned") > 0)
 
+    def live(self) -> Column:
+        """No DROP PARTITION removed the row."""
+        return F.col("dropped_at").isNull()
+
     def owed_missing(self) -> Column:
-        """Completed queries that owed the row (it was acknowledged before they started, in a
-        partition they asked for, and it was not in flight to them: query_lag) and did not return it."""
-        after = count_at_most(F.col("ack_step"), [start for _, start, _ in self.h.done_queries])
-        return popcount([F.coalesce(F.col(f"asked{w}"), F.lit(self.whole[w])).bitwiseAND(from_bit(after, w))
+        """Completed queries that owed the row (it was acknowledged before they started and not
+        dropped before they started, in a partition they asked for, and it was not in flight to
+        them: query_lag) and did not return it."""
+        starts = [start for _, start, _ in self.h.done_queries]
+        after = count_at_most(F.col("ack_step"), starts)
+        gone = count_at_most(F.col("dropped_at"), starts)   # queries from this bit on started after the drop
+
+        def owed(w: int) -> Column:
+            return F.when(self.live(), from_bit(after, w)).otherwise(
+                from_bit(after, w).bitwiseAND(F.bitwise_not(from_bit(gone, w))))
+        return popcount([F.coalesce(F.col(f"asked{w}"), F.lit(self.whole[w])).bitwiseAND(owed(w))
                          .bitwiseAND(F.bitwise_not(F.col(f"ret{w}")))
                          .bitwiseAND(F.bitwise_not(F.col(f"lag{w}"))) for w in self.qwords])
 
@@ -187,20 +201,24 @@ class Facts:
     def summary(self) -> list[dict]:
         """Builds the facts and sums them per partition and insert of unknown outcome: one job."""
         c = F.col
-        acked, maybe = c("n_ok") > 0, c("n_unknown") > 0
+        # owed to the owners: acknowledged and not removed by a drop (the spec's LiveAcked)
+        acked, maybe = (c("n_ok") > 0) & self.live(), c("n_unknown") > 0
         lost = F.when(acked & self.no_owner(), 1).when(acked, popcount(self.missing())).otherwise(0)
         owners_holding = [F.coalesce(c(f"own{w}"), zero()).bitwiseAND(c(f"held{w}")) for w in self.words]
         queries = [] if self.qwords is None else [
-            F.sum(F.when(acked, self.owed_missing()).otherwise(0)).alias("query_missed"),
+            F.sum(F.when(c("n_ok") > 0, self.owed_missing()).otherwise(0)).alias("query_missed"),
             F.count(F.when(self.returned_twice(), 1)).alias("returned_twice")]
         groups = self.with_partitions(self.rows).groupBy("partition_id", "unknown_insert").agg(
             F.sum("n_inserts").alias("inserts"), F.sum("n_ok").alias("acknowledged"),
             F.sum("n_unknown").alias("unknown"), F.sum("n_parts").alias("parts"), F.sum("n_returned").alias("returned"), F.sum("n_lag").alias("lagging"),
             F.max("last_part").alias("last_part"),
-            *[F.bit_or(f"bad{k}").alias(f"bad{k}") for k in (INSERT, PART, RETURNED, LAG)],
+            *[F.bit_or(f"bad{k}").alias(f"bad{k}") for k in BAD_KINDS],
             F.count(F.when(acked, 1)).alias("acked_rows"),
             F.sum(lost).alias("lost"),
             *[F.bit_or(F.when(acked, m)).alias(f"miss{w}") for w, m in zip(self.words, self.missing())],
+            F.sum("n_drop").alias("dropped"),
+            # rows a drop removed that some replica still holds at the end: DropsAppliedInv suspects
+            F.count(F.when(~self.live() & (c("n_held") > 0), 1)).alias("drop_held"),
             *[F.bit_or(x).alias(f"foreign{w}") for w, x in zip(self.words, self.foreign())],
             F.sum("n_unnamed").alias("unnamed"),
             F.count(F.when(self.doubled(), 1)).alias("doubled"),

@@ -60,12 +60,25 @@ TABLES = {t.name: t for t in (
     # is checked with every read taken as synced (R2 strict), as before the table existed.
     Table("query_lag", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
           large=True, optional=True),
+    # What each DROP PARTITION removed (reference/history.py's History.drop): one row per row of an
+    # acknowledged or unknown insert below the DROP_RANGE's block number. Such a row is owed to no
+    # owner after the drop and to no query that started after it (the spec's LiveAcked), and no
+    # replica may hold it at the end (DropsAppliedInv). Optional: a history without it (older runs,
+    # drivers that drop nothing) is checked as one in which nothing was dropped.
+    Table("drops", (Column("partition_id", "string"), Column("row_id", "long"), Column("drop_step", "long")),
+          large=True, optional=True),
     Table("parts", (Column("snapshot_step", "long"), Column("replica", "string"), Column("partition_id", "string"),
                     Column("part_name", "string"), Column("row_id", "long")),
           # Empty is allowed: a run that lost every row ends with replicas holding nothing, and that
           # must be the loss it is (OwnersCompleteInv, exit 1), not "bad input". The final snapshot's
           # step comes from `assignments`, which must have rows, so there is still no vacuous pass.
           large=True),
+    # Per snapshot and running replica, ALTER_METADATA applied and queued beside the table's
+    # metadata version (GlobalEntriesAppliedInv at the last snapshot). Optional: a history without
+    # it (older runs, real ClickHouse's) says nothing about metadata.
+    Table("metadata", (Column("snapshot_step", "long"), Column("replica", "string"), Column("metadata_version", "long"),
+                       Column("alters_queued", "long"), Column("table_metadata_version", "long")),
+          optional=True),
     Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
                           Column("owners", "strings"), Column("leaving_replica", "string", nullable=True),
                           # The CLONE target at the snapshot: it may hold the partition's rows before

@@ -32,8 +32,8 @@ from pyspark_jobs.layout import TableSource, find_tables
 log = logging.getLogger(__name__)
 CORRUPT = locate.CORRUPT
 # `rows.t`: which table a row comes from
-INSERT, PART, RETURNED, LAG = 0, 1, 2, 3
-LARGE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG}
+INSERT, PART, RETURNED, LAG, DROP = 0, 1, 2, 3, 4
+LARGE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG, "drops": DROP}
 STATUS_CODE = {"ok": 0, "failed": 1, "unknown": 2}
 ROWS_PER_PARTITION = 4_000_000  # keeps one task's hash tables a few hundred MB at most
 
@@ -121,7 +121,8 @@ def _why_corrupt(table: Table, text: str) -> str:
 def _narrow(name: str, df: DataFrame) -> DataFrame:
     """A large table's rows in the common narrow shape: t (which table), partition_id, row_id, who
     (replica or query), code (insert status), step (ack or snapshot), unknown_insert (a hash of the
-    insert_id of an insert of unknown outcome: a fixed-width key), bad."""
+    insert_id of an insert of unknown outcome: a fixed-width key), bad. A drop's row has its
+    drop_step as `step` and no `who`."""
     null_s, null_l = F.lit(None).cast("string"), F.lit(None).cast("long")
     c = F.col
     if name == "inserts":
@@ -129,9 +130,10 @@ def _narrow(name: str, df: DataFrame) -> DataFrame:
         return df.select(F.lit(INSERT).alias("t"), "partition_id", "row_id", null_s.alias("who"),
                          code.cast("byte").alias("code"), c("ack_step").alias("step"),
                          F.when(c("status") == "unknown", F.xxhash64("insert_id")).alias("unknown_insert"), "bad")
-    who, step = ("replica", c("snapshot_step")) if name == "parts" else ("query_id", null_l)
+    who, step = {"parts": (c("replica"), c("snapshot_step")), "drops": (null_s, c("drop_step"))}.get(
+        name, (c("query_id"), null_l))
     return df.select(F.lit(LARGE[name]).alias("t"), "partition_id", "row_id",
-                     c(who).alias("who"), F.lit(None).cast("byte").alias("code"), step.alias("step"),
+                     who.alias("who"), F.lit(None).cast("byte").alias("code"), step.alias("step"),
                      null_l.alias("unknown_insert"), "bad")
 
 
@@ -164,6 +166,7 @@ class History:
     partitions: int              # Spark partitions of the large tables' shuffle
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
+    metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -212,10 +215,15 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     cloning = {r["partition_id"]: [x for x in r["clone_target"].split(",") if x]
                for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
     replicas |= {x for targets in cloning.values() for x in targets}
+    meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
+    last_meta = max((r["snapshot_step"] for r in meta), default=None)
+    metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
+                for r in meta if r["snapshot_step"] == last_meta]
     done = sorted((r["start_step"], r["query_id"], r["partitions_requested"]) for r in queries
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
-                   [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning)
+                   [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
+                   metadata=metadata)
 
 
 @contextmanager

@@ -119,10 +119,11 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
 # Racing profiles (reference/races.py) on the fixed protocol, and switches the job must catch on
 # them (pyspark_jobs/teeth.py); the large scale runs every tooth.
 # `losing` is a permanent loss with its repair (SYSTEM DROP REPLICA, F20), fixed and with the naive repair;
-# `leaving` a migration's source down past the down timeout, fixed and keeping what was cleaned up for it.
-RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0), ("losing", 0), ("leaving", 1)],
+# `leaving` a migration's source down past the down timeout, fixed and keeping what was cleaned up for it;
+# `dropping` has DROP PARTITIONs (the drops table), fixed and with F8's clone that ignores them.
+RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0), ("losing", 0), ("leaving", 1), ("dropping", 2)],
                 "switches": ["filter_with_stale_cache", "cleanup_no_delay", "clone_lost_replica_from_one_peer",
-                             "repair_without_clone", "restart_keeps_foreign_parts"]}
+                             "repair_without_clone", "restart_keeps_foreign_parts", "clone_ignores_skipped_entries"]}
 
 
 def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dict]) -> bool:

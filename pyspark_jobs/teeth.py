@@ -49,15 +49,13 @@ TEETH = [
     # `rival` action): the second overwrites the first's owners after its rows were written to
     # them (caught on 6 of seeds 0-7).
     Tooth("blind_write", "allocating", 0, "QueryNoMissingInv", long=True),
+    Tooth("clone_ignores_skipped_entries", "dropping", 2, "DropsAppliedInv", long=True),
+    Tooth("clone_reads_skipped_entries_from_log", "dropping", 2, "DropsAppliedInv", long=True),
+    Tooth("filter_skips_global", "altering", 0, "GlobalEntriesAppliedInv", long=True),
 ]
 
 # Switches no history of these workloads can show, and why (a gap, reported in the README).
-GAPS = {
-    "clone_ignores_skipped_entries": "needs a mutation or DROP PARTITION during CLONE; the workloads issue "
-                                     "neither and the history has no column for what a drop removed",
-    "clone_reads_skipped_entries_from_log": "as clone_ignores_skipped_entries (F16 is F8's fix on a trimmed log)",
-    "filter_skips_global": "ALTER_METADATA changes no row: the history records rows, not metadata versions",
-}
+GAPS: dict[str, str] = {}   # none left: every switch has a tooth
 
 
 # Switches that a history could show but no profile and seed tried has yet: the seeds tried.
@@ -82,8 +80,14 @@ def main(argv=None) -> int:
         for profile in a.profile or PROFILES:
             for seed in range(a.seeds):
                 tried += 1
-                with tempfile.TemporaryDirectory() as d:
-                    run = racing_history(d, profile, seed, frozenset({s}), **SIZE)
+                try:
+                    with tempfile.TemporaryDirectory() as d:
+                        run = racing_history(d, profile, seed, frozenset({s}), **SIZE)
+                except RuntimeError as e:
+                    # a broken variant can keep a migration from ever ending (with F8, a CLONE
+                    # target waiting on a part its peers dropped): no history, no verdict
+                    print(f"  {profile} {seed}: no history ({e})", flush=True)
+                    continue
                 if run["oracle_violations"]:
                     found = (profile, seed, run["oracle_sample"][:1])
                     break

@@ -26,7 +26,7 @@ from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
 from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from .lag import in_flight, not_pulled
 from .layout import Layout
-from .log_entry import GET_PART
+from .log_entry import ALTER_METADATA, GET_PART
 from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
                         migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
@@ -37,7 +37,7 @@ from .rebalance import system_rebalance
 from .repair import drop_replica, system_repair
 from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
-from .replica import InsertRejected, Replica
+from .replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition
 from .table import Table
 from .workload import WORKLOAD
 
@@ -267,6 +267,17 @@ class Cluster:
         for p, sub in subs.items():
             self.history.insert(block_id, p, sub, status[p], sent, ack)
         return status
+
+    def drop_partition(self, partition: str) -> int:
+        """ALTER TABLE ... DROP PARTITION, sent by a client to a serving replica: the DROP_RANGE
+        goes into the log (replica.client_drop_partition) and the history records what it removed.
+        Returns the rows removed; GuardFailed if the partition has nothing to drop."""
+        at = self.rng.choice(self.serving())
+        step = self.tick()
+        upto = client_drop_partition(self.replicas[at].keeper, self.layout, partition, source_replica=at)
+        n = self.history.drop(f"drop-{step}", partition, step, upto)
+        self.log(f"DROP PARTITION {partition} at {at}: blocks up to {upto}, {n} rows")
+        return n
 
     def serving(self) -> list[str]:
         """The running replicas a client can use: those whose Keeper session has not expired (an
@@ -658,7 +669,23 @@ class Cluster:
         return violations(self.history, self.table.replication_factor)
 
     def snapshot(self) -> None:
-        self.history.snapshot(self.tick(), self.stores, self.assignment_rows())
+        self.history.snapshot(self.tick(), self.stores, self.assignment_rows(), self.metadata_rows())
+
+    def metadata_rows(self) -> list[dict]:
+        """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
+        table_version = self.admin.exists(self.layout.columns).version
+        return [{"replica": name, "metadata_version": rep.metadata_version,
+                 "alters_queued": sum(e.type == ALTER_METADATA for _, e in rep.queue()),
+                 "table_metadata_version": table_version} for name, rep in sorted(self.replicas.items())]
+
+    def alter_metadata(self, change: str) -> int:
+        """ALTER TABLE ... ADD COLUMN sent to a serving replica: /columns and an ALTER_METADATA entry
+        (replica.client_alter_metadata). Returns the table's new metadata version."""
+        at = self.rng.choice(self.serving())
+        self.tick()
+        entry = client_alter_metadata(self.replicas[at].keeper, self.layout, change, source_replica=at)
+        self.log(f"ALTER {change} at {at}: metadata version {entry.alter_version}")
+        return entry.alter_version
 
     def write_history(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
         self.snapshot()

@@ -28,8 +28,20 @@ SCHEMAS = {
     # its map did not know, not pulled by its replica yet; or still in flight to the replica it read
     # the partition from. Empty for a synced query.
     "query_lag": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
+    # What each ALTER TABLE DROP PARTITION removed: one row per row of an acknowledged (or unknown)
+    # insert committed below the DROP_RANGE's block number, with the step the drop was issued at.
+    # Such a row is owed to no owner after it, and to no query that started after it; a replica
+    # still holding it at the end broke the spec's DropsAppliedInv (F8, F16). Optional for readers.
+    "drops": {"drop_id": "string", "partition_id": "string", "row_id": "int64", "insert_id": "string",
+              "drop_step": "int64", "block_number": "int64"},
     "parts": {"snapshot_step": "int64", "replica": "string", "partition_id": "string", "part_name": "string",
               "row_id": "int64"},
+    # Per snapshot, each running replica's applied ALTER_METADATA count (its metadata version) and
+    # the ALTERs waiting in its queue, beside the table's version (/columns): at a settled end
+    # (every replica pulled the whole log) applied + queued = the table's, the spec's
+    # GlobalEntriesAppliedInv. Optional for readers.
+    "metadata": {"snapshot_step": "int64", "replica": "string", "metadata_version": "int64",
+                 "alters_queued": "int64", "table_metadata_version": "int64"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
                     "clone_target": "string", "leaving_replica": "string"},
 }
@@ -66,8 +78,24 @@ class History:
             self.tables["query_lag"] += [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
                                          for r in sorted(ids)]
 
-    def snapshot(self, step: int, stores: dict, assignments: list[dict]) -> None:
-        """Every replica's part inventory, row by row, and the assignment, at `step`."""
+    def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
+        """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to
+        `block_number`: every row of an ok or unknown insert of the partition recorded so far, and
+        not removed by an earlier drop, is removed. The driver runs an INSERT and a DROP as separate
+        steps, so each insert recorded before the drop committed (if at all) below its number.
+        Returns how many rows it removed."""
+        gone = {x["row_id"] for x in self.tables["drops"] if x["partition_id"] == partition}
+        removed = [x for x in self.tables["inserts"] if x["partition_id"] == partition
+                   and x["status"] in ("ok", "unknown") and x["row_id"] not in gone]
+        self.tables["drops"] += [{"drop_id": drop_id, "partition_id": partition, "row_id": x["row_id"],
+                                  "insert_id": x["insert_id"], "drop_step": step, "block_number": block_number}
+                                 for x in removed]
+        return len(removed)
+
+    def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = ()) -> None:
+        """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
+        per replica, metadata_version, alters_queued and table_metadata_version."""
+        self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
         for replica, store in sorted(stores.items()):
             for name in store.names():
                 for r in store.read(name):

@@ -9,6 +9,10 @@ keep a partition it owns, CLONEs into (the target), or is leaving until its CLEA
 after SWITCH, the target after CANCEL). The oracle once allowed owners only, and reported
 "r1 keeps 202401-11 without owning it" for a source whose CLEANUP was still to come when the run
 ended (issue 15); that history is kept in test_checkers_agree.py.
+
+A row a DROP PARTITION removed (table `drops`) is owed as the spec's LiveAcked says: to no owner
+after the drop, and to no query that started after it; a replica that still holds it at the end
+breaks DropsAppliedInv (F8: a CLONE target kept a part the drop removed elsewhere).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from collections import Counter
 from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
-              "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv")
+              "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
+              "GlobalEntriesAppliedInv")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -33,6 +38,10 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
             ok[x["row_id"]] = (x["partition_id"], min(x["ack_step"], prev[1]) if prev else x["ack_step"])
         if x["status"] in ("ok", "unknown"):
             written.add((x["partition_id"], x["row_id"]))
+    dropped: dict[tuple[str, int], int] = {}   # (partition, row_id) -> the step of the drop that removed it
+    for x in t.get("drops", ()):
+        key = (x["partition_id"], x["row_id"])
+        dropped[key] = max(x["drop_step"], dropped.get(key, x["drop_step"]))
     lag: dict[str, set[int]] = {}   # rows a query is not owed by replication lag (reference/lag.py)
     for x in t.get("query_lag", ()):
         lag.setdefault(x["query_id"], set()).add(x["row_id"])
@@ -49,6 +58,9 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
         out["QueryNoDuplicateInv"] += [f"{q['query_id']} read row {r} {n} times" for r, n in got.items() if n > 1]
         for r, (p, ack) in ok.items():
             wanted = q["partitions_requested"] is None or p in q["partitions_requested"]
+            gone = dropped.get((p, r))
+            if gone is not None and gone < q["start_step"]:
+                continue   # removed by a drop before the query started: owed to it no more
             if ack < q["start_step"] and wanted and r not in got and r not in lag.get(q["query_id"], ()):
                 out["QueryNoMissingInv"].append(f"{q['query_id']} missed row {r} of {p}, acknowledged at {ack}")
 
@@ -66,6 +78,8 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     keepers = {a["partition_id"]: set(a["owners"]) | {r for r in (a["clone_target"], a["leaving_replica"]) if r}
                for a in final_asg}
     for (r, p), have in sorted(held.items()):
+        out["DropsAppliedInv"] += [f"{r} holds row {row} of {p}, removed by the drop at step {dropped[p, row]}"
+                                   for row in sorted(have) if (p, row) in dropped]
         out["NoDuplicateRowsInv"] += [f"{r} holds row {row} of {p} {n} times" for row, n in have.items() if n > 1]
         if r not in keepers.get(p, ()):
             out["NoForeignPartsInv"].append(f"{r} keeps {p} without owning, cloning into or leaving it")
@@ -74,6 +88,8 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
             out["ReplicationFactorInv"].append(f"{p} has owners {os_}, not {rf}")
     acked_in: dict[str, set[int]] = {}
     for r, (p, _) in ok.items():
+        if (p, r) in dropped:
+            continue   # the spec's LiveAcked: a dropped row is owed to no owner
         acked_in.setdefault(p, set()).add(r)
     for p, want in sorted(acked_in.items()):
         if not owners.get(p):
@@ -87,6 +103,15 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 complete += 1
         if complete < rf:
             out["ReplicationFactorInv"].append(f"{p} is complete on {complete} owners, not {rf}")
+    # The spec's GlobalEntriesAppliedInv at a settled end (every replica pulled the whole log):
+    # applied + queued ALTER_METADATA = the table's metadata version, on every replica.
+    meta = t.get("metadata", ())
+    last_meta = max((m["snapshot_step"] for m in meta), default=None)
+    for m in meta:
+        if m["snapshot_step"] == last_meta and m["metadata_version"] + m["alters_queued"] != m["table_metadata_version"]:
+            out["GlobalEntriesAppliedInv"].append(
+                f"{m['replica']} applied {m['metadata_version']} and queued {m['alters_queued']} ALTER_METADATA "
+                f"of the table's {m['table_metadata_version']}")
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":

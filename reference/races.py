@@ -16,6 +16,13 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - replicas crashed and restarted (and queried right after the restart), and, in `lossy`, kept
   down while the cleanup thread trims the log, so they come back lost and clone;
 - background steps chosen by kind with the profile's weights: few map refreshes keep maps stale;
+- in `dropping`, ALTER TABLE DROP PARTITION racing the REASSIGNs (F8, F16): a drop the CLONE
+  target skipped before it became a keeper must reach it; the history records what each drop
+  removed (History.drop), so the checkers owe those rows to nobody after it and report any
+  replica that still holds one at the end (DropsAppliedInv). The log is short, so the cleanup
+  thread trims a DROP_RANGE every replica pulled before the owners executed it (F16);
+- in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
+  owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
   partitions repaired back to RF while the inserts, moves and queries go on;
 - in `leaving`, a migration's source (in CLONE or after SWITCH) goes down and stays down past
@@ -96,6 +103,14 @@ PROFILES = {p.name: p for p in (
             attempts=8, months=1, buckets=2,
             describe="as switching, with replication keeping up so migrations SWITCH during the run, not "
                      "only at its end: INSERTs meet a source whose map a SWITCH just made stale"),
+    Profile("dropping", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "drop": 1},
+            {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2}, cleanup=CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=50),
+            describe="as racing, with DROP PARTITION racing CLONE/SWITCH/CLEANUP and a log the cleanup "
+                     "thread trims as soon as every replica pulled an entry"),
+    Profile("altering", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.7, "query": 2, "crash": 0.3,
+                         "restart": 0.6, "alter": 0.5},
+            _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
+                             "replica applies whatever it owns) racing the moves and crashes"),
     Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
                        "restart": 0.5, "lose": 0.4, "repair": 1},
             _KINDS, max_down=1,
@@ -202,18 +217,18 @@ class Race:
                 self._count("step")
                 return
 
-    def _reassign(self) -> None:
+    def _reassign(self, p: str | None = None, dst: str | None = None) -> None:
         c = self.c
         partitions = sorted(c.admin.get_children(c.layout.assignments))
         if not partitions:
             return
-        p = self.rng.choice(partitions)
+        p = p or self.rng.choice(partitions)
         a = read_assignment(c.admin, c.layout, p)
         candidates = sorted(r for r in c.replicas if r not in a.owners)
-        if not candidates:
+        if not candidates or (dst is not None and dst not in candidates):
             return
         try:
-            c.reassign(p, self.rng.choice(candidates), self.rng.choice(sorted(a.owners)))
+            c.reassign(p, dst or self.rng.choice(candidates), self.rng.choice(sorted(a.owners)))
             self._count("reassign")
         except (MigrationError, GuardFailed):
             self._count("reassign refused")
@@ -277,6 +292,47 @@ class Race:
         self._count("restart")
         if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
             self._query()
+
+    def _drop(self) -> None:
+        """DROP PARTITION of a partition with data: half the time one a migration is moving (its
+        DROP_RANGE meets a CLONE target that queues it), else one the operator then moves. Before
+        the move every replica pulls the log up to date (ClickHouse pulls on every change, far
+        ahead of executing): the target skipped the DROP_RANGE as no keeper, the owners queued it,
+        and the cleanup thread may trim it from the log before they execute it. The CLONE fetch
+        may then find the owners not yet past it (F8), with the entry gone from the log (F16)."""
+        c = self.c
+        partitions = sorted(c.admin.get_children(c.layout.assignments))
+        moving = sorted(migrations_in_flight(c.admin, c.layout))
+        then_move = not moving or self.rng.random() < 0.5
+        pool = partitions if then_move else moving
+        if not pool:
+            return
+        p = self.rng.choice(pool)
+        try:
+            c.drop_partition(p)
+            self._count("drop")
+        except GuardFailed:
+            self._count("drop refused")
+            return
+        if not then_move:
+            return
+        candidates = sorted(r for r in c.replicas if r not in read_assignment(c.admin, c.layout, p).owners)
+        if not candidates:
+            return
+        dst = self.rng.choice(candidates)
+        for rep in c.replicas.values():   # every pulling thread catches up; executing lags behind
+            try:
+                rep.pull_whole_log()
+            except GuardFailed:
+                pass   # lost: it clones before it pulls again
+        for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
+            self._step()
+        self._reassign(p, dst)
+
+    def _alter(self) -> None:
+        n = self.counts.get("alter", 0) + 1
+        self.c.alter_metadata(f"extra_{n} UInt8")
+        self._count("alter")
 
     def _lose(self) -> None:
         """A replica lost for good, once per run: crash and SYSTEM DROP REPLICA. Only with every

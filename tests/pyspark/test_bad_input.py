@@ -167,6 +167,11 @@ CASES = [
     Case("nothing_acknowledged", "jsonl", nothing_acknowledged, ["inserts.jsonl", "no insert was acknowledged"]),
     Case("two_run_rows", "jsonl", two_runs, ["run.jsonl", "2 run rows"]),
     Case("parts_after_the_last_assignment", "jsonl", late_parts, ["parts.jsonl", "after the last assignment snapshot"]),
+    # an optional table, once there, is held to its columns like the others
+    Case("drops_without_drop_step", "jsonl",
+         lambda f: write_jsonl(f / "drops.jsonl", [{"partition_id": r["partition_id"], "row_id": r["row_id"]}
+                                                   for r in jsonl_rows(f / "inserts.jsonl")[:3]]),
+         ["drops.jsonl line 1", "no column(s) drop_step"]),
     Case("usage_without_input", "parquet", lambda f: None, ["one of the arguments --input --scale is required"],
          subprocess=True, args=("--no-input",)),
 ]

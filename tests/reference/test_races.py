@@ -35,6 +35,65 @@ def test_unsynced_queries_record_lag_and_without_it_r2_fails(tmp_path):
         c.close()
 
 
+def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_path):
+    """`dropping`: each DROP PARTITION's removed rows are in the history (table drops), no replica
+    holds one at the end, and they are what excuses the owners: without the table the same
+    history shows acknowledged rows lost (so the drops are all that is excused)."""
+    from reference.keeper import MemoryEnsemble
+    from reference.oracle import violations
+    from reference.races import profile_of, race, racing_cluster
+    c = racing_cluster(MemoryEnsemble().connect, tmp_path, profile_of("dropping"), 0)
+    try:
+        counts = race(c, profile_of("dropping"), 0, **SMALL)
+        c.snapshot()
+        assert counts.get("drop", 0) > 0 and c.history.tables["drops"]
+        removed = {(x["partition_id"], x["row_id"]) for x in c.history.tables["drops"]}
+        final = max(x["snapshot_step"] for x in c.history.tables["parts"])
+        assert not removed & {(x["partition_id"], x["row_id"]) for x in c.history.tables["parts"]
+                              if x["snapshot_step"] == final}
+        assert violations(c.history, 2) == []
+        c.history.tables["drops"] = []
+        assert any(p.startswith("OwnersCompleteInv") for p in violations(c.history, 2))
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"clone_ignores_skipped_entries"}),
+                                  frozenset({"clone_reads_skipped_entries_from_log"})], ids=["fixed", "F8", "F16"])
+def test_a_drop_the_clone_target_skipped_comes_back_only_with_the_switch(tmp_path, bugs):
+    """`dropping` seed 2 (pyspark_jobs/teeth.py): with F8 (or F16, F8's first fix, on the trimmed
+    log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps it:
+    the oracle and DuckDB both report DropsAppliedInv, and nothing else, with the same count; the
+    fixed protocol holds for both."""
+    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from pyspark_jobs.teeth import SIZE
+    run = racing_history(tmp_path, "dropping", 2, bugs, **SIZE)
+    by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
+    if not bugs:
+        assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
+    else:
+        # every oracle failure is a dropped row held (the total equals DuckDB's count of them)
+        assert all(line.startswith("DropsAppliedInv: ") for line in run["oracle_sample"])
+        assert by_duckdb == {"DropsAppliedInv": run["oracle_violations"]}
+
+
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"filter_skips_global"})], ids=["fixed", "skips_global"])
+def test_an_alter_every_replica_must_apply_is_lost_only_with_the_switch(tmp_path, bugs):
+    """`altering` seed 0: with filter_skips_global the log filter skips ALTER_METADATA on every
+    replica, so none reaches the table's metadata version: the oracle and DuckDB both report
+    GlobalEntriesAppliedInv (one per running replica), and nothing else; fixed, both hold."""
+    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from pyspark_jobs.teeth import SIZE
+    run = racing_history(tmp_path, "altering", 0, bugs, **SIZE)
+    assert run["actions"].get("alter", 0) > 0
+    by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
+    if not bugs:
+        assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
+    else:
+        assert all(line.startswith("GlobalEntriesAppliedInv: ") for line in run["oracle_sample"])
+        assert by_duckdb == {"GlobalEntriesAppliedInv": run["oracle_violations"]}
+
+
 @pytest.mark.parametrize("profile, seed, switch", [
     ("racing", 0, "filter_with_stale_cache"),
     ("leaving", 1, "restart_keeps_foreign_parts"),   # the down-leaver rule on the step clock
