@@ -78,6 +78,8 @@ EXAMPLES = {
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),
+    "python -m harness.mutation_spec --actions ClientReceiveAck --models MCRetry": Covered(
+        "tests/spec/test_invariant_domains.py (the same mutants on MCRetry, killed by AckedCommittedInv)"),
     '.venv/bin/python -m pytest tests/pyspark/test_teeth.py -m "long or not long" -q': Covered(
         "make check's long-tests stage runs test_teeth.py's long cases, make test its quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
