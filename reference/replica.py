@@ -353,7 +353,13 @@ class Replica:
         part covering it, from a peer that has it (`source` names the peer, as the spec's
         choice of one; by default the first that has one); the queue entry goes only once done."""
         path = f"{self.layout.queue(self.name)}/{queue_node}"
-        entry = LogEntry.parse(self.keeper.get(path)[0], path)
+        try:
+            data = self.keeper.get(path)[0]
+        except NoNodeError:
+            # Gone since the caller listed the queue: executing another entry removed it (a
+            # DROP_RANGE, or a partition dropped locally). The spec's guard: e \in queue[r].
+            raise GuardFailed("ReplicaExecuteEntry", f"{queue_node} is no longer in {self.name}'s queue") from None
+        entry = LogEntry.parse(data, path)
         if entry.type == ALTER_METADATA:
             self.metadata_version += 1
             self._save_state()

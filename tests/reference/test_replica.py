@@ -104,6 +104,11 @@ def test_steps_refuse_when_their_guard_is_false(make_cluster):
     with pytest.raises(GuardFailed, match="no replica has a part covering"):
         reps["r3"].replica_execute_entry(node)
     assert len(reps["r3"].queue()) == 1  # still queued, nothing half-done
+    # an entry listed, then removed before it ran (another entry's execution took it out): the
+    # guard e \in queue[r], not a NoNodeError out of the executor
+    admin.delete(f"{LAYOUT.queue('r3')}/{node}")
+    with pytest.raises(GuardFailed, match="no longer in r3's queue"):
+        reps["r3"].replica_execute_entry(node)
 
 
 def test_a_write_to_a_known_partition_costs_a_lock_multi_and_a_commit_multi(make_cluster):
