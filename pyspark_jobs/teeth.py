@@ -26,18 +26,22 @@ class Tooth:
 
 TEETH = [
     Tooth("filter_with_stale_cache", "racing", 0, "QueryNoMissingInv"),
-    Tooth("cancel_drops_target_at_once", "racing", 0, "NoForeignPartsInv", long=True),
     Tooth("no_dedup", "racing", 0, "QueryNoDuplicateInv", long=True),
-    Tooth("switch_without_catchup", "racing", 0, "QueryNoMissingInv", long=True),
+    # The next three named QueryNoMissingInv until the fixed reference's end-of-run settling changed
+    # (issue 15): the rows they lose are now judged missing on the owners at the settled end (the
+    # spec's OwnersCompleteInv), while the final synced queries find them queued and excuse them as lag.
+    Tooth("switch_without_catchup", "racing", 0, "OwnersCompleteInv", long=True),
     Tooth("serve_before_map_loaded", "racing", 0, "QueryNoMissingInv", long=True),
     Tooth("route_to_clone_target", "racing", 2, "QueryNoMissingInv", long=True),
     Tooth("cleanup_no_delay", "stale", 1, "QueryNoMissingInv", long=True),
     Tooth("clone_from_source_only", "lossy", 0, "QueryNoMissingInv", long=True),
     Tooth("clone_lost_replica_from_one_peer", "lossy", 0, "QueryNoMissingInv", long=True),
-    Tooth("clone_keeps_only_what_the_source_has", "lossy", 0, "QueryNoMissingInv", long=True),
+    Tooth("clone_keeps_only_what_the_source_has", "lossy", 0, "OwnersCompleteInv", long=True),
     Tooth("allow_short_assignment", "thin", 1, "ReplicationFactorInv", long=True),
-    Tooth("source_stops_at_switch", "switching", 0, "QueryNoMissingInv", long=True),
-    Tooth("insert_without_assignment_check", "churn", 6, "QueryNoMissingInv", long=True),
+    # switching 0 caught it until the end's restart and the serving-replica inserts changed the runs'
+    # course; stale 3 is the first seed the search finds now (the fixed protocol holds there).
+    Tooth("source_stops_at_switch", "stale", 3, "QueryNoMissingInv", long=True),
+    Tooth("insert_without_assignment_check", "churn", 6, "OwnersCompleteInv", long=True),
     Tooth("repair_without_clone", "losing", 0, "OwnersCompleteInv", long=True),
     # The down-leaver rule (spec/FINDINGS.md, issue 15), in the racing runs' steps (races.py `leaving`):
     # the source back from down keeps the partition cleaned up for it (caught on 6 of seeds 0-9) ...
@@ -55,7 +59,16 @@ TEETH = [
 ]
 
 # Switches no history of these workloads can show, and why (a gap, reported in the README).
-GAPS: dict[str, str] = {}   # none left: every switch has a tooth
+GAPS = {
+    # Tried: python -m pyspark_jobs.teeth --switch cancel_drops_target_at_once --seeds 25 (every
+    # profile; 265 runs, none caught). It was caught on racing 0 until the reference learned to
+    # drop what its map no longer keeps (the migrate step, 38b9865; the restart, issue 15).
+    "cancel_drops_target_at_once": "F7's foreign copy (a target with a stale map fetching after a naive CANCEL) "
+                                   "lives only until the target refreshes its map or restarts, both of which drop "
+                                   "a partition it does not keep; a racing run ends with every replica restarted "
+                                   "and the history judges NoForeignPartsInv on that final snapshot only. A "
+                                   "snapshot before the end's restart, judged per snapshot, would show it",
+}
 
 
 # Switches that a history could show but no profile and seed tried has yet: the seeds tried.

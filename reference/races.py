@@ -413,7 +413,8 @@ def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> d
         c.write_history(folder / "history")
         problems = violations(c.history, c.table.replication_factor)
         return {"profile": profile, "seed": seed, "bugs": sorted(bugs), "history": str(folder / "history"),
-                "oracle_violations": len(problems), "oracle_sample": problems[:5], "actions": counts,
+                "oracle_violations": len(problems), "oracle_sample": problems[:5],
+                "oracle_invariants": sorted({x.split(":")[0] for x in problems}), "actions": counts,
                 "rows": len(c.history.tables["inserts"]), "queries": c.queries, "steps": c.step,
                 "seconds": round(time.perf_counter() - t0, 2)}
     finally:
