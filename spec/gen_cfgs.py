@@ -106,6 +106,11 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
                             PARALLEL, False),
 }
 
+# Two partitions to move and room for one migration at a time: MaxConcurrentMigrations binds
+# (in MCParallelMigration it never does), so a StartMigration that ignored it breaks MigrationLimitInv.
+MODELS["MCMigrationLimit"] = (
+    "Two partitions to move from r1, r2 to r3, one migration at a time: the second waits for the first.",
+    dict(PARALLEL, MaxConcurrentMigrations="1"), False)
 # The cleanup thread trims the log as soon as every replica not lost has pulled an entry.
 TRIMMED = dict(MinLogsToKeep="0")
 MODELS["MCMutationTrimmedLog"] = (
