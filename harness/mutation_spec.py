@@ -93,10 +93,17 @@ WITNESSES: dict[str, tuple[str, ...]] = {
     "MCMigrationLimit": ("MigrationLimitReachedWitness", "AllMigratedWitness"),
     "MCParallelMigration": ("MigrationLimitReachedWitness",),
     "MCMigrationCrash": ("MigrationDoneWitness", "MigrationCancelledWitness", "TakeOverWitness"),
-    "MCRestartQuery": ("QueryDoneWitness",),
-    "MCRetry": ("InsertAckedWitness",),
+    "MCRestartQuery": ("QueryDoneWitness", "QueryFailedWitness"),
+    "MCRetry": ("InsertAckedWitness", "RetriedInsertAckedWitness"),
     "MCFilteredLog": ("InsertAckedWitness",),
+    "MCRepairDuringMigration": ("RepairedWitness",),
 }
+# The routing and insert actions (issue 18's "routing mutants"), and models that decide them: a
+# query racing a crash (RestartQuery), a retried insert (Retry), allocation on the first insert
+# with stale maps (FilteredLog), an insert racing a migration (MigrationWrites).
+ROUTING_ACTIONS = ("ClientSendInsert", "ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck",
+                   "ClientTimeout", "ClientStartQuery", "ReplicaReadPartition", "ClientQueryFails")
+ROUTING_MODELS = ("MCRestartQuery", "MCRetry", "MCFilteredLog", "MCMigrationWrites")
 # A guard against one of the models' bounds (constants that only keep a state space finite).
 _BOUND = re.compile(r"<\s*Max(Tries|Merges|Alters|Mutations|Drops|Migrations|Crashes|ReplicaDrops)\b")
 
@@ -617,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ids", help="only these mutants (comma-separated ids as --list prints them)")
     ap.add_argument("--survivors", action="store_true",
                     help="only the mutants that survived in --out's earlier result; their new runs are added to it")
+    ap.add_argument("--append", action="store_true",
+                    help="add these mutants' verdicts to --out's earlier result (replacing those of the same id)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit without running TLC")
     ap.add_argument("--check-witnesses", action="store_true",
                     help="only check that the unmutated spec reaches every witness of --models, and exit")
@@ -652,6 +661,28 @@ def verdict_from_json(d: dict) -> Verdict:
     return v
 
 
+def merge(earlier: dict, result: dict) -> dict:
+    """A later pass into an earlier result: a mutant run again (survivors, timeouts, on more
+    models) takes its new verdict, with the runs of both passes; a mutant new to it is added."""
+    new = {v["id"]: v for v in result["verdicts"]}
+    for v in earlier["verdicts"]:
+        n = new.pop(v["id"], None)
+        if n is not None:
+            runs = v["runs"] + n["runs"]
+            v.clear()
+            v.update(n, runs=runs)
+    earlier["verdicts"] += list(new.values())
+    seen = {(b["action"], b["conjunct"]) for b in earlier.get("bounds", [])}
+    earlier["bounds"] = earlier.get("bounds", []) + [b for b in result["bounds"] if (b["action"], b["conjunct"]) not in seen]
+    earlier["witness_baseline"] = earlier.get("witness_baseline", []) + result["witness_baseline"]
+    earlier["command"] = earlier["command"] + "; then " + result["command"]
+    earlier["seconds"] = round(earlier["seconds"] + result["seconds"], 1)
+    for k in ("models", "liveness"):
+        earlier[k] = list(dict.fromkeys(earlier.get(k, []) + result[k]))
+    earlier.setdefault("witnesses", {}).update(result["witnesses"])
+    return earlier
+
+
 def _main(a, argv: list[str]) -> int:
     lines = (SPEC_DIR / SPEC_FILE).read_text().splitlines()
     conjuncts = parse_actions(lines)
@@ -668,10 +699,11 @@ def _main(a, argv: list[str]) -> int:
     survivor_reasons()   # a malformed reasons file is bad input before anything runs
     mutants = [m for m in generate(lines, only) if m.kind in kinds]
     earlier = None
-    if a.survivors:
+    if a.survivors or a.append:
         if not Path(a.out).is_file():
-            raise BadInput(f"--survivors: no earlier result {a.out}")
+            raise BadInput(f"--{'survivors' if a.survivors else 'append'}: no earlier result {a.out}")
         earlier = json.loads(Path(a.out).read_text())
+    if a.survivors:
         again = {v["id"] for v in earlier["verdicts"] if v["status"] in ("survived", "timeout")}
         mutants = [m for m in mutants if m.id in again]
     if a.ids:
@@ -713,21 +745,10 @@ def _main(a, argv: list[str]) -> int:
         "verdicts": [verdict_json(v, recorded) for v in verdicts],
     }
     if earlier is not None:
-        # the survivors and timeouts re-run: their new verdict replaces the old, both runs kept
-        new = {v["id"]: v for v in result["verdicts"]}
-        for v in earlier["verdicts"]:
-            if v["id"] in new:
-                runs = v["runs"] + new[v["id"]]["runs"]
-                v.clear()
-                v.update(new[v["id"]], runs=runs)
-        earlier["command"] = earlier["command"] + "; then " + result["command"]
-        earlier["seconds"] = round(earlier["seconds"] + result["seconds"], 1)
-        for k in ("models", "liveness"):
-            earlier[k] = list(dict.fromkeys(earlier.get(k, []) + result[k]))
-        earlier.setdefault("witnesses", {}).update(result["witnesses"])
-        result = earlier
+        result = merge(earlier, result)
         verdicts = [verdict_from_json(v) for v in result["verdicts"]]
         models = holding_models(result["models"])
+        liveness = holding_models(result["liveness"], liveness=True) if result["liveness"] else []
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

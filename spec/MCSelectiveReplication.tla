@@ -58,6 +58,12 @@ DownLeaverEndedWitness ==
         \/ mig[p].st = "cancelled" /\ mig[p].dst \notin active
 \* A query was answered.
 QueryDoneWitness == \E q \in Queries : qry[q].st = "done"
+\* A query failed: a replica it was routed to went down.
+QueryFailedWitness == \E q \in Queries : qry[q].st = "failed"
+\* An INSERT was acknowledged after a retry.
+RetriedInsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked" /\ ins[i].tries > 1
+\* A replica was dropped for good and every partition is back to RF owners.
+RepairedWitness == gone # {} /\ \A p \in Partitions : Assigned(p) => Cardinality(asg[p].owners) = RF
 \* A query was answered while a partition was in CLONE.
 QueryDuringCloneWitness ==
     \E q \in Queries : qry[q].st = "done" /\ \E p \in Partitions : mig[p].st = "clone"

@@ -139,3 +139,19 @@ def test_a_mutant_that_never_starts_a_migration_is_killed_by_the_witness_the_spe
     verdict = ms.run_mutant(mutant, [model], budget=240, workdir=work, workers=1)
     assert (verdict.status, verdict.layer) == ("killed", "witness"), verdict
     assert verdict.killed_by == "MCMigrationWrites: witness MigrationDoneWitness unreached"
+
+
+def test_a_later_pass_replaces_its_mutants_verdicts_keeps_both_runs_and_adds_new_ones():
+    def result(verdicts, models, cmd):
+        return {"command": cmd, "seconds": 1.0, "models": models, "liveness": [], "witnesses": {},
+                "witness_baseline": [], "bounds": [], "verdicts": verdicts}
+    run = {"model": "M1", "outcome": "holds", "violated": None, "seconds": 1.0, "distinct_states": 5}
+    first = result([{"id": "A.1.drop", "status": "survived", "runs": [run]},
+                    {"id": "A.1.negate", "status": "killed", "runs": [run]}], ["M1"], "first")
+    later = result([{"id": "A.1.drop", "status": "killed", "runs": [dict(run, model="M2", outcome="invariant_violated")]},
+                    {"id": "B.1.drop", "status": "survived", "runs": [run]}], ["M2"], "later")
+    merged = ms.merge(first, later)
+    by_id = {v["id"]: v for v in merged["verdicts"]}
+    assert by_id["A.1.drop"]["status"] == "killed" and [r["model"] for r in by_id["A.1.drop"]["runs"]] == ["M1", "M2"]
+    assert by_id["A.1.negate"]["status"] == "killed" and "B.1.drop" in by_id
+    assert merged["models"] == ["M1", "M2"] and merged["command"] == "first; then later"
