@@ -575,7 +575,9 @@ def score(verdicts: list[Verdict]) -> str:
     t = tally(verdicts)
     killed = sum(n for (s, _), n in t.items() if s == "killed")
     counted = killed + t[("survived", "gap")] + t[("survived", "unclassified")]
-    return f"{killed}/{counted} ({100 * killed / counted:.0f}%)" if counted else "-"
+    text = f"{killed}/{counted} ({100 * killed / counted:.0f}%)" if counted else "-"
+    # and over every mutant, equivalent ones and timeouts included: the score without the hand-made reasons
+    return text + (f"; of all mutants {killed}/{len(verdicts)} ({100 * killed / len(verdicts):.0f}%)" if verdicts else "")
 
 
 def markdown(verdicts: list[Verdict], models: list[dict], budget: float, command: str,
@@ -595,7 +597,8 @@ def markdown(verdicts: list[Verdict], models: list[dict], budget: float, command
             f"{', '.join(m['name'] for m in models)}; then the witnesses (`~W` as the only invariant, reached by "
             f"the unmutated spec) {'; '.join(witnessed) or 'none'}; then liveness on "
             f"{', '.join(m['name'] for m in liveness or []) or 'none'}.", "",
-            f"Score (killed / mutants neither equivalent nor without a verdict): **{score(verdicts)}**.", "", *rows, ""]
+            f"Score, killed over the mutants neither equivalent nor without a verdict: **{score(verdicts)}**.", "",
+            *rows, ""]
     if bound_guards:
         text += ["Left out as model bounds (no mutant): " + "; ".join(f"{a} `{c}`" for a, c in bound_guards) + ".", ""]
     text += ["| mutant | line | conjunct | verdict |", "|---|---|---|---|"]

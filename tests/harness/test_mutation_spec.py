@@ -118,7 +118,7 @@ def test_score_counts_killed_over_all_but_equivalent_and_undecided():
           v("survived", cls="gap"), v("survived", cls="unclassified"), v("timeout")]
     t = ms.tally(vs)
     assert (t[("killed", "witness")], t[("survived", "equivalent")], t[("timeout", None)]) == (1, 1, 1)
-    assert ms.score(vs) == "3/5 (60%)"
+    assert ms.score(vs) == "3/5 (60%); of all mutants 3/7 (43%)"
 
 
 @pytest.mark.tlc
