@@ -93,17 +93,19 @@ WITNESSES: dict[str, tuple[str, ...]] = {
     "MCMigrationLimit": ("MigrationLimitReachedWitness", "AllMigratedWitness"),
     "MCParallelMigration": ("MigrationLimitReachedWitness",),
     "MCMigrationCrash": ("MigrationDoneWitness", "MigrationCancelledWitness", "TakeOverWitness"),
-    "MCRestartQuery": ("QueryDoneWitness", "QueryFailedWitness"),
+    "MCRestartQuery": ("QueryDoneWitness", "QueryFailedWitness", "QueryDoneWithoutCrashWitness"),
+    "MCQueryTwoPartitions": ("QueryDoneWitness", "QueryFailedWitness", "QueryDoneWithoutCrashWitness"),
     "MCRetry": ("InsertAckedWitness", "RetriedInsertAckedWitness"),
     "MCFilteredLog": ("InsertAckedWitness",),
     "MCRepairDuringMigration": ("RepairedWitness",),
 }
 # The routing and insert actions (issue 18's "routing mutants"), and models that decide them: a
-# query racing a crash (RestartQuery), a retried insert (Retry), allocation on the first insert
+# query racing a crash (RestartQuery), over two partitions (QueryTwoPartitions), a retried
+# insert (Retry), allocation on the first insert
 # with stale maps (FilteredLog), an insert racing a migration (MigrationWrites).
 ROUTING_ACTIONS = ("ClientSendInsert", "ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck",
                    "ClientTimeout", "ClientStartQuery", "ReplicaReadPartition", "ClientQueryFails")
-ROUTING_MODELS = ("MCRestartQuery", "MCRetry", "MCFilteredLog", "MCMigrationWrites")
+ROUTING_MODELS = ("MCRestartQuery", "MCQueryTwoPartitions", "MCRetry", "MCFilteredLog", "MCMigrationWrites")
 # A guard against one of the models' bounds (constants that only keep a state space finite).
 _BOUND = re.compile(r"<\s*Max(Tries|Merges|Alters|Mutations|Drops|Migrations|Crashes|ReplicaDrops)\b")
 

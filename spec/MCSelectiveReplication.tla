@@ -58,6 +58,8 @@ DownLeaverEndedWitness ==
         \/ mig[p].st = "cancelled" /\ mig[p].dst \notin active
 \* A query was answered.
 QueryDoneWitness == \E q \in Queries : qry[q].st = "done"
+\* A query was answered before any replica ever went down.
+QueryDoneWithoutCrashWitness == aux_counts.crashes = 0 /\ \E q \in Queries : qry[q].st = "done"
 \* A query failed: a replica it was routed to went down.
 QueryFailedWitness == \E q \in Queries : qry[q].st = "failed"
 \* An INSERT was acknowledged after a retry.
