@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -595,8 +596,9 @@ def markdown(verdicts: list[Verdict], models: list[dict], budget: float, command
     t = tally(verdicts)
     rows.append(f"| **all** | {len(verdicts)} | " + " | ".join(f"**{t[c]}**" for c in COLUMNS) + " |")
     witnessed = [f"{m['name']} ({', '.join(WITNESSES[m['name']])})" for m in models if WITNESSES.get(m["name"])]
-    text = [f"Command: `{command}`; {budget:g} s per TLC run. Each mutant runs until one layer kills it: safety on "
-            f"{', '.join(m['name'] for m in models)}; then the witnesses (`~W` as the only invariant, reached by "
+    text = [f"Command: `{command}` (each `then` a later pass over some mutants, on its own models: the verdict "
+            f"names the model that decided); {budget:g} s per TLC run. Each mutant runs until one layer kills it: "
+            f"safety on (over all passes) {', '.join(m['name'] for m in models)}; then the witnesses (`~W` as the only invariant, reached by "
             f"the unmutated spec) {'; '.join(witnessed) or 'none'}; then liveness on "
             f"{', '.join(m['name'] for m in liveness or []) or 'none'}.", "",
             f"Score, killed over the mutants neither equivalent nor without a verdict: **{score(verdicts)}**.", "",
@@ -738,7 +740,7 @@ def _main(a, argv: list[str]) -> int:
                       f"({sum(r.seconds for r in v.runs):.0f}s)", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    command = ("python -m harness.mutation_spec " + " ".join(argv)).strip()
+    command = ("python -m harness.mutation_spec " + shlex.join(argv)).strip()
     recorded = {m["name"]: m.get("distinct_states") for m in models}
     result = {
         "command": command, "budget_s": a.budget, "models": [m["name"] for m in models],
