@@ -128,37 +128,25 @@ def reference_markdown(ref: dict[str, dict]) -> str:
 
 
 def spec_markdown(spec: dict) -> str:
-    from harness.mutation_spec import Mutant, Run, Verdict, markdown
+    from harness.mutation_spec import markdown, verdict_from_json
 
-    verdicts = [Verdict(Mutant(v["id"], v["action"], v["kind"], v["line"], v["original"]), v["status"], v["killed_by"],
-                        [Run(**r) for r in v["runs"]]) for v in spec["verdicts"]]
+    verdicts = [verdict_from_json(v) for v in spec["verdicts"]]
     manifest = {m["name"]: m for m in json.loads((REPO / "spec" / "models.json").read_text())["models"]}
     models = [manifest[n] for n in spec["models"]]
-    return markdown(verdicts, models, spec["budget_s"], spec["command"])
+    liveness = [manifest[n] for n in spec.get("liveness", [])]
+    return markdown(verdicts, models, spec["budget_s"], spec["command"], liveness,
+                    [(b["action"], b["conjunct"]) for b in spec.get("bounds", [])])
 
 
-# Read by hand from the slice's verdicts (issue 18's "one-line reason"); to be redone with each run.
+# What the spec table's columns mean; each survivor's reason is in the table, from
+# spec/mutation_survivors.json (keyed by action, kind and conjunct text).
 SPEC_READING = """
-Reading of this slice (by hand): a *timeout* is a mutant that survived MCMigrationWrites and ran out
-of its 120 s on MCMigrationCrash on the loaded machine (no verdict, not a survivor). Survivors and why:
-
-- `src \\in active`, `dst \\in active`, `mig[p].coord \\in active` (StartMigration, ReplicaCloneFetch,
-  CoordinatorSwitch, ReplicaCleanup, CoordinatorCancel): MCMigrationWrites has no crash, every replica is
-  always active, so these guards never bind there; MCMigrationCrash decides them, with a longer budget.
-- `Assigned(p)`, `mig[p].st \\in {"none", ...}` in StartMigration: equivalent on these models (p is
-  assigned from the start, one migration at most); a model with an unassigned partition would decide them.
-- `Cardinality(MigrationsInFlight) < MaxConcurrentMigrations`: equivalent with MaxMigrations = 1;
-  MCParallelMigration (MigrationLimitInv) is the model for it, not run in this slice.
-- `aux_counts.migrations < MaxMigrations`: a model bound, not a protocol guard (dropped: unbounded, timeout).
-- negations that disable an action (StartMigration, CoordinatorCancel, the `active` guards): safety holds
-  vacuously when a step never happens; only liveness (`MigrationsEndProp`, MCLiveness) kills them: a gap
-  of the slice's model choice, fixed by adding MCLiveness to the negate runs.
-- `~mig[p].fetched` in ReplicaCloneFetch, dropped: a second fetch queues the same GET_PARTs again
-  (idempotent); equivalent.
-- ReplicaCleanup's delay guard (`Bug("cleanup_no_delay") \\/ ...`, the every-map-saw-it and
-  `~routedHere` parts): the fast migration models have no query, so `CleanupSafeInv` and
-  `QueryNoMissingInv` cannot break; MCMigration (a query racing the migration, 158 s) catches it
-  (its `cleanup_no_delay` variant fails in 6 s) and is the model to add for ReplicaCleanup.
+How to read it: *killed: witness* is a mutant under which TLC exhausted a model without reaching a
+state the unmutated spec reaches there (`MCSelectiveReplication.tla`, "Witnesses"): safety held only
+because the mutated action never fires. *killed: liveness* is a mutant that let every witness
+happen but can stall a migration for ever (MCLiveness). *survived: equivalent* says why the
+mutant cannot change what the protocol guarantees; *survived: gap* names what is missing.
+A *timeout* has no verdict. The score counts killed over killed + gap + unclassified.
 """
 
 

@@ -37,6 +37,52 @@ NoQueries == {}
 OneQuery == {"q1"}
 
 (***************************************************************************)
+(* Witnesses: states the fixed protocol must reach on the models that name *)
+(* them (harness/mutation_spec.py's WITNESSES). TLC checks safety, so a    *)
+(* spec whose action never fires breaks no invariant: a guard negated into *)
+(* "never" passes every model. The mutation run checks ~W as an invariant: *)
+(* the unmutated model must violate it (W reached), and a mutant under     *)
+(* which TLC finds no W state is killed by the witness. Each is a symmetric *)
+(* predicate, so SYMMETRY does not hide a W state.                         *)
+(***************************************************************************)
+\* CLONE -> SWITCH -> CLEANUP ran to its end.
+MigrationDoneWitness == \E p \in Partitions : mig[p].st = "done"
+\* CLONE -> CANCEL -> CLEANUP of the target ran to its end.
+MigrationCancelledWitness == \E p \in Partitions : mig[p].st = "cancelled"
+\* Another replica took a migration over from its crashed coordinator.
+TakeOverWitness == \E p \in Partitions : mig[p].st = "clone" /\ mig[p].src # None /\ mig[p].coord # mig[p].src
+\* A migration whose leaver is down ended without it (ReplicaCleanupForDownLeaver).
+DownLeaverEndedWitness ==
+    \E p \in Partitions :
+        \/ mig[p].st = "done" /\ mig[p].src \notin active
+        \/ mig[p].st = "cancelled" /\ mig[p].dst \notin active
+\* A query was answered.
+QueryDoneWitness == \E q \in Queries : qry[q].st = "done"
+\* A query was answered before any replica ever went down.
+QueryDoneWithoutCrashWitness == aux_counts.crashes = 0 /\ \E q \in Queries : qry[q].st = "done"
+\* A query failed: a replica it was routed to went down.
+QueryFailedWitness == \E q \in Queries : qry[q].st = "failed"
+\* An INSERT was acknowledged after a retry.
+RetriedInsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked" /\ ins[i].tries > 1
+\* A replica was dropped for good and every partition is back to RF owners.
+RepairedWitness == gone # {} /\ \A p \in Partitions : Assigned(p) => Cardinality(asg[p].owners) = RF
+\* A query was answered while a partition was in CLONE.
+QueryDuringCloneWitness ==
+    \E q \in Queries : qry[q].st = "done" /\ \E p \in Partitions : mig[p].st = "clone"
+\* A SWITCH happened while a query routed before it was still running.
+QueryAcrossSwitchWitness ==
+    \E q \in Queries : Running(q) /\ \E p \in qry[q].pending : mig[p].st = "switched" /\ qry[q].routes[p] = mig[p].src
+\* An INSERT sent during the model was acknowledged.
+InsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked"
+\* An INSERT was acknowledged while its partition was in CLONE.
+InsertAckedDuringCloneWitness ==
+    \E i \in Inserts \ InitBlocks : ins[i].st = "acked" /\ mig[InsertPartition[i]].st = "clone"
+\* Every partition of the model migrated (the second one after the first, under a limit).
+AllMigratedWitness == \A p \in Partitions : mig[p].st = "done"
+\* As many migrations in flight as the limit allows.
+MigrationLimitReachedWitness == Cardinality(MigrationsInFlight) = MaxConcurrentMigrations
+
+(***************************************************************************)
 (* ReductionView: the VIEW of MCFull and its broken variants. TLC tells    *)
 (* states apart by this tuple instead of all variables. It is sound        *)
 (* because two states with the same view satisfy the same invariants and   *)

@@ -106,6 +106,11 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
                             PARALLEL, False),
 }
 
+# Two partitions to move and room for one migration at a time: MaxConcurrentMigrations binds
+# (in MCParallelMigration it never does), so a StartMigration that ignored it breaks MigrationLimitInv.
+MODELS["MCMigrationLimit"] = (
+    "Two partitions to move from r1, r2 to r3, one migration at a time: the second waits for the first.",
+    dict(PARALLEL, MaxConcurrentMigrations="1"), False)
 # The cleanup thread trims the log as soon as every replica not lost has pulled an entry.
 TRIMMED = dict(MinLogsToKeep="0")
 MODELS["MCMutationTrimmedLog"] = (
@@ -158,6 +163,13 @@ MODELS["MCFaultDomainsAllocation_ignore_fault_domains"] = (
 # p1 with one block on r1 and r2, a crash and restart, and a query.
 RESTART = dict(InitOwners="P1OnR1R2", InitBlocks="{1}", Queries="OneQuery", MaxCrashes="1")
 MODELS["MCRestartQuery"] = ("A replica crashes and restarts while a query may start on it, fixed.", RESTART, False)
+# A query over two partitions (each read in its own step), one block each on r1 and r2, and a
+# crash: the only small model where a query has a partition left to read after another, so a
+# read of a partition twice (R3) or a routing that skips one (R2) has a place to show.
+MODELS["MCQueryTwoPartitions"] = (
+    "A query over two partitions, read one after the other, racing a crash and restart, fixed.",
+    dict(RESTART, Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2", InsertPartition="InsertsP1P2",
+         InitBlocks="{1, 2}"), False)
 # RESTART with a migration: its leaver (source after SWITCH, target after CANCEL) may crash and
 # stay down; an active replica ends the migration for it and it drops the partition on restart.
 DOWN_LEAVER = dict(RESTART, MaxMigrations="1")
