@@ -67,6 +67,30 @@ def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
     assert survivors == [] and reps["r3"].has_rows_of(P) == []  # NoAckedBlockLostInv broken
 
 
+def test_a_second_switch_is_refused_before_and_after_cleanup(make_cluster):
+    """CoordinatorSwitch's guard is mig[p].st = "clone" /\\ mig[p].fetched: a coordinator that retries
+    its SWITCH, or one that took over and repeats it, is refused. Let through after CLEANUP, it would
+    name the source `leaving` again, owed a CLEANUP for a copy already dropped."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(GuardFailed, match="not a fetched CLONE"):
+        coordinator_switch(admin, LAYOUT, P, "r3")   # nothing fetched yet
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    for step in ("switched", "cleaned up"):
+        before = admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))
+        with pytest.raises(GuardFailed, match="not a fetched CLONE"):
+            coordinator_switch(admin, LAYOUT, P, "r3")
+        assert (admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))) == before, step
+        if step == "switched":
+            refresh_all(reps)
+            replica_cleanup(reps["r1"], P)
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
+
+
 def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin, reps = make_cluster({"cleanup_no_delay"})
     reps["r1"].replica_write_insert(P, ROWS, "h1")
