@@ -88,3 +88,19 @@ def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
         reps[o].cache[p] = Assignment(owners, version=0)
     with pytest.raises(InsertRejected):
         route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], reps)
+
+
+@pytest.mark.parametrize("fault, outcome", [(InsertRejected, "failed"), (InsertOutcomeUnknown, "unknown")])
+def test_the_client_is_told_failed_or_unknown_by_what_broke_every_try(reps, fault, outcome):
+    """ClientSendInsert's outcome once its tries run out: refused every time (nothing written,
+    "failed"), or lost every time after the request went out (it may be written, "unknown"): the
+    history's status, which decides whether the checker owes the rows."""
+    tries = []
+
+    def faults(point, partition):
+        if point == "before_write":
+            tries.append(partition)
+            raise fault(f"{fault.__name__} for {partition}")
+
+    assert client_send_insert(reps, EVENTS, BLOCK, tries=2, rng=random.Random(1), faults=faults) == outcome
+    assert len(tries) == 2   # each try broke at its first sub-block
