@@ -7,18 +7,78 @@ from harness import mutation_report as mr
 from harness.bench_rebalance import splice
 
 
-def test_mutmut_results_are_counted_per_module_and_survivors_per_function(tmp_path):
-    meta = tmp_path / "reference" / "migration.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": {
-        "reference.migration.x_switch__mutmut_1": 1, "reference.migration.x_switch__mutmut_2": 0,
-        "reference.migration.x_cleanup__mutmut_1": 0, "reference.migration.x_cleanup__mutmut_2": 33,
-        "reference.migration.x_cleanup__mutmut_3": None, "reference.migration.x_cancel__mutmut_1": 36}}))
-    r = mr.reference_results(tmp_path)["reference/migration.py"]
-    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (6, 1, 2, 1, 1, 1)
-    assert r["survivors_by_function"] == {"switch": 1, "cleanup": 1}
+# mutmut's trampolined copy of a module: each mutant a function beside the original's copy.
+TRAMPOLINED = """
+def x_switch__mutmut_orig(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_1(mig):
+    if not mig and mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_2(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("XXCoordinatorSwitchXX", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_3(mig):
+    if not mig or mig["state"] != "XXcloneXX":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_4(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed(None, f"{mig} is not a CLONE")
+    return mig["dst"]
+class Replica:
+    def xǁReplicaǁcleanup__mutmut_orig(self, p):
+        return p in self.parts
+    def xǁReplicaǁcleanup__mutmut_1(self, p):
+        return p not in self.parts
+"""
+
+
+def _module(tmp_path, codes):
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "migration.py").write_text(TRAMPOLINED)
+    (tmp_path / "reference" / "migration.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+
+
+def test_mutmut_results_are_counted_per_module_and_the_survivors_classed(tmp_path):
+    _module(tmp_path, {f"reference.migration.x_switch__mutmut_{n}": 0 for n in (1, 2, 3, 4)}
+            | {"reference.migration.xǁReplicaǁcleanup__mutmut_1": 33, "reference.migration.x_switch__mutmut_5": 1,
+               "reference.migration.x_switch__mutmut_6": None, "reference.migration.x_switch__mutmut_7": 36})
+    reading = {mr.reading_key("reference/migration.py", "switch", 'if not mig and mig["state"] != "clone":',
+                              'if not mig  or mig["state"] != "clone":'): {"verdict": "gap", "reason": "wrong line"},
+               mr.reading_key("reference/migration.py", "Replica.cleanup", "return p in self.parts",
+                              "return p not in self.parts"): {"verdict": "equivalent", "reason": "never called"}}
+    r = mr.reference_results(tmp_path, reading)["reference/migration.py"]
+    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (8, 1, 4, 1, 1, 1)
+    cls = {m["key"].split(".")[-1]: (m["function"], m["class"]) for m in r["not_killed"]}
+    # the f-string and the action's name of a raise are text; the guard and a string compared are not
+    assert cls == {"x_switch__mutmut_1": ("switch", "unread"), "x_switch__mutmut_2": ("switch", "message"),
+                   "x_switch__mutmut_3": ("switch", "unread"), "x_switch__mutmut_4": ("switch", "message"),
+                   "xǁReplicaǁcleanup__mutmut_1": ("Replica.cleanup", "equivalent")}
     table = mr.reference_markdown({"reference/migration.py": r})
-    assert "| `reference/migration.py` | 6 | 5 | 1 | 2 | 1 | 1 | 1 |" in table
+    # 7 run, 3 equivalent (2 by rule, 1 read): killed 1 + timeout 1 of 4
+    assert "| `reference/migration.py` | 8 | 7 | 1 | 2 | 0 | 0 | 2 | 1 | 1 | 1 | 50% |" in table
+
+
+def test_a_reading_is_found_by_the_line_text_whatever_mutmut_numbers_it(tmp_path):
+    reading_file = tmp_path / "reading.toml"
+    reading_file.write_text("""
+[[mutant]]
+module = "reference/migration.py"
+function = "switch"
+before = 'if not mig or mig["state"] != "clone":'
+after = 'if not mig and   mig["state"] != "clone":'
+verdict = "gap"
+reason = "a second SWITCH let through"
+""")
+    reading = mr.load_reading(reading_file)
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0})
+    (m,) = mr.reference_results(tmp_path, reading)["reference/migration.py"]["not_killed"]
+    assert (m["class"], m["reason"]) == ("gap", "a second SWITCH let through")
+    assert "a second SWITCH let through" in mr.reference_markdown(mr.reference_results(tmp_path, reading))
 
 
 def test_the_section_replaces_only_its_own_markers():
