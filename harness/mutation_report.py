@@ -133,9 +133,10 @@ def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str
 def message_only(orig, mut) -> bool:
     """True when the two function bodies differ only in string constants (or a string turned into
     None) inside `raise` statements: the text of an exception, which no code of reference/ reads
-    (GuardFailed's action and reason are for people; grep `.reason`) and no test matches exactly.
-    The rule by which error-text mutants are equivalent, decided on the syntax tree so that a
-    condition sharing the line with a raise is not taken for its text."""
+    (GuardFailed's action and reason are for people; grep `.reason`). The rule by which surviving
+    error-text mutants are equivalent (a test matching the text kills its mutant before this is
+    asked), decided on the syntax tree so that a condition sharing the line with a raise is not
+    taken for its text, nor a dropped argument (GuardFailed(text) raises TypeError) for a text."""
     import ast
 
     diffs: list[tuple[list, object, object]] = []

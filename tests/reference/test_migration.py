@@ -6,7 +6,8 @@ from cluster_helpers import LAYOUT, P, drain
 
 from reference.assignment import GuardFailed, read_assignment
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 migrations_rows, replica_cleanup, replica_clone_fetch)
+                                 migrations_rows, replica_cleanup, replica_cleanup_for_down_leaver,
+                                 replica_clone_fetch)
 
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
@@ -227,6 +228,54 @@ def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_clu
     a = read_assignment(admin, LAYOUT, P)
     assert a.owners == ("r2", "r3") and a.leaving == "r1"
     assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS
+    with pytest.raises(GuardFailed, match="not in CLONE"):   # only a CLONE has a coordinator to take over
+        replica_take_over_migration(admin, LAYOUT, P, "r3")
+
+
+def _switched_r1_to_r3(make_cluster, connect, bugs=frozenset(), check_guards=False):
+    """P moved from r1 to r3 up to SWITCH; then r1 goes down. No map has been refreshed since."""
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    if check_guards:
+        with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+            replica_cleanup_for_down_leaver(reps["r2"], P)
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    if check_guards:
+        with pytest.raises(GuardFailed, match="is active"):
+            replica_cleanup_for_down_leaver(reps["r2"], P)
+    connect.expire(reps["r1"].keeper)
+    return admin, reps
+
+
+def test_a_down_leaver_is_cleaned_up_for_once_every_active_map_saw_the_switch(make_cluster, connect):
+    """ReplicaCleanupForDownLeaver: the source r1 goes down after SWITCH; an active replica ends the
+    migration for it, but, as CLEANUP, only once every active replica's map has seen the SWITCH (a
+    map still listing r1 would send a SELECT to it). Refused for a CLONE and while r1 is active."""
+    admin, reps = _switched_r1_to_r3(make_cluster, connect, check_guards=True)
+    with pytest.raises(GuardFailed, match="have not seen"):
+        replica_cleanup_for_down_leaver(reps["r2"], P)
+    reps["r3"].replica_refresh_cache(P)
+    with pytest.raises(GuardFailed, match=r"maps of \['r2'\] have not seen"):
+        replica_cleanup_for_down_leaver(reps["r2"], P)
+    reps["r2"].replica_refresh_cache(P)
+    assert replica_cleanup_for_down_leaver(reps["r2"], P) == "r1"
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
+    (row,) = migrations_rows(admin, LAYOUT)   # system.selective_migrations
+    assert (row["partition_id"], row["state"], row["ended_by"]) == (P, "done", "r2")
+
+
+def test_down_leaver_cleanup_ignores_maps_ends_the_migration_under_stale_maps(make_cluster, connect):
+    """The switch: r2's and r3's maps still list r1 as an owner, and the migration ends anyway; a
+    SELECT they route to r1 once it is back finds its copy dropped (drop_foreign_partitions)."""
+    bugs = frozenset({"down_leaver_cleanup_ignores_maps"})
+    admin, reps = _switched_r1_to_r3(make_cluster, connect, bugs)
+    assert replica_cleanup_for_down_leaver(reps["r2"], P, bugs) == "r1"
+    assert read_assignment(admin, LAYOUT, P).leaving is None and "r1" in reps["r3"].cache[P].owners
 
 
 @pytest.mark.parametrize("bugs, foreign", [(frozenset(), False), (frozenset({"cancel_drops_target_at_once"}), True)])
