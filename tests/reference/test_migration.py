@@ -92,6 +92,29 @@ def test_a_second_switch_is_refused_before_and_after_cleanup(make_cluster):
     assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
 
 
+def test_cleanup_only_on_the_leaver_and_only_after_switch(make_cluster):
+    """ReplicaCleanup's guard: a SWITCH (or CANCEL) to clean up after, on the replica it made
+    leaving. During CLONE the source is still an owner: a CLEANUP there drops the only copy a
+    SELECT may still read; once done, a second CLEANUP has nothing to end."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    refresh_all(reps)
+    with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+        replica_cleanup(reps["r1"], P)
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    refresh_all(reps)
+    with pytest.raises(GuardFailed, match="r2 is not the replica leaving"):
+        replica_cleanup(reps["r2"], P)
+    assert reps["r2"].has_rows_of(P) == ROWS
+    replica_cleanup(reps["r1"], P)
+    with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+        replica_cleanup(reps["r1"], P)
+
+
 def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin, reps = make_cluster({"cleanup_no_delay"})
     reps["r1"].replica_write_insert(P, ROWS, "h1")

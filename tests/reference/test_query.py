@@ -6,7 +6,7 @@ from cluster_helpers import LAYOUT, P, drain
 
 from reference.assignment import Assignment, GuardFailed
 from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
-from reference.query import client_start_query, replica_read_partition, select_all
+from reference.query import client_query_fails, client_start_query, replica_read_partition, select_all
 from reference.replica import Replica
 
 ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
@@ -102,3 +102,17 @@ def test_cleanup_waits_for_a_started_query_routed_to_the_source(make_cluster, bu
         assert replica_read_partition(q, P, reps) == [ROW1]
         assert reps["r1"].pins == {}
         replica_cleanup(reps["r1"], P, bugs)  # now it may
+
+
+def test_a_failed_query_releases_only_the_pins_it_took(make_cluster):
+    """ClientQueryFails: a query that pinned its readers releases its pins; one that took none
+    (started without telling the readers) releases none, so the pin of another query still to
+    read the partition keeps holding off its CLEANUP."""
+    _, reps = make_cluster()
+    pinned = client_start_query(reps["r1"], replicas=reps)
+    unpinned = client_start_query(reps["r1"])
+    assert pinned.routes == unpinned.routes == {P: "r1"} and reps["r1"].pins == {P: 1}
+    client_query_fails(unpinned, reps)
+    assert reps["r1"].pins == {P: 1} and unpinned.done
+    client_query_fails(pinned, reps)
+    assert reps["r1"].pins == {} and pinned.done
