@@ -73,11 +73,41 @@ def load_reading(path: Path = READING) -> dict[tuple[str, str, str, str], dict]:
     return out
 
 
-def reference_results(root: Path = MUTANTS, reading: dict | None = None) -> dict[str, dict]:
+# What fails a `make test` test in each layer harness/mutation_layers.py runs: test_races.py's
+# racing runs (a violation, a run that raises or runs no query, a hang) and conformance's protocol
+# machine (tests/conformance/test_conformance.py); mutmut's selection leaves both out for time.
+MAKE_TEST_KILLS = {"racing": ("violation", "crash", "no queries", "timeout"), "protocol": ("killed", "timeout")}
+
+
+def load_layers(path: Path = LAYERS_JSON) -> dict[tuple[str, str, str, str], dict]:
+    """build/mutation/layers.json by the stable key (module, function, line before and after)."""
+    if not path.is_file():
+        return {}
+    return {reading_key(r["module"], r["function"], r["before"], r["after"]): r
+            for r in json.loads(path.read_text()).values()}
+
+
+def layers_of(r: dict) -> set[str]:
+    """The layers that kill one mutant of layers.json: `tests` (mutmut's selection, or a racing run
+    of test_races.py that raises or hangs), `history` (a racing history the checker refuses: the
+    Spark job's invariants), `conformance` (the protocol machine)."""
+    out = set()
+    if r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout"):
+        out.add("tests")
+    if r.get("racing") == "violation":
+        out.add("history")
+    if r.get("protocol") in ("killed", "timeout"):
+        out.add("conformance")
+    return out
+
+
+def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
     """Per module (reference/migration.py, ...): status counts, and every mutant not killed with its
     diff and its class: `message` (the rule: only an exception's text changed), `equivalent` or `gap`
-    (read by hand, harness/mutation_reading.toml), or `unread`."""
+    (read by hand, harness/mutation_reading.toml), or `unread`. A mutant mutmut's tests leave alive
+    that a layer of layers.json kills with a `make test` test counts as `killed by layers`."""
     reading = load_reading() if reading is None else reading
+    layers = load_layers() if layers is None else layers
     out: dict[str, dict] = {}
     for meta in sorted(root.glob("**/*.py.meta")):
         module = str(meta.relative_to(root))[:-len(".meta")]
@@ -89,7 +119,13 @@ def reference_results(root: Path = MUTANTS, reading: dict | None = None) -> dict
         mutants = []
         for key in not_killed:
             before, after, message = diffs.get(key, ("", "", False))
-            r = reading.get(reading_key(module, function_of(key), before, after))
+            stable = reading_key(module, function_of(key), before, after)
+            lay = layers.get(stable, {})
+            if any(lay.get(layer) in kills for layer, kills in MAKE_TEST_KILLS.items()):
+                counts[_STATUS[codes[key]]] -= 1
+                counts["killed by layers"] += 1
+                continue
+            r = reading.get(stable)
             cls = "message" if message else (r["verdict"] if r else "unread")
             classes[(_STATUS[codes[key]], cls)] += 1
             mutants.append({"key": key, "function": function_of(key), "status": _STATUS[codes[key]],
@@ -174,10 +210,11 @@ def message_only(orig, mut) -> bool:
 
 
 def reference_markdown(ref: dict[str, dict]) -> str:
-    rows = ["| module | mutants | run | killed | survived: equivalent by rule (error text) | survived: equivalent (read) "
+    rows = ["| module | mutants | run | killed by mutmut's tests | killed by test_races / protocol machine "
+            "| survived: equivalent by rule (error text) | survived: equivalent (read) "
             "| survived: gap | survived: not read | no test reaches it | timeout | not run yet "
             "| killed / non-equivalent run |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     total = Counter()
     for module, r in ref.items():
         c = Counter()
@@ -185,7 +222,8 @@ def reference_markdown(ref: dict[str, dict]) -> str:
             c[m["class"] if m["status"] == "survived" else "no tests/" + m["class"]] += 1
         run = r["mutants"] - r.get("not run", 0)
         equivalent = sum(n for k, n in c.items() if k.split("/")[-1] in ("message", "equivalent"))
-        row = {"mutants": r["mutants"], "run": run, "killed": r.get("killed", 0), "message": c["message"],
+        row = {"mutants": r["mutants"], "run": run, "killed": r.get("killed", 0),
+               "layers": r.get("killed by layers", 0), "message": c["message"],
                "equivalent": c["equivalent"], "gap": c["gap"], "unread": c["unread"], "no tests": r.get("no tests", 0),
                "timeout": r.get("timeout", 0), "not run": r.get("not run", 0), "nonequiv": run - equivalent}
         total.update(row)
@@ -210,10 +248,36 @@ def reference_markdown(ref: dict[str, dict]) -> str:
     return text
 
 
+def layers_markdown(layers: dict[tuple, dict]) -> str:
+    """Per module of layers.json (migration and routing): which layers kill its mutants, and how many
+    are killed by two layers one of which is the history check (issue 18's bar)."""
+    rows = ["| module | mutants run on the layers | killed by the tests | killed by a history (racing runs, the "
+            "Spark job's invariants) | protocol machine run | killed by it | two layers, one a history | "
+            "fewer than two layers |", "|---|---|---|---|---|---|---|---|"]
+    short: dict[str, Counter] = {}
+    by_module: dict[str, list[dict]] = {}
+    for r in layers.values():
+        by_module.setdefault(r["module"], []).append(r)
+    for module, rs in sorted(by_module.items()):
+        ls = [layers_of(r) for r in rs]
+        two = sum(1 for x in ls if len(x) >= 2 and "history" in x)
+        short[module] = Counter(r["function"] for r, x in zip(rs, ls) if len(x) < 2)
+        rows.append(f"| `{module}` | {len(rs)} | {sum('tests' in x for x in ls)} | {sum('history' in x for x in ls)} "
+                    f"| {sum('protocol' in r for r in rs)} | {sum('conformance' in x for x in ls)} | {two} "
+                    f"| {sum(short[module].values())} |")
+    text = "\n".join(rows) + "\n"
+    for module, c in short.items():
+        if c:
+            text += (f"\nKilled by fewer than two layers in `{module}`, by function: "
+                     + ", ".join(f"`{f}` {n}" for f, n in c.most_common()) + ".\n")
+    return text
+
+
 def _row(name: str, r) -> str:
-    killed = r["killed"] + r["timeout"]
+    killed = r["killed"] + r["layers"] + r["timeout"]
     score = f"{100 * killed / r['nonequiv']:.0f}%" if r["nonequiv"] else "-"
-    return (f"| {name} | {r['mutants']} | {r['run']} | {r['killed']} | {r['message']} | {r['equivalent']} | {r['gap']} "
+    return (f"| {name} | {r['mutants']} | {r['run']} | {r['killed']} | {r['layers']} | {r['message']} | {r['equivalent']} "
+            f"| {r['gap']} "
             f"| {r['unread']} | {r['no tests']} | {r['timeout']} | {r['not run']} | {score} |")
 
 
@@ -269,6 +333,15 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                   "`harness/mutation_reading.toml` (read one by one) and by one rule: a mutant changing only an "
                   "exception's text is equivalent.\n",
                   reference_markdown(ref)]
+        layers = load_layers()
+        if layers:
+            parts += ["### Layers of the migration and routing mutants\n",
+                      "Command: `python -m harness.mutation_layers` (mutants whose only change is an exception's "
+                      "text left out), then `python -m harness.mutation_layers --spark` for the kept histories. "
+                      "*Tests*: mutmut's selection, or a racing run of `test_races.py` that raises or hangs; "
+                      "*history*: a racing run's history refused by the in-process checker, which holds the Spark "
+                      "job's invariants (`tests/reference/test_checkers_agree.py`); *protocol machine*: "
+                      "conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)

@@ -51,7 +51,7 @@ def test_mutmut_results_are_counted_per_module_and_the_survivors_classed(tmp_pat
                               'if not mig  or mig["state"] != "clone":'): {"verdict": "gap", "reason": "wrong line"},
                mr.reading_key("reference/migration.py", "Replica.cleanup", "return p in self.parts",
                               "return p not in self.parts"): {"verdict": "equivalent", "reason": "never called"}}
-    r = mr.reference_results(tmp_path, reading)["reference/migration.py"]
+    r = mr.reference_results(tmp_path, reading, layers={})["reference/migration.py"]
     assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (8, 1, 4, 1, 1, 1)
     cls = {m["key"].split(".")[-1]: (m["function"], m["class"]) for m in r["not_killed"]}
     # the f-string and the action's name of a raise are text; the guard and a string compared are not
@@ -60,7 +60,7 @@ def test_mutmut_results_are_counted_per_module_and_the_survivors_classed(tmp_pat
                    "xǁReplicaǁcleanup__mutmut_1": ("Replica.cleanup", "equivalent")}
     table = mr.reference_markdown({"reference/migration.py": r})
     # 7 run, 3 equivalent (2 by rule, 1 read): killed 1 + timeout 1 of 4
-    assert "| `reference/migration.py` | 8 | 7 | 1 | 2 | 0 | 0 | 2 | 1 | 1 | 1 | 50% |" in table
+    assert "| `reference/migration.py` | 8 | 7 | 1 | 0 | 2 | 0 | 0 | 2 | 1 | 1 | 1 | 50% |" in table
 
 
 def test_a_reading_is_found_by_the_line_text_whatever_mutmut_numbers_it(tmp_path):
@@ -76,9 +76,28 @@ reason = "a second SWITCH let through"
 """)
     reading = mr.load_reading(reading_file)
     _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0})
-    (m,) = mr.reference_results(tmp_path, reading)["reference/migration.py"]["not_killed"]
+    (m,) = mr.reference_results(tmp_path, reading, layers={})["reference/migration.py"]["not_killed"]
     assert (m["class"], m["reason"]) == ("gap", "a second SWITCH let through")
-    assert "a second SWITCH let through" in mr.reference_markdown(mr.reference_results(tmp_path, reading))
+    assert "a second SWITCH let through" in mr.reference_markdown(mr.reference_results(tmp_path, reading, {}))
+
+
+def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make_test(tmp_path):
+    """The layers harness's verdicts, found by the mutated line: a racing history the checker refuses
+    is a kill of make test (test_races.py) and of the history layer; a racing run that raises is a
+    kill of make test but no history; the tests and a history are the two layers issue 18 asks for."""
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0, "reference.migration.x_switch__mutmut_3": 0})
+    common = {"module": "reference/migration.py", "function": "switch", "before": 'if not mig or mig["state"] != "clone":'}
+    layers = {"reference.migration.x_switch__mutmut_1": {**common, "after": 'if not mig and mig["state"] != "clone":',
+                                                        "tests": "survived", "racing": "violation", "protocol": "killed"},
+              "reference.migration.x_switch__mutmut_3": {**common, "after": 'if not mig or mig["state"] != "XXcloneXX":',
+                                                        "tests": "survived", "racing": "crash"}}
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps(layers))
+    loaded = mr.load_layers(path)
+    r = mr.reference_results(tmp_path, {}, loaded)["reference/migration.py"]
+    assert (r["survived"], r["killed by layers"], r["not_killed"]) == (0, 2, [])
+    assert [mr.layers_of(x) for x in loaded.values()] == [{"history", "conformance"}, {"tests"}]
+    assert "| `reference/migration.py` | 2 | 1 | 1 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded)
 
 
 def test_the_section_replaces_only_its_own_markers():
