@@ -68,10 +68,11 @@ def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
     assert survivors == [] and reps["r3"].has_rows_of(P) == []  # NoAckedBlockLostInv broken
 
 
-def test_a_second_switch_is_refused_before_and_after_cleanup(make_cluster):
+def test_after_switch_a_second_switch_or_a_cancel_is_refused(make_cluster):
     """CoordinatorSwitch's guard is mig[p].st = "clone" /\\ mig[p].fetched: a coordinator that retries
     its SWITCH, or one that took over and repeats it, is refused. Let through after CLEANUP, it would
-    name the source `leaving` again, owed a CLEANUP for a copy already dropped."""
+    name the source `leaving` again, owed a CLEANUP for a copy already dropped. CoordinatorCancel's
+    is mig[p].st = "clone": a CANCEL after SWITCH would make the new owner leave."""
     admin, reps = make_cluster()
     reps["r1"].replica_write_insert(P, ROWS, "h1")
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
@@ -84,6 +85,8 @@ def test_a_second_switch_is_refused_before_and_after_cleanup(make_cluster):
         before = admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))
         with pytest.raises(GuardFailed, match="not a fetched CLONE"):
             coordinator_switch(admin, LAYOUT, P, "r3")
+        with pytest.raises(GuardFailed, match="not in CLONE"):
+            coordinator_cancel(admin, LAYOUT, P, reps["r3"])
         assert (admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))) == before, step
         if step == "switched":
             refresh_all(reps)
@@ -319,3 +322,4 @@ def test_naive_cancel_leaves_the_target_with_foreign_parts(make_cluster, bugs, f
     keepers = read_assignment(admin, LAYOUT, P).keepers()
     assert "r3" not in keepers
     assert (reps["r3"].has_rows_of(P) != []) == foreign
+    assert [m["state"] for m in migrations_rows(admin, LAYOUT)] == ["cancelled"]   # ended, either way
