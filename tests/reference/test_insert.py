@@ -104,3 +104,17 @@ def test_the_client_is_told_failed_or_unknown_by_what_broke_every_try(reps, faul
 
     assert client_send_insert(reps, EVENTS, BLOCK, tries=2, rng=random.Random(1), faults=faults) == outcome
     assert len(tries) == 2   # each try broke at its first sub-block
+
+
+def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(reps, connect):
+    """The receiver owns the partition but its session expired (read-only, TABLE_IS_READ_ONLY):
+    nothing of the write can have been applied, so the sub-block goes to the other owner, as a
+    Distributed INSERT does, and is written once."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    receiver, other = (reps[o] for o in reps["r1"].cache[p].owners)
+    connect.expire(receiver.keeper)
+    late = {"date": "2024-01-15", "user_id": 17, "event": "late"}
+    assert set(route_insert(receiver, EVENTS, [late], reps)) == {p}
+    drain(other)
+    assert sorted(x["user_id"] for n in other.store.names() for x in other.store.read(n)) == [1, 17]
