@@ -118,6 +118,23 @@ def test_cleanup_only_on_the_leaver_and_only_after_switch(make_cluster):
         replica_cleanup(reps["r1"], P)
 
 
+def test_cleanup_waits_for_an_active_replica_that_has_published_no_map(make_cluster, connect):
+    """A replica registered after the SWITCH has published no map version of P yet: it may still
+    route a SELECT by whatever it learns, so CLEANUP waits for it as for a stale map."""
+    from reference.registration import register_replica
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    refresh_all(reps)
+    register_replica(connect(), LAYOUT, "r4")
+    with pytest.raises(GuardFailed, match=r"maps of \['r4'\] have not seen"):
+        replica_cleanup(reps["r1"], P)
+    assert reps["r1"].has_rows_of(P) == ROWS
+
+
 def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin, reps = make_cluster({"cleanup_no_delay"})
     reps["r1"].replica_write_insert(P, ROWS, "h1")
@@ -256,6 +273,17 @@ def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_clu
     assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS
     with pytest.raises(GuardFailed, match="not in CLONE"):   # only a CLONE has a coordinator to take over
         replica_take_over_migration(admin, LAYOUT, P, "r3")
+
+
+def test_a_replica_that_is_not_active_cannot_take_over(make_cluster, connect):
+    from reference.migration import replica_take_over_migration
+    admin, reps = make_cluster()
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    connect.expire(reps["r1"].keeper)   # the coordinator
+    connect.expire(reps["r2"].keeper)
+    with pytest.raises(GuardFailed, match="r2 is not active"):
+        replica_take_over_migration(admin, LAYOUT, P, "r2")
+    assert replica_take_over_migration(admin, LAYOUT, P, "r3")["coord"] == "r3"
 
 
 def _switched_r1_to_r3(make_cluster, connect, bugs=frozenset(), check_guards=False):
