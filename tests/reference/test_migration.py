@@ -182,6 +182,26 @@ def test_reassigning_a_partition_already_migrating_is_refused(make_cluster):
         admin_reassign(admin, LAYOUT, P, "r3", src="r2")
 
 
+def test_the_default_concurrency_limit_admits_four_migrations_and_refuses_a_fifth(make_cluster):
+    """The limit on migrations in flight per table (the RFC's default, 4; spec MaxConcurrentMigrations):
+    exactly that many start, the next is refused until one ends."""
+    from reference.assignment import Assignment
+    admin, reps = make_cluster()
+    partitions = [P] + [f"20240{m}-5" for m in range(2, 6)]
+    for p in partitions[1:]:
+        admin.create(LAYOUT.assignment(p), Assignment(("r1", "r2")).encode())
+    for p in partitions[:4]:
+        admin_reassign(admin, LAYOUT, p, "r3", src="r1")
+    with pytest.raises(MigrationError, match="4 migrations already in flight"):
+        admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")
+    coordinator_cancel(admin, LAYOUT, partitions[0])
+    with pytest.raises(MigrationError, match="4 migrations already in flight"):   # cancelling is in flight
+        admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")
+    refresh_all(reps)
+    replica_cleanup(reps["r3"], P)   # the cancel ends
+    assert admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")["state"] == "clone"
+
+
 def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
     admin, reps = make_cluster()
     connect.expire(reps["r3"].keeper)
