@@ -80,6 +80,8 @@ def test_after_switch_a_second_switch_or_a_cancel_is_refused(make_cluster):
         coordinator_switch(admin, LAYOUT, P, "r3")   # nothing fetched yet
     replica_clone_fetch(reps["r3"], P, reps)
     drain(reps["r3"])
+    with pytest.raises(GuardFailed, match="r2 is not the target"):   # SWITCH to the migration's target only
+        coordinator_switch(admin, LAYOUT, P, "r2")
     coordinator_switch(admin, LAYOUT, P, "r3")
     for step in ("switched", "cleaned up"):
         before = admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))
