@@ -4,7 +4,7 @@ switches break what the spec's models of the same name break (spec/FINDINGS.md F
 import pytest
 from cluster_helpers import LAYOUT, P, drain
 
-from reference.assignment import GuardFailed, read_assignment
+from reference.assignment import Assignment, GuardFailed, read_assignment
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                                  migrations_rows, replica_cleanup, replica_cleanup_for_down_leaver,
                                  replica_clone_fetch)
@@ -137,6 +137,27 @@ def test_cleanup_waits_for_an_active_replica_that_has_published_no_map(make_clus
     assert reps["r1"].has_rows_of(P) == ROWS
 
 
+def test_clone_fetch_only_by_the_target_once_and_only_in_clone(make_cluster):
+    """ReplicaCloneFetch's guard: the CLONE's target, once, while the CLONE lasts. Another replica
+    fetching would hold parts of a partition it does not own (NoForeignPartsInv); a fetch after
+    CANCEL would fill the target that CLEANUP is emptying."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(GuardFailed, match="no unfetched CLONE of .* into r2"):
+        replica_clone_fetch(reps["r2"], P, reps)
+    assert replica_clone_fetch(reps["r3"], P, reps) == 1
+    with pytest.raises(GuardFailed, match="no unfetched CLONE"):
+        replica_clone_fetch(reps["r3"], P, reps)
+    assert len(reps["r3"].queue()) == 1
+    p2 = "202402-5"
+    admin.create(LAYOUT.assignment(p2), Assignment(("r1", "r2")).encode())
+    admin_reassign(admin, LAYOUT, p2, "r3", src="r1")
+    coordinator_cancel(admin, LAYOUT, p2)
+    with pytest.raises(GuardFailed, match="no unfetched CLONE"):
+        replica_clone_fetch(reps["r3"], p2, reps)
+
+
 def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin, reps = make_cluster({"cleanup_no_delay"})
     reps["r1"].replica_write_insert(P, ROWS, "h1")
@@ -187,7 +208,6 @@ def test_reassigning_a_partition_already_migrating_is_refused(make_cluster):
 def test_the_default_concurrency_limit_admits_four_migrations_and_refuses_a_fifth(make_cluster):
     """The limit on migrations in flight per table (the RFC's default, 4; spec MaxConcurrentMigrations):
     exactly that many start, the next is refused until one ends."""
-    from reference.assignment import Assignment
     admin, reps = make_cluster()
     partitions = [P] + [f"20240{m}-5" for m in range(2, 6)]
     for p in partitions[1:]:
