@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         diffs.update(mutant_diffs(module, [k for m, k, _ in todo if m == module], MUTANTS))
     todo = [t for t in todo if not diffs.get(t[1], ("", "", False))[2]]
     if a.sample:
+        todo = [t for t in todo if t[2] is not None]   # drawn among those mutmut has decided
         import random
         # A survivor costs every racing profile (about 10 s here) and a full protocol machine (about
         # 10 s): all of migration.py's and the routing code's mutants take hours, a sample minutes.
