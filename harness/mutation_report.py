@@ -200,7 +200,10 @@ def message_only(orig, mut) -> bool:
                 or (isinstance(n, ast.Constant) and n.value is None) or isinstance(n, str))
 
     def ok(inside, x, y) -> bool:
-        if not any(isinstance(a, ast.Raise) for a in inside):
+        raises = [i for i, a in enumerate(inside) if isinstance(a, ast.Raise)]
+        # Under the raise only the exception's call, an f-string and its literal parts: a key or a
+        # call inside `{...}` (mig['dst'] -> mig['XXdstXX']) is evaluated, it may raise.
+        if not raises or not all(isinstance(a, (ast.Call, ast.JoinedStr, ast.Constant)) for a in inside[raises[-1] + 1:]):
             return False
         if isinstance(inside[-1], ast.Constant):   # a constant's value: str (in an f-string too) or None for it
             return all(isinstance(v, str) or v is None for v in (x, y))

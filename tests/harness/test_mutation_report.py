@@ -29,6 +29,10 @@ def x_switch__mutmut_4(mig):
     if not mig or mig["state"] != "clone":
         raise GuardFailed(None, f"{mig} is not a CLONE")
     return mig["dst"]
+def x_switch__mutmut_5(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig['XXdstXX']} is not a CLONE")
+    return mig["dst"]
 class Replica:
     def xǁReplicaǁcleanup__mutmut_orig(self, p):
         return p in self.parts
@@ -44,23 +48,25 @@ def _module(tmp_path, codes):
 
 
 def test_mutmut_results_are_counted_per_module_and_the_survivors_classed(tmp_path):
-    _module(tmp_path, {f"reference.migration.x_switch__mutmut_{n}": 0 for n in (1, 2, 3, 4)}
-            | {"reference.migration.xǁReplicaǁcleanup__mutmut_1": 33, "reference.migration.x_switch__mutmut_5": 1,
-               "reference.migration.x_switch__mutmut_6": None, "reference.migration.x_switch__mutmut_7": 36})
+    _module(tmp_path, {f"reference.migration.x_switch__mutmut_{n}": 0 for n in (1, 2, 3, 4, 5)}
+            | {"reference.migration.xǁReplicaǁcleanup__mutmut_1": 33, "reference.migration.x_switch__mutmut_6": 1,
+               "reference.migration.x_switch__mutmut_7": None, "reference.migration.x_switch__mutmut_8": 36})
     reading = {mr.reading_key("reference/migration.py", "switch", 'if not mig and mig["state"] != "clone":',
                               'if not mig  or mig["state"] != "clone":'): {"verdict": "gap", "reason": "wrong line"},
                mr.reading_key("reference/migration.py", "Replica.cleanup", "return p in self.parts",
                               "return p not in self.parts"): {"verdict": "equivalent", "reason": "never called"}}
     r = mr.reference_results(tmp_path, reading, layers={})["reference/migration.py"]
-    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (8, 1, 4, 1, 1, 1)
+    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (9, 1, 5, 1, 1, 1)
     cls = {m["key"].split(".")[-1]: (m["function"], m["class"]) for m in r["not_killed"]}
-    # the f-string and the action's name of a raise are text; the guard and a string compared are not
+    # the f-string and the action's name of a raise are text; the guard, a string compared and a
+    # key read inside the f-string are not
     assert cls == {"x_switch__mutmut_1": ("switch", "unread"), "x_switch__mutmut_2": ("switch", "message"),
                    "x_switch__mutmut_3": ("switch", "unread"), "x_switch__mutmut_4": ("switch", "message"),
+                   "x_switch__mutmut_5": ("switch", "unread"),
                    "xǁReplicaǁcleanup__mutmut_1": ("Replica.cleanup", "equivalent")}
     table = mr.reference_markdown({"reference/migration.py": r})
-    # 7 run, 3 equivalent (2 by rule, 1 read): killed 1 + timeout 1 of 4
-    assert "| `reference/migration.py` | 8 | 7 | 1 | 0 | 2 | 1 | 0 | 2 | 1 | 1 | 1 | 50% |" in table
+    # 8 run, 3 equivalent (2 by rule, 1 read): killed 1 + timeout 1 of 5
+    assert "| `reference/migration.py` | 9 | 8 | 1 | 0 | 2 | 1 | 0 | 3 | 1 | 1 | 1 | 40% |" in table
 
 
 def test_a_reading_is_found_by_the_line_text_whatever_mutmut_numbers_it(tmp_path):
