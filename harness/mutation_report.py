@@ -155,9 +155,12 @@ def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str
         orig, mut = funcs.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"), funcs.get(name)
         if not orig or not mut:
             continue
-        # the def lines differ by name only; decorators and the body are compared
-        a = [x.split("# type: ignore # mutmut generated")[0].rstrip() for x in lines[orig.lineno:orig.end_lineno]]
-        b = [x.split("# type: ignore # mutmut generated")[0].rstrip() for x in lines[mut.lineno:mut.end_lineno]]
+        # from the def line (a default argument is mutated there), the mutant's name read as the original's
+        plain = function_of(orig.name).split(".")[-1] + "("
+        a = [x.split("# type: ignore # mutmut generated")[0].rstrip().replace(orig.name + "(", plain)
+             for x in lines[orig.lineno - 1:orig.end_lineno]]
+        b = [x.split("# type: ignore # mutmut generated")[0].rstrip().replace(mut.name + "(", plain)
+             for x in lines[mut.lineno - 1:mut.end_lineno]]
         diff = list(difflib.unified_diff(a, b, lineterm="", n=0))[2:]
         minus = [x for x in diff if x.startswith("-")]
         plus = [x for x in diff if x.startswith("+")]
