@@ -4,8 +4,9 @@ import random
 
 import pytest
 
-from reference.assignment import Assignment, cas_update
-from reference.insert import InsertOutcomeUnknown, client_send_insert, route_insert
+from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.insert import InsertOutcomeUnknown, client_send_insert, replica_forward_insert, route_insert
+from reference.keeper import KeeperUnavailableError
 from reference.layout import Layout
 from reference.parts import PartStore
 from reference.registration import create_table_znodes, declare_replicas, register_replica
@@ -88,6 +89,8 @@ def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
         reps[o].cache[p] = Assignment(owners, version=0)
     with pytest.raises(InsertRejected):
         route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], reps)
+    # the old owner that refused re-read its map, so the client's retry is not refused again by it
+    assert len([o for o in owners if reps[o].cache[p].owners == others]) == 1
 
 
 @pytest.mark.parametrize("fault, outcome", [(InsertRejected, "failed"), (InsertOutcomeUnknown, "unknown")])
@@ -118,3 +121,24 @@ def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(
     assert set(route_insert(receiver, EVENTS, [late], reps)) == {p}
     drain(other)
     assert sorted(x["user_id"] for n in other.store.names() for x in other.store.read(n)) == [1, 17]
+    connect.expire(other.keeper)   # no writable owner left: the client is told the owner's error
+    with pytest.raises(KeeperUnavailableError, match="read-only"):
+        route_insert(receiver, EVENTS, [late], reps)
+
+
+def test_a_forward_goes_to_a_writable_owner_and_only_from_a_replica_that_owns_nothing(reps, connect):
+    """ReplicaForwardInsert: only a receiver the map says does not own the partition forwards; the
+    forward goes to an owner whose session is live (one that expired is read-only), and with none
+    the INSERT is refused for the client to retry."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    owners = reps["r1"].cache[p].owners
+    receiver = reps[next(r for r in sorted(reps) if r not in owners)]
+    receiver.replica_refresh_cache(p)
+    with pytest.raises(GuardFailed, match="needs no forward"):
+        replica_forward_insert(reps[owners[0]], p, reps, random.Random(0))
+    connect.expire(reps[owners[0]].keeper)
+    assert {replica_forward_insert(receiver, p, reps, random.Random(seed)).name for seed in range(8)} == {owners[1]}
+    connect.expire(reps[owners[1]].keeper)
+    with pytest.raises(InsertRejected, match="no owner of 202401-1"):
+        replica_forward_insert(receiver, p, reps, random.Random(0))
