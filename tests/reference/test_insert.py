@@ -142,3 +142,22 @@ def test_a_forward_goes_to_a_writable_owner_and_only_from_a_replica_that_owns_no
     connect.expire(reps[owners[1]].keeper)
     with pytest.raises(InsertRejected, match="no owner of 202401-1"):
         replica_forward_insert(receiver, p, reps, random.Random(0))
+
+
+def test_a_forward_target_whose_map_lags_refuses_once_and_learns_its_ownership(reps):
+    """The receiver's map is newer than the owners': they do not know yet that they own the
+    partition, so the one the INSERT is forwarded to refuses it (ReplicaWriteInsert's guard) and
+    re-reads its map, so that the client's retry is written."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    old = reps["r1"].cache[p].owners
+    new = tuple(sorted(set(reps) - set(old)))
+    cas_update(reps["r1"].keeper, LAYOUT, p, lambda a: Assignment(new))
+    receiver = reps[old[0]]
+    receiver.replica_refresh_cache(p)
+    for o in new:
+        reps[o].cache[p] = Assignment(old, version=0)
+    late = [{"date": "2024-01-15", "user_id": 17, "event": "late"}]
+    with pytest.raises(InsertRejected, match="does not make it an owner"):
+        route_insert(receiver, EVENTS, late, reps, random.Random(0))
+    assert len([o for o in new if reps[o].cache[p].owners == new]) == 1
