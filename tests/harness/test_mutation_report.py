@@ -99,11 +99,11 @@ def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make
                                                         "tests": "survived", "racing": "crash"}}
     path = tmp_path / "layers.json"
     path.write_text(json.dumps(layers))
-    loaded = mr.load_layers(path)
+    loaded = mr.load_layers(path, tmp_path)
     r = mr.reference_results(tmp_path, {}, loaded)["reference/migration.py"]
     assert (r["survived"], r["killed by layers"], r["not_killed"]) == (0, 2, [])
     assert [mr.layers_of(x) for x in loaded.values()] == [{"history", "conformance"}, {"tests"}]
-    assert "| `reference/migration.py` | 2 | 1 | 1 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded)
+    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 of 0 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded, {})
 
 
 def test_the_section_replaces_only_its_own_markers():
