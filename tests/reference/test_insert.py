@@ -6,7 +6,7 @@ import pytest
 
 from reference.assignment import Assignment, GuardFailed, cas_update
 from reference.insert import InsertOutcomeUnknown, client_send_insert, replica_forward_insert, route_insert
-from reference.keeper import KeeperUnavailableError
+from reference.keeper import KeeperUnavailableError, SessionExpiredError
 from reference.layout import Layout
 from reference.parts import PartStore
 from reference.registration import create_table_znodes, declare_replicas, register_replica
@@ -45,6 +45,17 @@ def rows_everywhere(reps):
         for n in rep.store.names():
             out.setdefault(n.partition, {}).setdefault(r, []).extend(x["user_id"] for x in rep.store.read(n))
     return {p: {r: sorted(v) for r, v in m.items()} for p, m in out.items()}
+
+
+def expire(connect, keeper):
+    """Expire a session and let its client see it (ZooKeeper's client learns of a server-side
+    expiry at its next request), as a replica does before it serves again."""
+    connect.expire(keeper)
+    try:
+        keeper.exists("/")
+    except SessionExpiredError:
+        pass
+    assert keeper.expired
 
 
 def test_block_is_split_allocated_and_replicated_exactly_once(reps):
@@ -116,12 +127,12 @@ def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(
     route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
     p = "202401-1"
     receiver, other = (reps[o] for o in reps["r1"].cache[p].owners)
-    connect.expire(receiver.keeper)
+    expire(connect, receiver.keeper)
     late = {"date": "2024-01-15", "user_id": 17, "event": "late"}
     assert set(route_insert(receiver, EVENTS, [late], reps)) == {p}
     drain(other)
     assert sorted(x["user_id"] for n in other.store.names() for x in other.store.read(n)) == [1, 17]
-    connect.expire(other.keeper)   # no writable owner left: the client is told the owner's error
+    expire(connect, other.keeper)   # no writable owner left: the client is told the owner's error
     with pytest.raises(KeeperUnavailableError, match="read-only"):
         route_insert(receiver, EVENTS, [late], reps)
 
@@ -137,9 +148,9 @@ def test_a_forward_goes_to_a_writable_owner_and_only_from_a_replica_that_owns_no
     receiver.replica_refresh_cache(p)
     with pytest.raises(GuardFailed, match="needs no forward"):
         replica_forward_insert(reps[owners[0]], p, reps, random.Random(0))
-    connect.expire(reps[owners[0]].keeper)
+    expire(connect, reps[owners[0]].keeper)
     assert {replica_forward_insert(receiver, p, reps, random.Random(seed)).name for seed in range(8)} == {owners[1]}
-    connect.expire(reps[owners[1]].keeper)
+    expire(connect, reps[owners[1]].keeper)
     with pytest.raises(InsertRejected, match="no owner of 202401-1"):
         replica_forward_insert(receiver, p, reps, random.Random(0))
 
