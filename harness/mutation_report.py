@@ -41,30 +41,113 @@ _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests
            24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", None: "not run"}
 
 
-def reference_results(root: Path = MUTANTS) -> dict[str, dict]:
-    """Per module (reference/migration.py, ...): status counts, and survivors by function."""
+READING = REPO / "harness" / "mutation_reading.toml"
+LAYERS_JSON = REPO / "build" / "mutation" / "layers.json"
+
+
+def function_of(key: str) -> str:
+    """`coordinator_switch` or `Replica.replica_write_insert` from mutmut's mutant name
+    (`reference.migration.x_coordinator_switch__mutmut_3`, `...xǁReplicaǁreplica_write_insert__mutmut_7`)."""
+    fn = key.rsplit("__mutmut_", 1)[0].split(".")[-1]
+    if fn.startswith("xǁ"):
+        return ".".join(fn[2:].split("ǁ"))
+    return fn[2:] if fn.startswith("x_") else fn
+
+
+def reading_key(module: str, function: str, before: str, after: str) -> tuple[str, str, str, str]:
+    """What a survivor is known by in harness/mutation_reading.toml: module, function and the mutated
+    line before and after, none of which moves when other code is edited (mutmut's numbers do)."""
+    return module, function, " ".join(before.split()), " ".join(after.split())
+
+
+def load_reading(path: Path = READING) -> dict[tuple[str, str, str, str], dict]:
+    import tomllib
+
+    if not path.is_file():
+        return {}
+    out = {}
+    for m in tomllib.loads(path.read_text()).get("mutant", []):
+        if m.get("verdict") not in ("equivalent", "gap"):
+            raise BadInput(f"{path}: verdict must be equivalent or gap, not {m.get('verdict')!r} ({m})")
+        out[reading_key(m["module"], m["function"], m["before"], m["after"])] = m
+    return out
+
+
+# What fails a `make test` test in each layer harness/mutation_layers.py runs: test_races.py's
+# racing runs (a violation, a run that raises or runs no query, a hang) and conformance's protocol
+# machine (tests/conformance/test_conformance.py); mutmut's selection leaves both out for time.
+MAKE_TEST_KILLS = {"racing": ("violation", "crash", "no queries", "timeout"), "protocol": ("killed", "timeout")}
+
+
+def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS) -> dict[tuple[str, str, str, str], dict]:
+    """build/mutation/layers.json by the stable key (module, function, line before and after), each
+    with mutmut's verdict as it stands now in mutants/ (a mutant run again after a new test was
+    killed by it after the layers ran)."""
+    if not path.is_file():
+        return {}
+    codes = {}
+    for meta in root.glob("**/*.py.meta"):
+        codes.update(json.loads(meta.read_text()).get("exit_code_by_key", {}))
+    out = {}
+    for key, r in json.loads(path.read_text()).items():
+        if key in codes:
+            r = {**r, "tests": _STATUS.get(codes[key], "suspicious")}
+        out[reading_key(r["module"], r["function"], r["before"], r["after"])] = r
+    return out
+
+
+def layers_of(r: dict) -> set[str]:
+    """The layers that kill one mutant of layers.json: `tests` (mutmut's selection, or a racing run
+    of test_races.py that raises or hangs), `history` (a racing history the checker refuses: the
+    Spark job's invariants), `conformance` (the protocol machine)."""
+    out = set()
+    if r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout"):
+        out.add("tests")
+    if r.get("racing") == "violation":
+        out.add("history")
+    if r.get("protocol") in ("killed", "timeout"):
+        out.add("conformance")
+    return out
+
+
+def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
+    """Per module (reference/migration.py, ...): status counts, and every mutant not killed with its
+    diff and its class: `message` (the rule: only an exception's text changed), `equivalent` or `gap`
+    (read by hand, harness/mutation_reading.toml), or `unread`. A mutant mutmut's tests leave alive
+    that a layer of layers.json kills with a `make test` test counts as `killed by layers`."""
+    reading = load_reading() if reading is None else reading
+    layers = load_layers() if layers is None else layers
     out: dict[str, dict] = {}
     for meta in sorted(root.glob("**/*.py.meta")):
         module = str(meta.relative_to(root))[:-len(".meta")]
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
         counts = Counter(_STATUS.get(c, "suspicious") for c in codes.values())
-        survivors = Counter()
-        for key, code in codes.items():
-            if _STATUS.get(code) == "survived":
-                fn = key.rsplit("__mutmut_", 1)[0].split(".")[-1]
-                survivors[fn[2:] if fn.startswith("x_") else fn] += 1
-        diffs = mutant_diffs(module, [k for k, c in codes.items() if _STATUS.get(c) == "survived"], root)
-        kinds = Counter(classify(*d) for d in diffs.values())
-        out[module] = {"mutants": len(codes), **counts, "survivors_by_function": dict(survivors.most_common()),
-                       "survivor_kinds": dict(kinds),
-                       "survivor_examples": [f"{k.split('.')[-1]}: `{d[0]}` -> `{d[1]}`" for k, d in diffs.items()
-                                             if classify(*d) == "unclassified"][:8]}
+        not_killed = [k for k, c in codes.items() if _STATUS.get(c) in ("survived", "no tests")]
+        diffs = mutant_diffs(module, not_killed, root)
+        classes = Counter()
+        mutants = []
+        for key in not_killed:
+            before, after, message = diffs.get(key, ("", "", False))
+            stable = reading_key(module, function_of(key), before, after)
+            lay = layers.get(stable, {})
+            if any(lay.get(layer) in kills for layer, kills in MAKE_TEST_KILLS.items()):
+                counts[_STATUS[codes[key]]] -= 1
+                counts["killed by layers"] += 1
+                continue
+            r = reading.get(stable)
+            cls = "message" if message else (r["verdict"] if r else "unread")
+            classes[(_STATUS[codes[key]], cls)] += 1
+            mutants.append({"key": key, "function": function_of(key), "status": _STATUS[codes[key]],
+                            "before": before, "after": after, "class": cls, "reason": r["reason"] if r else ""})
+        out[module] = {"mutants": len(codes), **counts, "classes": {f"{s}/{c}": n for (s, c), n in classes.items()},
+                       "not_killed": mutants}
     return out
 
 
-def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str, tuple[str, str]]:
-    """The one changed line of each mutant (original, mutated), read from mutmut's trampolined copy
-    of the module, where every mutant is a function `x_<fn>__mutmut_<n>` beside `x_<fn>__mutmut_orig`."""
+def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str, tuple[str, str, bool]]:
+    """Per mutant: the changed line (original, mutated) read from mutmut's trampolined copy of the
+    module, where each mutant is a function `x_<fn>__mutmut_<n>` (or a method `xǁClassǁ<fn>__mutmut_<n>`)
+    beside its `..._orig`, and whether only an exception's text changed (`message_only`)."""
     import ast
     import difflib
 
@@ -73,58 +156,147 @@ def mutant_diffs(module: str, keys: list[str], root: Path = MUTANTS) -> dict[str
         return {}
     source = path.read_text()
     lines = source.splitlines()   # (ast.get_source_segment re-reads the whole file per call: minutes here)
-    funcs = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]) for n in ast.parse(source).body
+    funcs = {n.name: n for n in ast.walk(ast.parse(source))
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in n.name}
     out = {}
     for key in keys:
         name = key.split(".")[-1]
-        orig = funcs.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
-        mut = funcs.get(name)
+        orig, mut = funcs.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"), funcs.get(name)
         if not orig or not mut:
             continue
-        a, b = orig.splitlines()[1:], mut.splitlines()[1:]   # the def lines differ by name only
+        # from the def line (a default argument is mutated there), the mutant's name read as the original's
+        plain = function_of(orig.name).split(".")[-1] + "("
+        a = [x.split("# type: ignore # mutmut generated")[0].rstrip().replace(orig.name + "(", plain)
+             for x in lines[orig.lineno - 1:orig.end_lineno]]
+        b = [x.split("# type: ignore # mutmut generated")[0].rstrip().replace(mut.name + "(", plain)
+             for x in lines[mut.lineno - 1:mut.end_lineno]]
         diff = list(difflib.unified_diff(a, b, lineterm="", n=0))[2:]
         minus = [x for x in diff if x.startswith("-")]
         plus = [x for x in diff if x.startswith("+")]
-        out[key] = (minus[0][1:].strip() if minus else "", plus[0][1:].strip() if plus else "")
+        out[key] = (minus[0][1:].strip() if minus else "", plus[0][1:].strip() if plus else "",
+                    message_only(orig, mut))
     return out
 
 
-_MESSAGE = ("GuardFailed(", "raise ", "log.", "logger.", "print(", "warn(")
+def message_only(orig, mut) -> bool:
+    """True when the two function bodies differ only in string constants (or a string turned into
+    None) inside `raise` statements: the text of an exception, which no code of reference/ reads
+    (GuardFailed's action and reason are for people; grep `.reason`). The rule by which surviving
+    error-text mutants are equivalent (a test matching the text kills its mutant before this is
+    asked), decided on the syntax tree so that a condition sharing the line with a raise is not
+    taken for its text, nor a dropped argument (GuardFailed(text) raises TypeError) for a text."""
+    import ast
 
+    diffs: list[tuple[list, object, object]] = []
 
-def classify(before: str, after: str) -> str:
-    """A first, mechanical reason for a survivor: `message` when only an error or log text changed
-    (equivalent for the protocol; no test reads the wording), else `unclassified` (to be read)."""
-    if any(m in before for m in _MESSAGE) and any(m in after for m in _MESSAGE):
-        return "message"
-    return "unclassified"
+    def walk(x, y, inside: list) -> None:
+        if type(x) is not type(y):
+            diffs.append((inside, x, y))
+            return
+        if isinstance(x, ast.AST):
+            for field in x._fields:
+                walk(getattr(x, field), getattr(y, field), inside + [x])
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                diffs.append((inside, x, y))
+                return
+            for u, v in zip(x, y):
+                walk(u, v, inside)
+        elif x != y:
+            diffs.append((inside, x, y))
+
+    walk(orig.body, mut.body, [])
+
+    def textual(n) -> bool:
+        return (isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+                or (isinstance(n, ast.Constant) and n.value is None) or isinstance(n, str))
+
+    def ok(inside, x, y) -> bool:
+        raises = [i for i, a in enumerate(inside) if isinstance(a, ast.Raise)]
+        # Under the raise only the exception's call, an f-string and its literal parts: a key or a
+        # call inside `{...}` (mig['dst'] -> mig['XXdstXX']) is evaluated, it may raise.
+        if not raises or not all(isinstance(a, (ast.Call, ast.JoinedStr, ast.Constant)) for a in inside[raises[-1] + 1:]):
+            return False
+        if isinstance(inside[-1], ast.Constant):   # a constant's value: str (in an f-string too) or None for it
+            return all(isinstance(v, str) or v is None for v in (x, y))
+        return textual(x) and textual(y)
+
+    return bool(diffs) and all(ok(*d) for d in diffs)
 
 
 def reference_markdown(ref: dict[str, dict]) -> str:
-    rows = ["| module | mutants | run | killed by the tests | survived | no test reaches it | timeout | not run yet | killed / run | killed / (killed + survived) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| module | mutants | run | killed by mutmut's tests | killed by test_races / protocol machine "
+            "| not killed: equivalent by rule (error text) | not killed: equivalent (read) "
+            "| not killed: gap | not killed: not read | (of the not killed, no test reaches it) | timeout | not run yet "
+            "| killed / non-equivalent run |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    total = Counter()
     for module, r in ref.items():
+        c = Counter(m["class"] for m in r["not_killed"])   # survivors and mutants no test reaches alike
         run = r["mutants"] - r.get("not run", 0)
-        score = f"{100 * r.get('killed', 0) / run:.0f}%" if run else "-"
-        tried = r.get("killed", 0) + r.get("survived", 0)
-        reached = f"{100 * r.get('killed', 0) / tried:.0f}%" if tried else "-"
-        rows.append(f"| `{module}` | {r['mutants']} | {run} | {r.get('killed', 0)} | {r.get('survived', 0)} | "
-                    f"{r.get('no tests', 0)} | {r.get('timeout', 0)} | {r.get('not run', 0)} | {score} | {reached} |")
+        equivalent = c["message"] + c["equivalent"]
+        row = {"mutants": r["mutants"], "run": run, "killed": r.get("killed", 0),
+               "layers": r.get("killed by layers", 0), "message": c["message"],
+               "equivalent": c["equivalent"], "gap": c["gap"], "unread": c["unread"], "no tests": r.get("no tests", 0),
+               "timeout": r.get("timeout", 0), "not run": r.get("not run", 0), "nonequiv": run - equivalent}
+        total.update(row)
+        rows.append(_row(f"`{module}`", row))
+    if len(ref) > 1:
+        rows.append(_row("**all**", total))
     text = "\n".join(rows) + "\n"
+    text += ("\n*killed / non-equivalent run*: mutants killed over mutants run less those classed equivalent (by the "
+             "error-text rule or by reading, `harness/mutation_reading.toml`); a timeout counts as killed by mutmut's "
+             "rule (the tests stopped), it is listed apart. A mutant no selected test reaches counts as not killed "
+             "unless read as equivalent.\n")
     for module, r in ref.items():
-        if r["survivors_by_function"]:
-            text += (f"\nSurvivors in `{module}` by function (not yet classified equivalent or gap; "
-                     f"`.venv/bin/mutmut show NAME` prints one): "
-                     + ", ".join(f"`{f}` {n}" for f, n in r["survivors_by_function"].items()) + ".\n")
-            k = r.get("survivor_kinds", {})
-            if k:
-                text += (f"\nOf those, {k.get('message', 0)} change only an error or log text (`GuardFailed(...)`, "
-                         f"`raise ...`: equivalent for the protocol, no test reads the wording) and "
-                         f"{k.get('unclassified', 0)} change behaviour and are still to be read, one by one, as "
-                         f"equivalent or a gap. Some of them:\n\n"
-                         + "".join(f"- {e}\n" for e in r.get("survivor_examples", [])))
+        gaps = [m for m in r["not_killed"] if m["class"] == "gap"]
+        unread = [m for m in r["not_killed"] if m["class"] == "unread"]
+        if gaps:
+            text += f"\nGaps left in `{module}` (read, no test kills them yet):\n\n" + "".join(
+                f"- `{m['function']}`: `{m['before']}` -> `{m['after']}`: {m['reason']}\n" for m in gaps)
+        if unread:
+            by_fn = Counter(m["function"] for m in unread)
+            text += (f"\nNot read yet in `{module}`, by function: "
+                     + ", ".join(f"`{f}` {n}" for f, n in by_fn.most_common()) + ".\n")
     return text
+
+
+def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> str:
+    """Per module of layers.json (migration and routing): which layers kill its mutants, and how many
+    are killed by two layers one of which is the history check (issue 18's bar); a mutant read as
+    equivalent is counted apart, no layer can kill it."""
+    reading = load_reading() if reading is None else reading
+    rows = ["| module | mutants run on the layers | of which equivalent (read) | killed by the tests | killed by a "
+            "history (racing runs, the Spark job's invariants) | of those, run by the Spark job: refused | protocol "
+            "machine run | killed by it | two layers, one a history | fewer than two layers (not equivalent) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    short: dict[str, Counter] = {}
+    by_module: dict[str, list[dict]] = {}
+    for k, r in layers.items():
+        by_module.setdefault(r["module"], []).append({**r, "equivalent": reading.get(k, {}).get("verdict") == "equivalent"})
+    for module, rs in sorted(by_module.items()):
+        ls = [layers_of(r) for r in rs]
+        two = sum(1 for x in ls if len(x) >= 2 and "history" in x)
+        short[module] = Counter(r["function"] for r, x in zip(rs, ls) if len(x) < 2 and not r["equivalent"])
+        spark = [r["spark"] for r in rs if "spark" in r]
+        rows.append(f"| `{module}` | {len(rs)} | {sum(r['equivalent'] for r in rs)} | {sum('tests' in x for x in ls)} "
+                    f"| {sum('history' in x for x in ls)} | {spark.count('killed')} of {len(spark)} "
+                    f"| {sum('protocol' in r for r in rs)} | {sum('conformance' in x for x in ls)} | {two} "
+                    f"| {sum(short[module].values())} |")
+    text = "\n".join(rows) + "\n"
+    for module, c in short.items():
+        if c:
+            text += (f"\nKilled by fewer than two layers in `{module}`, by function: "
+                     + ", ".join(f"`{f}` {n}" for f, n in c.most_common()) + ".\n")
+    return text
+
+
+def _row(name: str, r) -> str:
+    killed = r["killed"] + r["layers"] + r["timeout"]
+    score = f"{100 * killed / r['nonequiv']:.0f}%" if r["nonequiv"] else "-"
+    return (f"| {name} | {r['mutants']} | {r['run']} | {r['killed']} | {r['layers']} | {r['message']} | {r['equivalent']} "
+            f"| {r['gap']} "
+            f"| {r['unread']} | {r['no tests']} | {r['timeout']} | {r['not run']} | {score} |")
 
 
 def spec_markdown(spec: dict) -> str:
@@ -161,9 +333,21 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
              "and MCLiveness. Machine: 2 cores shared with other jobs (load 7-8).\n"]
     if ref:
         parts += ["### Reference layer (mutmut 3 on the in-memory tests)\n",
-                  "Command: `.venv/bin/mutmut run` (tests: `tests/reference/test_migration.py`, "
-                  "`tests/reference/test_bugs.py`, in-memory Keeper only); *run* counts the mutants decided so far.\n",
+                  "Command: `.venv/bin/mutmut run --max-children 1` over `[tool.mutmut]`'s modules and tests (the "
+                  "in-memory tests of `tests/reference` that drive them; their list and what is left out, and why, "
+                  "is in `pyproject.toml`); *run* counts the mutants decided so far. Survivors are classed by "
+                  "`harness/mutation_reading.toml` (read one by one) and by one rule: a mutant changing only an "
+                  "exception's text is equivalent.\n",
                   reference_markdown(ref)]
+        layers = load_layers()
+        if layers:
+            parts += ["### Layers of the migration and routing mutants\n",
+                      "Command: `python -m harness.mutation_layers` (mutants whose only change is an exception's "
+                      "text left out), then `python -m harness.mutation_layers --spark` for the kept histories. "
+                      "*Tests*: mutmut's selection, or a racing run of `test_races.py` that raises or hangs; "
+                      "*history*: a racing run's history refused by the in-process checker, which holds the Spark "
+                      "job's invariants (`tests/reference/test_checkers_agree.py`); *protocol machine*: "
+                      "conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)

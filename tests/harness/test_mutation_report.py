@@ -7,18 +7,103 @@ from harness import mutation_report as mr
 from harness.bench_rebalance import splice
 
 
-def test_mutmut_results_are_counted_per_module_and_survivors_per_function(tmp_path):
-    meta = tmp_path / "reference" / "migration.py.meta"
-    meta.parent.mkdir()
-    meta.write_text(json.dumps({"exit_code_by_key": {
-        "reference.migration.x_switch__mutmut_1": 1, "reference.migration.x_switch__mutmut_2": 0,
-        "reference.migration.x_cleanup__mutmut_1": 0, "reference.migration.x_cleanup__mutmut_2": 33,
-        "reference.migration.x_cleanup__mutmut_3": None, "reference.migration.x_cancel__mutmut_1": 36}}))
-    r = mr.reference_results(tmp_path)["reference/migration.py"]
-    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (6, 1, 2, 1, 1, 1)
-    assert r["survivors_by_function"] == {"switch": 1, "cleanup": 1}
+# mutmut's trampolined copy of a module: each mutant a function beside the original's copy.
+TRAMPOLINED = """
+def x_switch__mutmut_orig(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_1(mig):
+    if not mig and mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_2(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("XXCoordinatorSwitchXX", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_3(mig):
+    if not mig or mig["state"] != "XXcloneXX":
+        raise GuardFailed("CoordinatorSwitch", f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_4(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed(None, f"{mig} is not a CLONE")
+    return mig["dst"]
+def x_switch__mutmut_5(mig):
+    if not mig or mig["state"] != "clone":
+        raise GuardFailed("CoordinatorSwitch", f"{mig['XXdstXX']} is not a CLONE")
+    return mig["dst"]
+class Replica:
+    def xǁReplicaǁcleanup__mutmut_orig(self, p):
+        return p in self.parts
+    def xǁReplicaǁcleanup__mutmut_1(self, p):
+        return p not in self.parts
+"""
+
+
+def _module(tmp_path, codes):
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "migration.py").write_text(TRAMPOLINED)
+    (tmp_path / "reference" / "migration.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+
+
+def test_mutmut_results_are_counted_per_module_and_the_survivors_classed(tmp_path):
+    _module(tmp_path, {f"reference.migration.x_switch__mutmut_{n}": 0 for n in (1, 2, 3, 4, 5)}
+            | {"reference.migration.xǁReplicaǁcleanup__mutmut_1": 33, "reference.migration.x_switch__mutmut_6": 1,
+               "reference.migration.x_switch__mutmut_7": None, "reference.migration.x_switch__mutmut_8": 36})
+    reading = {mr.reading_key("reference/migration.py", "switch", 'if not mig and mig["state"] != "clone":',
+                              'if not mig  or mig["state"] != "clone":'): {"verdict": "gap", "reason": "wrong line"},
+               mr.reading_key("reference/migration.py", "Replica.cleanup", "return p in self.parts",
+                              "return p not in self.parts"): {"verdict": "equivalent", "reason": "never called"}}
+    r = mr.reference_results(tmp_path, reading, layers={})["reference/migration.py"]
+    assert (r["mutants"], r["killed"], r["survived"], r["no tests"], r["not run"], r["timeout"]) == (9, 1, 5, 1, 1, 1)
+    cls = {m["key"].split(".")[-1]: (m["function"], m["class"]) for m in r["not_killed"]}
+    # the f-string and the action's name of a raise are text; the guard, a string compared and a
+    # key read inside the f-string are not
+    assert cls == {"x_switch__mutmut_1": ("switch", "unread"), "x_switch__mutmut_2": ("switch", "message"),
+                   "x_switch__mutmut_3": ("switch", "unread"), "x_switch__mutmut_4": ("switch", "message"),
+                   "x_switch__mutmut_5": ("switch", "unread"),
+                   "xǁReplicaǁcleanup__mutmut_1": ("Replica.cleanup", "equivalent")}
     table = mr.reference_markdown({"reference/migration.py": r})
-    assert "| `reference/migration.py` | 6 | 5 | 1 | 2 | 1 | 1 | 1 |" in table
+    # 8 run, 3 equivalent (2 by rule, 1 read): killed 1 + timeout 1 of 5
+    assert "| `reference/migration.py` | 9 | 8 | 1 | 0 | 2 | 1 | 0 | 3 | 1 | 1 | 1 | 40% |" in table
+
+
+def test_a_reading_is_found_by_the_line_text_whatever_mutmut_numbers_it(tmp_path):
+    reading_file = tmp_path / "reading.toml"
+    reading_file.write_text("""
+[[mutant]]
+module = "reference/migration.py"
+function = "switch"
+before = 'if not mig or mig["state"] != "clone":'
+after = 'if not mig and   mig["state"] != "clone":'
+verdict = "gap"
+reason = "a second SWITCH let through"
+""")
+    reading = mr.load_reading(reading_file)
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0})
+    (m,) = mr.reference_results(tmp_path, reading, layers={})["reference/migration.py"]["not_killed"]
+    assert (m["class"], m["reason"]) == ("gap", "a second SWITCH let through")
+    assert "a second SWITCH let through" in mr.reference_markdown(mr.reference_results(tmp_path, reading, {}))
+
+
+def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make_test(tmp_path):
+    """The layers harness's verdicts, found by the mutated line: a racing history the checker refuses
+    is a kill of make test (test_races.py) and of the history layer; a racing run that raises is a
+    kill of make test but no history; the tests and a history are the two layers issue 18 asks for."""
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0, "reference.migration.x_switch__mutmut_3": 0})
+    common = {"module": "reference/migration.py", "function": "switch", "before": 'if not mig or mig["state"] != "clone":'}
+    layers = {"reference.migration.x_switch__mutmut_1": {**common, "after": 'if not mig and mig["state"] != "clone":',
+                                                        "tests": "survived", "racing": "violation", "protocol": "killed"},
+              "reference.migration.x_switch__mutmut_3": {**common, "after": 'if not mig or mig["state"] != "XXcloneXX":',
+                                                        "tests": "survived", "racing": "crash"}}
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps(layers))
+    loaded = mr.load_layers(path, tmp_path)
+    r = mr.reference_results(tmp_path, {}, loaded)["reference/migration.py"]
+    assert (r["survived"], r["killed by layers"], r["not_killed"]) == (0, 2, [])
+    assert [mr.layers_of(x) for x in loaded.values()] == [{"history", "conformance"}, {"tests"}]
+    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 of 0 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded, {})
 
 
 def test_the_section_replaces_only_its_own_markers():

@@ -4,8 +4,9 @@ import random
 
 import pytest
 
-from reference.assignment import Assignment, cas_update
-from reference.insert import InsertOutcomeUnknown, client_send_insert, route_insert
+from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.insert import InsertOutcomeUnknown, client_send_insert, replica_forward_insert, route_insert
+from reference.keeper import KeeperUnavailableError, SessionExpiredError
 from reference.layout import Layout
 from reference.parts import PartStore
 from reference.registration import create_table_znodes, declare_replicas, register_replica
@@ -44,6 +45,17 @@ def rows_everywhere(reps):
         for n in rep.store.names():
             out.setdefault(n.partition, {}).setdefault(r, []).extend(x["user_id"] for x in rep.store.read(n))
     return {p: {r: sorted(v) for r, v in m.items()} for p, m in out.items()}
+
+
+def expire(connect, keeper):
+    """Expire a session and let its client see it (ZooKeeper's client learns of a server-side
+    expiry at its next request), as a replica does before it serves again."""
+    connect.expire(keeper)
+    try:
+        keeper.exists("/")
+    except SessionExpiredError:
+        pass
+    assert keeper.expired
 
 
 def test_block_is_split_allocated_and_replicated_exactly_once(reps):
@@ -88,3 +100,75 @@ def test_forward_to_a_replica_whose_map_moved_on_is_rejected_for_retry(reps):
         reps[o].cache[p] = Assignment(owners, version=0)
     with pytest.raises(InsertRejected):
         route_insert(receiver, EVENTS, [{"date": "2024-01-15", "user_id": 17, "event": "late"}], reps)
+    # the old owner that refused re-read its map, so the client's retry is not refused again by it
+    assert len([o for o in owners if reps[o].cache[p].owners == others]) == 1
+
+
+@pytest.mark.parametrize("fault, outcome", [(InsertRejected, "failed"), (InsertOutcomeUnknown, "unknown")])
+def test_the_client_is_told_failed_or_unknown_by_what_broke_every_try(reps, fault, outcome):
+    """ClientSendInsert's outcome once its tries run out: refused every time (nothing written,
+    "failed"), or lost every time after the request went out (it may be written, "unknown"): the
+    history's status, which decides whether the checker owes the rows."""
+    tries = []
+
+    def faults(point, partition):
+        if point == "before_write":
+            tries.append(partition)
+            raise fault(f"{fault.__name__} for {partition}")
+
+    assert client_send_insert(reps, EVENTS, BLOCK, tries=2, rng=random.Random(1), faults=faults) == outcome
+    assert len(tries) == 2   # each try broke at its first sub-block
+
+
+def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(reps, connect):
+    """The receiver owns the partition but its session expired (read-only, TABLE_IS_READ_ONLY):
+    nothing of the write can have been applied, so the sub-block goes to the other owner, as a
+    Distributed INSERT does, and is written once."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    receiver, other = (reps[o] for o in reps["r1"].cache[p].owners)
+    expire(connect, receiver.keeper)
+    late = {"date": "2024-01-15", "user_id": 17, "event": "late"}
+    assert set(route_insert(receiver, EVENTS, [late], reps)) == {p}
+    drain(other)
+    assert sorted(x["user_id"] for n in other.store.names() for x in other.store.read(n)) == [1, 17]
+    expire(connect, other.keeper)   # no writable owner left: the client is told the owner's error
+    with pytest.raises(KeeperUnavailableError, match="read-only"):
+        route_insert(receiver, EVENTS, [late], reps)
+
+
+def test_a_forward_goes_to_a_writable_owner_and_only_from_a_replica_that_owns_nothing(reps, connect):
+    """ReplicaForwardInsert: only a receiver the map says does not own the partition forwards; the
+    forward goes to an owner whose session is live (one that expired is read-only), and with none
+    the INSERT is refused for the client to retry."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    owners = reps["r1"].cache[p].owners
+    receiver = reps[next(r for r in sorted(reps) if r not in owners)]
+    receiver.replica_refresh_cache(p)
+    with pytest.raises(GuardFailed, match="needs no forward"):
+        replica_forward_insert(reps[owners[0]], p, reps, random.Random(0))
+    expire(connect, reps[owners[0]].keeper)
+    assert {replica_forward_insert(receiver, p, reps, random.Random(seed)).name for seed in range(8)} == {owners[1]}
+    expire(connect, reps[owners[1]].keeper)
+    with pytest.raises(InsertRejected, match="no owner of 202401-1"):
+        replica_forward_insert(receiver, p, reps, random.Random(0))
+
+
+def test_a_forward_target_whose_map_lags_refuses_once_and_learns_its_ownership(reps):
+    """The receiver's map is newer than the owners': they do not know yet that they own the
+    partition, so the one the INSERT is forwarded to refuses it (ReplicaWriteInsert's guard) and
+    re-reads its map, so that the client's retry is written."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    old = reps["r1"].cache[p].owners
+    new = tuple(sorted(set(reps) - set(old)))
+    cas_update(reps["r1"].keeper, LAYOUT, p, lambda a: Assignment(new))
+    receiver = reps[old[0]]
+    receiver.replica_refresh_cache(p)
+    for o in new:
+        reps[o].cache[p] = Assignment(old, version=0)
+    late = [{"date": "2024-01-15", "user_id": 17, "event": "late"}]
+    with pytest.raises(InsertRejected, match="does not make it an owner"):
+        route_insert(receiver, EVENTS, late, reps, random.Random(0))
+    assert len([o for o in new if reps[o].cache[p].owners == new]) == 1

@@ -4,9 +4,10 @@ switches break what the spec's models of the same name break (spec/FINDINGS.md F
 import pytest
 from cluster_helpers import LAYOUT, P, drain
 
-from reference.assignment import GuardFailed, read_assignment
+from reference.assignment import Assignment, GuardFailed, read_assignment
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 migrations_rows, replica_cleanup, replica_clone_fetch)
+                                 migrations_rows, replica_cleanup, replica_cleanup_for_down_leaver,
+                                 replica_clone_fetch)
 
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
@@ -67,6 +68,96 @@ def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
     assert survivors == [] and reps["r3"].has_rows_of(P) == []  # NoAckedBlockLostInv broken
 
 
+def test_after_switch_a_second_switch_or_a_cancel_is_refused(make_cluster):
+    """CoordinatorSwitch's guard is mig[p].st = "clone" /\\ mig[p].fetched: a coordinator that retries
+    its SWITCH, or one that took over and repeats it, is refused. Let through after CLEANUP, it would
+    name the source `leaving` again, owed a CLEANUP for a copy already dropped. CoordinatorCancel's
+    is mig[p].st = "clone": a CANCEL after SWITCH would make the new owner leave."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(GuardFailed, match="not a fetched CLONE"):
+        coordinator_switch(admin, LAYOUT, P, "r3")   # nothing fetched yet
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    with pytest.raises(GuardFailed, match="r2 is not the target"):   # SWITCH to the migration's target only
+        coordinator_switch(admin, LAYOUT, P, "r2")
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    for step in ("switched", "cleaned up"):
+        before = admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))
+        with pytest.raises(GuardFailed, match="not a fetched CLONE"):
+            coordinator_switch(admin, LAYOUT, P, "r3")
+        with pytest.raises(GuardFailed, match="not in CLONE"):
+            coordinator_cancel(admin, LAYOUT, P, reps["r3"])
+        assert (admin.get(LAYOUT.assignment(P)), admin.get(LAYOUT.migration(P))) == before, step
+        if step == "switched":
+            refresh_all(reps)
+            replica_cleanup(reps["r1"], P)
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
+
+
+def test_cleanup_only_on_the_leaver_and_only_after_switch(make_cluster):
+    """ReplicaCleanup's guard: a SWITCH (or CANCEL) to clean up after, on the replica it made
+    leaving. During CLONE the source is still an owner: a CLEANUP there drops the only copy a
+    SELECT may still read; once done, a second CLEANUP has nothing to end."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    refresh_all(reps)
+    with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+        replica_cleanup(reps["r1"], P)
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    refresh_all(reps)
+    with pytest.raises(GuardFailed, match="r2 is not the replica leaving"):
+        replica_cleanup(reps["r2"], P)
+    assert reps["r2"].has_rows_of(P) == ROWS
+    replica_cleanup(reps["r1"], P)
+    with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+        replica_cleanup(reps["r1"], P)
+
+
+def test_cleanup_waits_for_an_active_replica_that_has_published_no_map(make_cluster, connect):
+    """A replica registered after the SWITCH has published no map version of P yet: it may still
+    route a SELECT by whatever it learns, so CLEANUP waits for it as for a stale map."""
+    from reference.registration import register_replica
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    refresh_all(reps)
+    register_replica(connect(), LAYOUT, "r4")
+    with pytest.raises(GuardFailed, match=r"maps of \['r4'\] have not seen"):
+        replica_cleanup(reps["r1"], P)
+    assert reps["r1"].has_rows_of(P) == ROWS
+
+
+def test_clone_fetch_only_by_the_target_once_and_only_in_clone(make_cluster):
+    """ReplicaCloneFetch's guard: the CLONE's target, once, while the CLONE lasts. Another replica
+    fetching would hold parts of a partition it does not own (NoForeignPartsInv); a fetch after
+    CANCEL would fill the target that CLEANUP is emptying."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    with pytest.raises(GuardFailed, match="no unfetched CLONE of .* into r2"):
+        replica_clone_fetch(reps["r2"], P, reps)
+    assert replica_clone_fetch(reps["r3"], P, reps) == 1
+    with pytest.raises(GuardFailed, match="no unfetched CLONE"):
+        replica_clone_fetch(reps["r3"], P, reps)
+    assert len(reps["r3"].queue()) == 1
+    p2 = "202402-5"
+    admin.create(LAYOUT.assignment(p2), Assignment(("r1", "r2")).encode())
+    admin_reassign(admin, LAYOUT, p2, "r3", src="r1")
+    coordinator_cancel(admin, LAYOUT, p2)
+    with pytest.raises(GuardFailed, match="no unfetched CLONE"):
+        replica_clone_fetch(reps["r3"], p2, reps)
+
+
 def test_cleanup_no_delay_does_not_wait_for_stale_maps(make_cluster):
     admin, reps = make_cluster({"cleanup_no_delay"})
     reps["r1"].replica_write_insert(P, ROWS, "h1")
@@ -112,6 +203,25 @@ def test_reassigning_a_partition_already_migrating_is_refused(make_cluster):
     admin_reassign(admin, LAYOUT, P, "r3", src="r1")
     with pytest.raises(MigrationError, match="already migrating"):
         admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+
+
+def test_the_default_concurrency_limit_admits_four_migrations_and_refuses_a_fifth(make_cluster):
+    """The limit on migrations in flight per table (the RFC's default, 4; spec MaxConcurrentMigrations):
+    exactly that many start, the next is refused until one ends."""
+    admin, reps = make_cluster()
+    partitions = [P] + [f"20240{m}-5" for m in range(2, 6)]
+    for p in partitions[1:]:
+        admin.create(LAYOUT.assignment(p), Assignment(("r1", "r2")).encode())
+    for p in partitions[:4]:
+        admin_reassign(admin, LAYOUT, p, "r3", src="r1")
+    with pytest.raises(MigrationError, match="4 migrations already in flight"):
+        admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")
+    coordinator_cancel(admin, LAYOUT, partitions[0])
+    with pytest.raises(MigrationError, match="4 migrations already in flight"):   # cancelling is in flight
+        admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")
+    refresh_all(reps)
+    replica_cleanup(reps["r3"], P)   # the cancel ends
+    assert admin_reassign(admin, LAYOUT, partitions[4], "r3", src="r1")["state"] == "clone"
 
 
 def test_reassign_to_an_inactive_replica_is_refused(make_cluster, connect):
@@ -203,6 +313,65 @@ def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_clu
     a = read_assignment(admin, LAYOUT, P)
     assert a.owners == ("r2", "r3") and a.leaving == "r1"
     assert reps["r2"].has_rows_of(P) == reps["r3"].has_rows_of(P) == ROWS
+    with pytest.raises(GuardFailed, match="not in CLONE"):   # only a CLONE has a coordinator to take over
+        replica_take_over_migration(admin, LAYOUT, P, "r3")
+
+
+def test_a_replica_that_is_not_active_cannot_take_over(make_cluster, connect):
+    from reference.migration import replica_take_over_migration
+    admin, reps = make_cluster()
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    connect.expire(reps["r1"].keeper)   # the coordinator
+    connect.expire(reps["r2"].keeper)
+    with pytest.raises(GuardFailed, match="r2 is not active"):
+        replica_take_over_migration(admin, LAYOUT, P, "r2")
+    assert replica_take_over_migration(admin, LAYOUT, P, "r3")["coord"] == "r3"
+
+
+def _switched_r1_to_r3(make_cluster, connect, bugs=frozenset(), check_guards=False):
+    """P moved from r1 to r3 up to SWITCH; then r1 goes down. No map has been refreshed since."""
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    if check_guards:
+        with pytest.raises(GuardFailed, match="no SWITCH or CANCEL"):
+            replica_cleanup_for_down_leaver(reps["r2"], P)
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    if check_guards:
+        with pytest.raises(GuardFailed, match="is active"):
+            replica_cleanup_for_down_leaver(reps["r2"], P)
+    connect.expire(reps["r1"].keeper)
+    return admin, reps
+
+
+def test_a_down_leaver_is_cleaned_up_for_once_every_active_map_saw_the_switch(make_cluster, connect):
+    """ReplicaCleanupForDownLeaver: the source r1 goes down after SWITCH; an active replica ends the
+    migration for it, but, as CLEANUP, only once every active replica's map has seen the SWITCH (a
+    map still listing r1 would send a SELECT to it). Refused for a CLONE and while r1 is active."""
+    admin, reps = _switched_r1_to_r3(make_cluster, connect, check_guards=True)
+    with pytest.raises(GuardFailed, match="have not seen"):
+        replica_cleanup_for_down_leaver(reps["r2"], P)
+    reps["r3"].replica_refresh_cache(P)
+    with pytest.raises(GuardFailed, match=r"maps of \['r2'\] have not seen"):
+        replica_cleanup_for_down_leaver(reps["r2"], P)
+    reps["r2"].replica_refresh_cache(P)
+    assert replica_cleanup_for_down_leaver(reps["r2"], P) == "r1"
+    a = read_assignment(admin, LAYOUT, P)
+    assert a.owners == ("r2", "r3") and a.leaving is None and a.target is None
+    (row,) = migrations_rows(admin, LAYOUT)   # system.selective_migrations
+    assert (row["partition_id"], row["state"], row["ended_by"]) == (P, "done", "r2")
+
+
+def test_down_leaver_cleanup_ignores_maps_ends_the_migration_under_stale_maps(make_cluster, connect):
+    """The switch: r2's and r3's maps still list r1 as an owner, and the migration ends anyway; a
+    SELECT they route to r1 once it is back finds its copy dropped (drop_foreign_partitions)."""
+    bugs = frozenset({"down_leaver_cleanup_ignores_maps"})
+    admin, reps = _switched_r1_to_r3(make_cluster, connect, bugs)
+    assert replica_cleanup_for_down_leaver(reps["r2"], P, bugs) == "r1"
+    assert read_assignment(admin, LAYOUT, P).leaving is None and "r1" in reps["r3"].cache[P].owners
 
 
 @pytest.mark.parametrize("bugs, foreign", [(frozenset(), False), (frozenset({"cancel_drops_target_at_once"}), True)])
@@ -223,3 +392,4 @@ def test_naive_cancel_leaves_the_target_with_foreign_parts(make_cluster, bugs, f
     keepers = read_assignment(admin, LAYOUT, P).keepers()
     assert "r3" not in keepers
     assert (reps["r3"].has_rows_of(P) != []) == foreign
+    assert [m["state"] for m in migrations_rows(admin, LAYOUT)] == ["cancelled"]   # ended, either way

@@ -6,7 +6,7 @@ from cluster_helpers import LAYOUT, P, drain
 
 from reference.assignment import Assignment, GuardFailed
 from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
-from reference.query import client_start_query, replica_read_partition, select_all
+from reference.query import client_query_fails, client_start_query, replica_read_partition, select_all
 from reference.replica import Replica
 
 ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
@@ -102,3 +102,41 @@ def test_cleanup_waits_for_a_started_query_routed_to_the_source(make_cluster, bu
         assert replica_read_partition(q, P, reps) == [ROW1]
         assert reps["r1"].pins == {}
         replica_cleanup(reps["r1"], P, bugs)  # now it may
+
+
+def test_a_failed_query_releases_only_the_pins_it_took(make_cluster):
+    """ClientQueryFails: a query that pinned its readers releases its pins; one that took none
+    (started without telling the readers) releases none, so the pin of another query still to
+    read the partition keeps holding off its CLEANUP."""
+    _, reps = make_cluster()
+    pinned = client_start_query(reps["r1"], replicas=reps)
+    unpinned = client_start_query(reps["r1"])
+    assert pinned.routes == unpinned.routes == {P: "r1"} and reps["r1"].pins == {P: 1}
+    client_query_fails(unpinned, reps)
+    assert reps["r1"].pins == {P: 1} and unpinned.done
+    client_query_fails(pinned, reps)
+    assert reps["r1"].pins == {} and pinned.done
+
+
+def test_a_pin_is_held_until_every_query_routed_there_has_read(make_cluster):
+    """Two queries route P to r1 and pin it; the first read leaves the second's pin, which alone
+    keeps r1's CLEANUP of P waiting (ReplicaCleanup's no-started-query condition)."""
+    _, reps = make_cluster()
+    first, second = (client_start_query(reps["r1"], replicas=reps) for _ in range(2))
+    assert reps["r1"].pins == {P: 2}
+    replica_read_partition(first, P, reps)
+    assert reps["r1"].pins == {P: 1}
+    replica_read_partition(second, P, reps)
+    assert reps["r1"].pins == {}
+
+
+def test_a_read_on_a_reader_restarted_since_the_query_started_releases_nothing(make_cluster):
+    """The reader restarted between the query's start and its read: its pins went with the old
+    process, so the read finds none to release and reads all the same."""
+    _, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    q = client_start_query(reps["r1"], replicas=reps)
+    restarted = Replica("r1", reps["r1"].keeper, LAYOUT, reps["r1"].store, reps["r1"].peers)
+    restarted.load_map()
+    reps["r1"] = restarted
+    assert replica_read_partition(q, P, reps) == [ROW1] and restarted.pins == {} and q.done
