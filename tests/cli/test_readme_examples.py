@@ -78,6 +78,9 @@ EXAMPLES = {
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),
+    "python -m harness.mutation_spec --check-witnesses": Covered(
+        "tests/harness/test_mutation_spec.py (the unmutated model reaches its witness; a mutant that never starts a "
+        "migration does not)"),
     "python -m harness.mutation_spec --actions ClientReceiveAck --models MCRetry": Covered(
         "tests/spec/test_invariant_domains.py (the same mutants on MCRetry, killed by AckedCommittedInv)"),
     '.venv/bin/python -m pytest tests/pyspark/test_teeth.py -m "long or not long" -q': Covered(
