@@ -322,14 +322,33 @@ A *timeout* has no verdict. The score counts killed over killed + gap + unclassi
 """
 
 
+def not_run_sentence(ref: dict[str, dict]) -> str:
+    """Which of `[tool.mutmut]`'s modules mutmut has not run, or run only in part, read from the
+    results (a sentence written by hand went stale as soon as the next module ran)."""
+    unrun, part = [], []
+    for module, r in sorted(ref.items()):
+        left = r.get("not run", 0)
+        name = f"`{module.rsplit('/', 1)[-1]}`"
+        if left and left == r["mutants"]:
+            unrun.append(name)
+        elif left:
+            part.append(f"{name} ({r['mutants'] - left} of {r['mutants']})")
+    said = []
+    if unrun:
+        said.append(" and ".join(unrun) + (" are" if len(unrun) > 1 else " is") + " listed in `[tool.mutmut]` but not run")
+    if part:
+        said.append("run in part: " + ", ".join(part))
+    return "; ".join(said) + "; " if said else ""
+
+
 def section(ref: dict[str, dict], spec: dict | None) -> str:
     parts = ["## Mutation score (issue 18)\n",
              "`make mutation` runs `mutmut run` over the reference (`[tool.mutmut]` in `pyproject.toml`: which "
              "modules, which fast in-memory tests), `python -m harness.mutation_layers` over a seeded sample of the "
              "migration and routing mutants (racing histories and the protocol machine; `--spark` runs the Spark "
              "job on the histories it kept), `python -m harness.mutation_spec` over the spec's action guards, then "
-             "`python -m harness.mutation_report` writes this section. **Not the whole run yet**: `replica.py` and "
-             "`assignment.py` are listed in `[tool.mutmut]` but were not run; the layers ran a sample of 241; the "
+             "`python -m harness.mutation_report` writes this section. **Not the whole run yet**: "
+             + not_run_sentence(ref) + "the layers ran a sample of 241; the "
              "spec's guard mutants cover the migration, query and insert-write actions, not the others. Machine: "
              "2 cores shared with other jobs (load 3-8).\n"]
     if ref:

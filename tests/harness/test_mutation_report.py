@@ -111,3 +111,11 @@ def test_the_section_replaces_only_its_own_markers():
     once = splice(doc, "mutation", mr.section({}, None))
     twice = splice(once, "mutation", mr.section({}, None))
     assert once == twice and "<!-- bench:tlc -->\nx\n" in twice and twice.count("<!-- bench:mutation -->") == 1
+
+
+def test_the_section_says_which_modules_are_not_run_from_the_results():
+    ref = {"reference/a.py": {"mutants": 10, "not run": 0}, "reference/b.py": {"mutants": 5, "not run": 5},
+           "reference/c.py": {"mutants": 8, "not run": 3}}
+    said = mr.not_run_sentence(ref)
+    assert said == "`b.py` is listed in `[tool.mutmut]` but not run; run in part: `c.py` (5 of 8); "
+    assert "`a.py`" not in said and mr.not_run_sentence({"reference/a.py": {"mutants": 1}}) == ""

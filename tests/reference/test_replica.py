@@ -121,3 +121,55 @@ def test_a_write_to_a_known_partition_costs_a_lock_multi_and_a_commit_multi(make
     # The lock: Check, blocks/<id> created and deleted ("not exists"), block_numbers/{p}/block-N.
     # The commit: Check, blocks/<id>, log/, parts/, the lock's removal.
     assert spent == {"multi": 2, "multi_ops": 4 + 5}
+
+
+def test_drop_partition_removes_its_range_everywhere_and_nothing_else(connect, tmp_path):
+    """ALTER TABLE ... DROP PARTITION (issue 18: mutmut found DROP_RANGE checked only through rows
+    after a clone). Each owner removes the partition's parts up to the range's last block, from disk
+    and from replicas/{r}/parts, and the queued GET_PART of a part in the range (ClickHouse's
+    removePartProducingOpsInRange); the other partition stays; the dropped blocks' ids are cleared,
+    so the same INSERT sent again is written again, above the range."""
+    from reference.replica import client_drop_partition
+    admin, reps = build_cluster(connect, tmp_path, load_maps=False)
+    Q = "202402-5"
+    admin.create(LAYOUT.assignment(Q), Assignment(("r1", "r2")).encode())
+    for rep in reps.values():
+        rep.load_map()
+    r1, r2 = reps["r1"], reps["r2"]
+    other = [{"date": "2024-02-15", "user_id": 21, "event": "view"}]
+    r1.replica_write_insert(P, ROWS, "h1")
+    r1.replica_write_insert(Q, other, "hq")
+    drain(r1)
+    drain(r2)
+    later = [{"date": "2024-01-16", "user_id": 21, "event": "buy"}]
+    assert r1.replica_write_insert(P, later, "h2") == f"{P}_1_1_0"  # the range's last block
+    assert client_drop_partition(admin, LAYOUT, P, source_replica="r1") == 1
+    drain(r1)   # r1 drops first: r2's GET_PART of P_1_1_0 then has no source and stays queued
+    drain(r2)   # until r2's DROP_RANGE removes it
+    for rep in (r1, r2):
+        assert rep.has_rows_of(P) == [] and rep.has_rows_of(Q) == other
+        assert [n for n in admin.get_children(LAYOUT.parts(rep.name)) if n.startswith(P)] == []
+        assert f"{Q}_0_0_0" in admin.get_children(LAYOUT.parts(rep.name))
+        assert rep.queue() == []
+    assert r1.replica_write_insert(P, ROWS, "h1") == f"{P}_3_3_0"   # not "deduplicated"; block 2 was the drop's
+    drain(r2)
+    assert r2.has_rows_of(P) == ROWS
+
+
+def test_alter_metadata_writes_columns_and_an_entry_of_the_same_version(make_cluster):
+    # /columns and the ALTER_METADATA entry change in one multi: the entry carries the version the
+    # columns znode has after it, the columns text as written there, and who ran the ALTER; two in
+    # a row give versions 1 and 2, which every replica ends at.
+    admin, reps = make_cluster()
+    before = admin.get(LAYOUT.columns)[0].decode()
+    first = client_alter_metadata(admin, LAYOUT, "`x` UInt8", source_replica="r1", clock=lambda: 1700000000)
+    second = client_alter_metadata(admin, LAYOUT, "`y` UInt8", source_replica="r2", clock=lambda: 1700000001)
+    data, stat = admin.get(LAYOUT.columns)
+    assert data.decode() == before + "`x` UInt8\n`y` UInt8\n" == second.columns_str and stat.version == 2
+    assert (first.alter_version, second.alter_version) == (1, 2) and first.columns_str == before + "`x` UInt8\n"
+    assert (first.source_replica, second.source_replica, second.create_time) == ("r1", "r2", 1700000001)
+    logged = [LogEntry.parse(admin.get(f"{LAYOUT.log}/{n}")[0]) for n in sorted(admin.get_children(LAYOUT.log))]
+    assert [e.format() for e in logged] == [first.format(), second.format()]
+    for rep in reps.values():
+        drain(rep)
+        assert rep.metadata_version == 2
