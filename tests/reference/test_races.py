@@ -59,40 +59,32 @@ def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_p
         c.close()
 
 
-@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"clone_ignores_skipped_entries"}),
-                                  frozenset({"clone_reads_skipped_entries_from_log"})], ids=["fixed", "F8", "F16"])
-def test_a_drop_the_clone_target_skipped_comes_back_only_with_the_switch(tmp_path, bugs):
+@pytest.mark.parametrize("profile, seed, action, bugs, invariant", [
+    ("dropping", 2, None, frozenset(), "DropsAppliedInv"),
+    ("dropping", 2, None, frozenset({"clone_ignores_skipped_entries"}), "DropsAppliedInv"),
+    ("dropping", 2, None, frozenset({"clone_reads_skipped_entries_from_log"}), "DropsAppliedInv"),
+    ("altering", 0, "alter", frozenset(), "GlobalEntriesAppliedInv"),
+    ("altering", 0, "alter", frozenset({"filter_skips_global"}), "GlobalEntriesAppliedInv"),
+], ids=["drop-fixed", "drop-F8", "drop-F16", "alter-fixed", "alter-skips_global"])
+def test_a_switch_breaks_only_its_invariant_in_oracle_and_duckdb_alike(tmp_path, profile, seed, action, bugs,
+                                                                       invariant):
     """`dropping` seed 2 (pyspark_jobs/teeth.py): with F8 (or F16, F8's first fix, on the trimmed
-    log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps it:
-    the oracle and DuckDB both report DropsAppliedInv, and nothing else, with the same count; the
-    fixed protocol holds for both."""
+    log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps it
+    (DropsAppliedInv). `altering` seed 0: with filter_skips_global the log filter skips
+    ALTER_METADATA on every replica, so none reaches the table's metadata version
+    (GlobalEntriesAppliedInv, one per running replica). The oracle and DuckDB both report that
+    invariant and nothing else, with the same count; the fixed protocol holds for both."""
     from pyspark_jobs.duckdb_check import check as duckdb_check
-    from pyspark_jobs.teeth import SIZE
-    run = racing_history(tmp_path, "dropping", 2, bugs, **SIZE)
+    run = racing_history(tmp_path, profile, seed, bugs, **SIZE)
+    if action:
+        assert run["actions"].get(action, 0) > 0
     by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
     if not bugs:
         assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
     else:
-        # every oracle failure is a dropped row held (the total equals DuckDB's count of them)
-        assert all(line.startswith("DropsAppliedInv: ") for line in run["oracle_sample"])
-        assert by_duckdb == {"DropsAppliedInv": run["oracle_violations"]}
-
-
-@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"filter_skips_global"})], ids=["fixed", "skips_global"])
-def test_an_alter_every_replica_must_apply_is_lost_only_with_the_switch(tmp_path, bugs):
-    """`altering` seed 0: with filter_skips_global the log filter skips ALTER_METADATA on every
-    replica, so none reaches the table's metadata version: the oracle and DuckDB both report
-    GlobalEntriesAppliedInv (one per running replica), and nothing else; fixed, both hold."""
-    from pyspark_jobs.duckdb_check import check as duckdb_check
-    from pyspark_jobs.teeth import SIZE
-    run = racing_history(tmp_path, "altering", 0, bugs, **SIZE)
-    assert run["actions"].get("alter", 0) > 0
-    by_duckdb = {name: n for name, n in duckdb_check(run["history"]).items() if n}
-    if not bugs:
-        assert run["oracle_violations"] == 0 and by_duckdb == {}, run["oracle_sample"]
-    else:
-        assert all(line.startswith("GlobalEntriesAppliedInv: ") for line in run["oracle_sample"])
-        assert by_duckdb == {"GlobalEntriesAppliedInv": run["oracle_violations"]}
+        # every oracle failure is the switch's invariant (the total equals DuckDB's count of them)
+        assert all(line.startswith(f"{invariant}: ") for line in run["oracle_sample"])
+        assert by_duckdb == {invariant: run["oracle_violations"]}
 
 
 @pytest.mark.parametrize("profile, seed, switch", [
