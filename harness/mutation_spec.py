@@ -80,8 +80,10 @@ MIGRATION_ACTIONS = ("StartMigration", "ReplicaCloneFetch", "CoordinatorSwitch",
 # (DownLeaver: MCMigrationCrash's 110k states timed out per mutant under load), the concurrency
 # limit binding (Limit), two migrations in flight (Parallel).
 MIGRATION_MODELS = ("MCMigrationWrites", "MCDownLeaver", "MCMigrationLimit", "MCParallelMigration")
-# Fair-spec models whose properties kill a mutant that can stall a step for ever.
-LIVENESS_MODELS = ("MCLiveness",)
+# Fair-spec models whose properties kill a mutant that can stall a step for ever: a migration's
+# (MCLiveness) or a query's (MCLivenessQuery, 6 s: a query that waits for ever or fails with its
+# replicas up).
+LIVENESS_MODELS = ("MCLiveness", "MCLivenessQuery")
 # States each model must reach under the fixed protocol (MCSelectiveReplication.tla, "Witnesses").
 # A witness costs a TLC run up to the depth of its first state (4-24 s here; AllMigratedWitness
 # 54 s on MCParallelMigration), paid by every mutant that safety leaves alive, so each model

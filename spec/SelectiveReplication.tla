@@ -987,4 +987,16 @@ RepairedEventuallyProp ==
 \* Every owner eventually holds every acknowledged block of its partitions.
 OwnersEventuallyCompleteProp ==
     \A i \in Inserts : (i \in LiveAcked) ~> (~Live(i) \/ \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i))
+
+\* A replica the query still has to read from is down (the query may fail: ClientQueryFails).
+RouteDown(q) == \E p \in qry[q].pending : qry[q].routes[p] \notin active
+
+\* Every started query ends, answered or failed: none waits for ever on a replica that went
+\* down for good (LiveSpecWithoutRestart), since a broken connection is an error the client sees.
+QueriesEndProp == \A q \in Queries : Running(q) ~> (qry[q].st \in {"done", "failed"})
+
+\* A query is answered unless a replica it still has to read goes down: the client sees an error
+\* only when a replica it was routed to is unavailable. Neither property is implied by the
+\* invariants, which judge only the queries that are done (R2, R3).
+QueryAnsweredProp == \A q \in Queries : Running(q) ~> (qry[q].st = "done" \/ RouteDown(q))
 =============================================================================

@@ -237,6 +237,14 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     "MCLivenessRepair": ("Every partition a permanent loss left short of RF is repaired, under fairness of the repair.",
                          dict(REPAIR, MaxMigrations="1", Queries="NoQueries"), "LiveRepairSpec",
                          ["RepairedEventuallyProp", "MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
+    # The query's own liveness (issue 18: ClientQueryFails's guard mutants broke no property): a
+    # query routed to a replica that stays down must fail rather than wait, and one whose replicas
+    # stay up must be answered. Without restart fairness, so a crash may last for ever.
+    "MCLivenessQuery": ("A query over two partitions ends, answered unless a replica it reads goes down; a crashed "
+                        "replica may stay down for good.",
+                        dict(RESTART, Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2",
+                             InsertPartition="InsertsP1P2", InitBlocks="{1, 2}"),
+                        "LiveSpecWithoutRestart", ["QueriesEndProp", "QueryAnsweredProp"]),
     "MCLiveness_no_map_refresh": (
         "Without a map refresh timer CLEANUP may wait for a stale map forever: a migration need not end.",
         LIVENESS, "LiveSpecWithoutRefresh", ["MigrationsEndProp"]),
