@@ -988,6 +988,15 @@ RepairedEventuallyProp ==
 OwnersEventuallyCompleteProp ==
     \A i \in Inserts : (i \in LiveAcked) ~> (~Live(i) \/ \A o \in asg[InsertPartition[i]].owners : HasBlock(o, i))
 
+\* Replication lag ends: each replica that is up keeps coming back to a state where it has
+\* pulled the whole log and executed its whole queue. So every global entry is pulled and
+\* applied by every replica (GlobalEntriesAppliedInv excuses entries beyond log_pointer), and
+\* every pending MUTATE and DROP_RANGE is executed (MutationsAppliedInv and DropsAppliedInv
+\* excuse a pending one); OwnersEventuallyCompleteProp says it for the GET_PARTs only. "Keeps
+\* coming back" rather than "stays": a write or a restart may start the lag again.
+ReplicasCatchUpProp ==
+    \A r \in Replicas : []<>(r \in active => ptr[r] = Len(log) /\ queue[r] = {})
+
 \* A replica the query still has to read from is down (the query may fail: ClientQueryFails).
 RouteDown(q) == \E p \in qry[q].pending : qry[q].routes[p] \notin active
 

@@ -237,6 +237,14 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     "MCLivenessRepair": ("Every partition a permanent loss left short of RF is repaired, under fairness of the repair.",
                          dict(REPAIR, MaxMigrations="1", Queries="NoQueries"), "LiveRepairSpec",
                          ["RepairedEventuallyProp", "MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
+    # Replication lag ends for the entries the safety invariants excuse while pending (issue 18's
+    # audit, spec/README.md): a MUTATE and a DROP_RANGE racing a CLONE, an ALTER_METADATA.
+    "MCLivenessMutation": ("A mutation racing a CLONE is executed by every keeper: every replica catches up, under fairness.",
+                           MUTATION_DURING_CLONE, "LiveSpec", ["ReplicasCatchUpProp"]),
+    "MCLivenessDrop": ("A DROP_RANGE racing a CLONE is executed by every keeper: every replica catches up, under fairness.",
+                       DROP_DURING_CLONE, "LiveSpec", ["ReplicasCatchUpProp"]),
+    "MCLivenessGlobal": ("Every replica pulls and applies an ALTER_METADATA, whatever it owns, under fairness.",
+                         GLOBAL, "LiveSpec", ["ReplicasCatchUpProp"]),
     # The query's own liveness (issue 18: ClientQueryFails's guard mutants broke no property): a
     # query routed to a replica that stays down must fail rather than wait, and one whose replicas
     # stay up must be answered. Without restart fairness, so a crash may last for ever.

@@ -1,0 +1,41 @@
+"""ReplicasCatchUpProp closes the two liveness gaps issue 18's audit left open (spec/README.md):
+MutationsAppliedInv and DropsAppliedInv excuse a MUTATE or DROP_RANGE still pending in a
+keeper's queue, and GlobalEntriesAppliedInv an ALTER_METADATA still queued, as replication lag;
+nothing said the lag ends. A replica that never executes one kind of entry is the mutant that
+shows it: it breaks no safety invariant, since the entry stays pending for ever and pending is
+excused, and it breaks ReplicasCatchUpProp on the fair model."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness import mutation_spec as ms
+
+SPEC = Path(ms.SPEC_DIR) / ms.SPEC_FILE
+
+
+def never_executes(kind: str) -> ms.Mutant:
+    """The spec with every branch of ReplicaExecuteEntry that executes a `kind` entry disabled."""
+    text = SPEC.read_text()
+    start = text.index("ReplicaExecuteEntry(r) ==")
+    end = text.index("\n\n", start)
+    body, n = re.subn(rf'/\\ e\.type = "{kind}"', rf'/\\ e.type = "{kind}" /\\ FALSE', text[start:end])
+    assert n, f"no {kind} branch in ReplicaExecuteEntry"
+    return ms.Mutant(f"ReplicaExecuteEntry.never_{kind.lower()}", "ReplicaExecuteEntry", "drop",
+                     text[:start].count("\n") + 1, f'e.type = "{kind}"', text[:start] + body + text[end:])
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("kind, safety, fair", [
+    ("MUTATE", "MCMutationDuringClone", "MCLivenessMutation"),
+    ("DROP", "MCDropDuringClone", "MCLivenessDrop"),
+    ("ALTER", "MCGlobalEntries", "MCLivenessGlobal"),
+])
+def test_an_entry_left_pending_for_ever_breaks_only_replicas_catch_up(tmp_path, kind, safety, fair):
+    verdict = ms.run_mutant(never_executes(kind), ms.holding_models([safety]), budget=300, workdir=tmp_path,
+                            workers=1, liveness=ms.holding_models([fair], liveness=True))
+    assert [r.outcome for r in verdict.runs if r.check == "safety"] == ["holds"], verdict
+    assert verdict.status == "killed" and verdict.layer == "liveness", verdict
+    # The fair models state ReplicasCatchUpProp alone, so TLC's "temporal property" is that one.
+    assert verdict.killed_by == f"{fair}: temporal property", verdict
