@@ -97,17 +97,19 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
 def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[dict],
                        tries: int = 3, rng: random.Random | None = None,
                        faults: Callable[[str, str], None] | None = None) -> str:
-    """ClientSendInsert with retries to random replicas: "ok", or "failed" once tries run out.
-    An outcome the client could not know ends as "unknown" only if every try was ambiguous."""
+    """ClientSendInsert with retries to random replicas: "ok" once a try is acknowledged; once
+    tries run out, "unknown" if any try was lost after its request went out (its rows may be
+    written: a later refusal is about that later try only), else "failed" (every try refused,
+    nothing written)."""
     rng = rng or random.Random(0)
-    last = "failed"
+    outcome = "failed"
     for _ in range(tries):
         receiver = replicas[rng.choice(sorted(replicas))]
         try:
             route_insert(receiver, table, rows, replicas, rng, faults)
             return "ok"
         except InsertRejected:
-            last = "failed"
+            pass
         except InsertOutcomeUnknown:
-            last = "unknown"
-    return last
+            outcome = "unknown"
+    return outcome

@@ -120,6 +120,22 @@ def test_the_client_is_told_failed_or_unknown_by_what_broke_every_try(reps, faul
     assert len(tries) == 2   # each try broke at its first sub-block
 
 
+@pytest.mark.parametrize("faults_in_order", [(InsertOutcomeUnknown, InsertRejected), (InsertRejected, InsertOutcomeUnknown)])
+def test_a_lost_try_leaves_the_outcome_unknown_whatever_the_other_tries_say(reps, faults_in_order):
+    """A try lost after its request went out may have written the rows; a refusal of another
+    try says nothing about it. So the client's outcome is "unknown" (the checker may find the
+    rows, or not), never "failed" (which would promise they are absent)."""
+    left = list(faults_in_order)
+
+    def faults(point, partition):
+        if point == "before_write" and left:
+            fault = left.pop(0)
+            raise fault(f"{fault.__name__} for {partition}")
+
+    assert client_send_insert(reps, EVENTS, BLOCK, tries=2, rng=random.Random(1), faults=faults) == "unknown"
+    assert not left
+
+
 def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(reps, connect):
     """The receiver owns the partition but its session expired (read-only, TABLE_IS_READ_ONLY):
     nothing of the write can have been applied, so the sub-block goes to the other owner, as a
