@@ -12,8 +12,8 @@ from cluster_helpers import LAYOUT, P, build_cluster, drain
 from reference.assignment import Assignment, GuardFailed
 from reference.log_entry import CLEAR_COLUMN, DROP_RANGE, GET_PART, REPLACE_RANGE, LogEntry, ReplaceRange
 from reference.parts import PartName
-from reference.replica import (client_attach_partition, client_clear_column, client_detach_partition, client_mutate,
-                               client_replace_partition, held_block_numbers)
+from reference.replica import (client_attach_partition, client_clear_column, client_detach_partition,
+                               client_drop_partition, client_mutate, client_replace_partition, held_block_numbers)
 
 Q = "202402-5"
 NOW = 1_700_000_000
@@ -168,10 +168,40 @@ def test_a_range_entry_names_the_mutation_version_its_blocks_have_reached(cluste
     assert logged(admin)[-1].new_part_name == f"{P}_0_2_999999999_2"
 
 
+def test_a_mutation_made_before_the_partition_had_data_leaves_its_range_at_version_0(cluster):
+    # The mutation took a number in Q only (P had none): it says nothing of P's blocks.
+    admin, reps = cluster
+    write_and_sync(reps, [(Q, OTHER, "hq")])
+    m = client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1", source_replica="r1")
+    assert m.number_in(P) is None
+    write_and_sync(reps, [(P, A, "h1")])
+    assert client_detach_partition(admin, LAYOUT, P, source_replica="r1", clock=lambda: NOW) == 0
+    assert logged(admin)[-1].new_part_name == f"{P}_0_0_999999999"
+
+
+def test_drop_partition_logs_a_drop_range_by_who_ran_it(cluster):
+    admin, reps = cluster
+    write_and_sync(reps, [(P, A, "h1")])
+    assert client_drop_partition(admin, LAYOUT, P, source_replica="r1", clock=lambda: NOW) == 0
+    assert logged(admin)[-1] == LogEntry(DROP_RANGE, new_part_name=f"{P}_0_0_999999999", source_replica="r1",
+                                         create_time=NOW)
+    # An ALTER from a session that is no replica (the admin's) names none, DROP and DETACH alike.
+    write_and_sync(reps, [(P, B, "h2")])
+    client_drop_partition(admin, LAYOUT, P, clock=lambda: NOW)
+    write_and_sync(reps, [(P, B, "h3")])
+    client_detach_partition(admin, LAYOUT, P, clock=lambda: NOW)
+    drops = [(e.source_replica, e.detach) for e in logged(admin) if e.type == DROP_RANGE]
+    assert drops == [("r1", False), ("", False), ("", True)]
+
+
 def test_range_entries_refuse_a_partition_that_never_took_a_block_number(cluster):
     admin, reps = cluster
     for step in (lambda: client_clear_column(admin, LAYOUT, P, "y"),
                  lambda: client_detach_partition(admin, LAYOUT, P)):
         with pytest.raises(GuardFailed, match=f"partition {P} has no data"):
             step()
+    with pytest.raises(GuardFailed, match=f"ClientDropPartition: partition {P} has no data to drop"):
+        client_drop_partition(admin, LAYOUT, P)
+    with pytest.raises(GuardFailed, match="ClientDropPartition: partition 202403-5 is not assigned"):
+        client_drop_partition(admin, LAYOUT, "202403-5")
     assert admin.get_children(LAYOUT.log) == []
