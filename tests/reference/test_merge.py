@@ -1,6 +1,7 @@
-"""MERGE_PARTS on both backends: the owner that selects a merge merges locally, the other owner
-merges its own copies or fetches the result, the non-owner skips the entry, and a merge never
-covers a block number that has no part yet."""
+"""MERGE_PARTS and MUTATE_PART on both backends: the owner that selects a merge merges locally, the
+other owner merges its own copies or fetches the result, the non-owner skips the entry, and a merge
+never covers a block number that has no part yet; a part mutation rewrites its part where it is
+and is fetched where it is not."""
 
 import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
@@ -131,3 +132,102 @@ def test_system_tables_show_the_queue_and_the_assignment(cluster):
     assert [(x["replica_name"], x["type"], x["new_part_name"]) for x in t["system.replication_queue"]] == [
         ("r2", "GET_PART", f"{P}_0_0_0")]
     assert t["system.selective_assignments"][0]["replicas"] == ["r1", "r2"]
+
+
+# --- MUTATE_PART: one part at a time, to the number of the last mutation it owes --------------
+
+Q = "202402-5"
+NOW = 1_700_000_000
+
+
+def events(rep, partition=P):
+    return sorted(r["event"] for r in rep.has_rows_of(partition))
+
+
+def run_nodes(rep, kind):
+    """Execute the queued entries of one type in queue order; what each returned."""
+    return [rep.replica_execute_entry(node) for node, e in rep.queue() if e.type == kind]
+
+
+def test_a_mutation_rewrites_a_merged_part_under_its_name_and_only_up_to_its_own_number(cluster):
+    from reference.mutations import MutationEntry
+    from reference.replica import client_mutate
+    admin, reps = cluster
+    r1, r2 = reps["r1"], reps["r2"]
+    for i in range(2):
+        r1.replica_write_insert(P, [row(i)], f"h{i}")
+    for r in reps.values():
+        drain(r)
+    r1.replica_select_merge(P)
+    for r in reps.values():
+        drain(r)
+    first = client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1", source_replica="r1", clock=lambda: NOW)
+    [node] = admin.get_children(LAYOUT.mutations)
+    assert MutationEntry.parse(admin.get(f"{LAYOUT.mutations}/{node}")[0]) == first
+    assert (first.block_numbers, first.source_replica, first.create_time) == (((P, 2),), "r1", NOW)
+    entry = r1.replica_select_mutation(P)
+    assert (entry.source_parts, entry.new_part_name) == ((f"{P}_0_1_1",), f"{P}_0_1_1_2")
+    # A second mutation arrives before the MUTATE_PART runs: the part is rewritten with the first
+    # only (it is named _2); the second gets its own MUTATE_PART later.
+    client_mutate(admin, LAYOUT, "UPDATE event = 'y' WHERE 1", source_replica="r1")
+    for r in (r1, r2):
+        r.pull_whole_log()
+        assert run_nodes(r, "MUTATE_PART") == [f"mutated {P}_0_1_1 to {P}_0_1_1_2"]
+        assert [str(n) for n in r.store.names(P)] == [f"{P}_0_1_1_2"] and events(r) == ["x", "x"]
+        assert f"{P}_0_1_1_2" in parts_znodes(admin, r.name)
+    assert r1.replica_select_mutation(P).new_part_name == f"{P}_0_1_1_3"
+
+
+def test_mutate_part_picks_the_part_it_names_in_its_own_partition(cluster):
+    from reference.assignment import Assignment
+    from reference.replica import client_mutate
+    admin, reps = cluster
+    admin.create(LAYOUT.assignment(Q), Assignment(("r1", "r2")).encode())
+    r1, r2 = reps["r1"], reps["r2"]
+    for rep in reps.values():
+        rep.load_map()
+    r1.replica_write_insert(P, [row(0)], "h0")
+    r1.replica_write_insert(P, [row(1)], "h1")
+    r1.replica_write_insert(Q, [{"date": "2024-02-15", "user_id": 21, "event": "q"}], "hq")
+    for r in reps.values():
+        drain(r)
+    client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1", source_replica="r1")   # P at 2, Q at 1
+    picked = r1.replica_select_mutation(P, part=f"{P}_1_1_0")
+    assert (picked.source_parts, picked.new_part_name) == ((f"{P}_1_1_0",), f"{P}_1_1_0_2")
+    q = r1.replica_select_mutation(Q)
+    assert (q.source_parts, q.new_part_name) == ((f"{Q}_0_0_0",), f"{Q}_0_0_0_1")
+    with pytest.raises(GuardFailed, match=f"no part of {P} on r1 owes a mutation \\({P}_9_9_0\\)") as refused:
+        r1.replica_select_mutation(P, part=f"{P}_9_9_0")
+    assert refused.value.action == "ReplicaSelectMutation"
+    # r2 holds P_0_0_0, P_1_1_0 and Q_0_0_0: each MUTATE_PART rewrites the part of its own
+    # partition and block range, not another at the same blocks or at an older mutation.
+    r2.pull_whole_log()
+    assert run_nodes(r2, "MUTATE_PART") == [f"mutated {P}_1_1_0 to {P}_1_1_0_2", f"mutated {Q}_0_0_0 to {Q}_0_0_0_1"]
+    assert [str(n) for n in r2.store.names()] == [f"{P}_0_0_0", f"{P}_1_1_0_2", f"{Q}_0_0_0_1"]
+    assert events(r2) == ["e0", "x"] and events(r2, Q) == ["x"]
+
+
+def test_an_owner_without_the_part_fetches_the_mutated_one_from_the_source_it_is_told(cluster):
+    from reference.replica import client_mutate
+    admin, reps = cluster
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.replica_write_insert(P, [row(0)], "h0")
+    r1.replica_write_insert(P, [row(1)], "h1")
+    drain(r1)                       # r2 has pulled nothing yet: it has no part of P
+    client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1", source_replica="r1")
+    r1.replica_select_mutation(P, part=f"{P}_1_1_0")
+    drain(r1)                       # caught up again: it selects the next one
+    r1.replica_select_mutation(P, part=f"{P}_0_0_0")
+    drain(r1)
+    assert [str(n) for n in r1.store.names(P)] == [f"{P}_0_0_0_2", f"{P}_1_1_0_2"]
+    r2.pull_whole_log()
+    [(mutate_1, _), (mutate_0, _)] = [(n, e) for n, e in r2.queue() if e.type == "MUTATE_PART"]
+    with pytest.raises(GuardFailed, match="no replica has a part covering"):
+        r2.replica_execute_entry(mutate_1, source="r3")   # the named source has nothing
+    # From r1: the part covering the entry's at its mutation, not r1's first mutated part.
+    assert r2.replica_execute_entry(mutate_1, source="r1") == f"fetched {P}_1_1_0_2 from r1"
+    assert [r2.replica_execute_entry(n) for n, e in r2.queue() if e.type == "GET_PART"] == [
+        f"fetched {P}_0_0_0_2 from r1", "covered"]          # GET_PARTs of 0_0_0 and 1_1_0
+    assert r2.replica_execute_entry(mutate_0) == "covered"  # already at the mutation's number
+    assert r2.queue() == [] and events(r2) == ["x", "x"]
+    assert parts_znodes(admin, "r2") == [f"{P}_0_0_0_2", f"{P}_1_1_0_2"]

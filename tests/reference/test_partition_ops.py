@@ -205,3 +205,38 @@ def test_range_entries_refuse_a_partition_that_never_took_a_block_number(cluster
     with pytest.raises(GuardFailed, match="ClientDropPartition: partition 202403-5 is not assigned"):
         client_drop_partition(admin, LAYOUT, "202403-5")
     assert admin.get_children(LAYOUT.log) == []
+
+
+def test_replace_partition_into_an_empty_partition_drops_nothing_and_keeps_the_new_part(cluster):
+    # The drop takes block 0 (its range 0..0 holds no part), the new part block 1: the range must
+    # not reach block 1, or every keeper would drop the part it is about to fetch.
+    admin, reps = cluster
+    entry = client_replace_partition(reps["r1"], P, B, "t_src")
+    assert (entry.replace.drop_range_name, entry.replace.new_parts) == (f"{P}_0_0_4294967295", (f"{P}_1_1_0",))
+    for rep in (reps["r1"], reps["r2"]):
+        drain(rep)
+        drain(rep)
+        assert rep.has_rows_of(P) == B and rep.dropped[P] == 0 and rep.queue() == []
+        assert rep.store.detached(P) == []   # REPLACE drops its range's parts; only DETACH keeps them
+
+
+def test_entries_a_drop_made_obsolete_are_removed_without_running(cluster):
+    # A GET_PART or MUTATE_PART of a part below a DROP_RANGE this replica executed (queued after it,
+    # as by a clone) does nothing: its data is dropped. The drop's point is the highest executed,
+    # whatever order the DROP_RANGEs ran in.
+    admin, reps = cluster
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.replica_write_insert(P, A, "h1")
+    client_drop_partition(admin, LAYOUT, P, source_replica="r1")        # range 0..0
+    r1.replica_write_insert(P, B, "h2")                                 # block 2
+    client_drop_partition(admin, LAYOUT, P, source_replica="r1")        # range 0..2
+    r2.pull_whole_log()
+    drops = [node for node, e in r2.queue() if e.type == DROP_RANGE]
+    assert [r2.replica_execute_entry(n) for n in reversed(drops)] == ["applied", "applied"]
+    assert r2.dropped[P] == 2
+    queue = LAYOUT.queue("r2")
+    for obsolete in (LogEntry(GET_PART, new_part_name=f"{P}_2_2_0"),
+                     LogEntry("MUTATE_PART", source_parts=(f"{P}_2_2_0",), new_part_name=f"{P}_2_2_0_4")):
+        admin.create(f"{queue}/queue-", obsolete.format(), sequential=True)
+    assert [r2.replica_execute_entry(n) for n, _ in r2.queue()] == ["dropped", "dropped"]
+    assert r2.queue() == [] and r2.store.names(P) == []
