@@ -231,3 +231,68 @@ def test_an_owner_without_the_part_fetches_the_mutated_one_from_the_source_it_is
     assert r2.replica_execute_entry(mutate_0) == "covered"  # already at the mutation's number
     assert r2.queue() == [] and events(r2) == ["x", "x"]
     assert parts_znodes(admin, "r2") == [f"{P}_0_0_0_2", f"{P}_1_1_0_2"]
+
+
+def test_a_merge_takes_the_first_pair_and_optimize_final_takes_every_part(cluster):
+    # Both name the spec action in their refusals, and a merged part keeps its sources' mutation.
+    from reference.replica import client_mutate
+    admin, reps = cluster
+    r1 = reps["r1"]
+    for i in range(3):
+        r1.replica_write_insert(P, [row(i)], f"h{i}")
+    with pytest.raises(GuardFailed, match="not caught up") as behind:
+        r1.replica_select_merge(P)
+    with pytest.raises(GuardFailed) as not_owner:
+        reps["r3"].replica_select_merge(P)
+    assert behind.value.action == not_owner.value.action == "ReplicaSelectMerge"
+    drain(r1)
+    client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1")        # number 3
+    for part in ("0_0_0", "1_1_0", "2_2_0"):
+        r1.replica_select_mutation(P, part=f"{P}_{part}")
+        drain(r1)
+    first = r1.replica_select_merge(P)
+    assert (first.source_parts, first.new_part_name) == ((f"{P}_0_0_0_3", f"{P}_1_1_0_3"), f"{P}_0_1_1_3")
+    drain(r1)
+    for i in (4, 5):
+        r1.replica_write_insert(P, [row(i)], f"h{i}")     # blocks 4 and 5, at no mutation
+    drain(r1)
+    # FINAL when not every part may merge with its neighbour (0_1_1_3 and 4_4_0 differ in
+    # mutation): the first pair, as without FINAL.
+    partial = r1.replica_select_merge(P, final=True)
+    assert (partial.source_parts, partial.new_part_name) == ((f"{P}_0_1_1_3", f"{P}_2_2_0_3"), f"{P}_0_2_2_3")
+    drain(r1)
+    client_mutate(admin, LAYOUT, "UPDATE event = 'y' WHERE 1")        # number 6, owed by every part
+    for part in ("0_2_2_3", "4_4_0", "5_5_0"):
+        r1.replica_select_mutation(P, part=f"{P}_{part}")
+        drain(r1)
+    final = r1.replica_select_merge(P, final=True)
+    assert (final.source_parts, final.new_part_name) == (
+        (f"{P}_0_2_2_6", f"{P}_4_4_0_6", f"{P}_5_5_0_6"), f"{P}_0_5_3_6")
+    drain(r1)
+    assert [str(n) for n in r1.store.names(P)] == [f"{P}_0_5_3_6"] and events(r1) == ["y"] * 5
+
+
+def test_select_mutation_refusals_name_the_action_and_the_part(cluster):
+    from reference.migration import admin_reassign
+    from reference.replica import client_mutate
+    admin, reps = cluster
+    r1 = reps["r1"]
+    with pytest.raises(GuardFailed) as not_owner:
+        reps["r3"].replica_select_mutation(P)
+    r1.replica_write_insert(P, [row(0)], "h0")
+    drain(r1)
+    with pytest.raises(GuardFailed) as nothing_owed:
+        r1.replica_select_mutation(P)
+    assert str(nothing_owed.value) == f"ReplicaSelectMutation: no part of {P} on r1 owes a mutation"
+    client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1")
+    r1.replica_write_insert(P, [row(1)], "h1")   # its GET_PART is in the log, not pulled yet
+    with pytest.raises(GuardFailed, match="r1 is not caught up") as behind:
+        r1.replica_select_mutation(P)
+    drain(r1)
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    r1.replica_refresh_cache(P)
+    with pytest.raises(GuardFailed, match="merges and mutations are blocked") as in_clone:
+        r1.replica_select_mutation(P, block_during_clone=True)
+    assert {e.value.action for e in (not_owner, nothing_owed, behind, in_clone)} == {"ReplicaSelectMutation"}
+    client_mutate(admin, LAYOUT, "UPDATE event = 'y' WHERE 1")
+    assert r1.replica_select_mutation(P).new_part_name == f"{P}_0_0_0_3"   # the other policy (the default)
