@@ -7,7 +7,7 @@ import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import GuardFailed
-from reference.replica import lock_block_number, release_lock
+from reference.replica import held_block_numbers, lock_block_number, release_lock
 
 
 def row(i):
@@ -226,6 +226,9 @@ def test_an_owner_without_the_part_fetches_the_mutated_one_from_the_source_it_is
         r2.replica_execute_entry(mutate_1, source="r3")   # the named source has nothing
     # From r1: the part covering the entry's at its mutation, not r1's first mutated part.
     assert r2.replica_execute_entry(mutate_1, source="r1") == f"fetched {P}_1_1_0_2 from r1"
+    get_0 = next(n for n, e in r2.queue() if e.type == "GET_PART")
+    with pytest.raises(GuardFailed, match="no replica has a part covering"):
+        r2.replica_execute_entry(get_0, source="r3")     # a GET_PART too fetches only from the source named
     assert [r2.replica_execute_entry(n) for n, e in r2.queue() if e.type == "GET_PART"] == [
         f"fetched {P}_0_0_0_2 from r1", "covered"]          # GET_PARTs of 0_0_0 and 1_1_0
     assert r2.replica_execute_entry(mutate_0) == "covered"  # already at the mutation's number
@@ -296,3 +299,15 @@ def test_select_mutation_refusals_name_the_action_and_the_part(cluster):
     assert {e.value.action for e in (not_owner, nothing_owed, behind, in_clone)} == {"ReplicaSelectMutation"}
     client_mutate(admin, LAYOUT, "UPDATE event = 'y' WHERE 1")
     assert r1.replica_select_mutation(P).new_part_name == f"{P}_0_0_0_3"   # the other policy (the default)
+
+
+def test_a_block_number_lock_goes_with_the_session_that_took_it(cluster, connect):
+    """An INSERT whose replica dies mid-write must not hold its number for good: the lock is
+    ephemeral, so merges across the number are possible again once the session is gone."""
+    admin, reps = cluster
+    session = connect()
+    lock, number = lock_block_number(session, LAYOUT, P, holder="r9")
+    assert held_block_numbers(admin, LAYOUT, P) == [number] == [0]
+    session.close()
+    assert held_block_numbers(admin, LAYOUT, P) == []
+    assert admin.get_children(LAYOUT.block_numbers(P)) == []

@@ -5,6 +5,7 @@ import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.keeper import MultiError
 from reference.log_entry import GET_PART, LogEntry
 from reference.replica import InsertRejected, client_alter_metadata
 
@@ -173,3 +174,53 @@ def test_alter_metadata_writes_columns_and_an_entry_of_the_same_version(make_clu
     for rep in reps.values():
         drain(rep)
         assert rep.metadata_version == 2
+
+
+def test_pull_log_says_what_it_pulled_and_reads_its_pointer_once(make_cluster):
+    # log_pointer is read from Keeper at the first pull only: later pulls cost the entry's read and
+    # the multi that moves the pointer (and queues the entry), no read of the pointer.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r2.load_map()
+    for h in ("h1", "h2"):
+        r1.replica_write_insert(P, ROWS, h)
+    first = r2.replica_pull_log()
+    assert first == {"entry": LogEntry.parse(admin.get(f"{LAYOUT.log}/log-0000000000")[0]), "type": GET_PART,
+                     "queued": True, "log": "log-0000000000"}
+    before = dict(r2.keeper.ops)
+    assert r2.replica_pull_log()["log"] == "log-0000000001"
+    spent = {k: v - before.get(k, 0) for k, v in r2.keeper.ops.items() if v != before.get(k, 0)}
+    assert spent == {"get": 1, "multi": 1, "multi_ops": 2}
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"2"
+
+
+def test_pull_log_moves_the_pointer_only_from_the_version_it_read(make_cluster):
+    # Only the replica writes its log_pointer; a pointer changed under it (a second process of the
+    # same replica) makes the pull fail, and the next pull reads the pointer again.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    r2.replica_pull_log()
+    admin.set(LAYOUT.log_pointer("r2"), b"2")      # the other process pulled entry 1 meanwhile
+    with pytest.raises(MultiError):
+        r2.replica_pull_log()
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"2" and len(r2.queue()) == 1
+    assert r2.replica_pull_log()["log"] == "log-0000000002"   # from the pointer read again
+
+
+def test_a_replica_whose_log_entries_were_trimmed_must_clone(make_cluster):
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    for n in ("log-0000000000", "log-0000000001"):   # as the cleanup thread trims a log r2 lags on
+        admin.delete(f"{LAYOUT.log}/{n}")
+    with pytest.raises(GuardFailed) as lost:
+        reps["r2"].replica_pull_log()
+    assert str(lost.value) == ("ReplicaPullLog: log entries 0..1 were removed before r2 pulled them: "
+                               "it is lost and must clone")
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"0" and reps["r2"].queue() == []
