@@ -224,3 +224,33 @@ def test_a_replica_whose_log_entries_were_trimmed_must_clone(make_cluster):
     assert str(lost.value) == ("ReplicaPullLog: log entries 0..1 were removed before r2 pulled them: "
                                "it is lost and must clone")
     assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"0" and reps["r2"].queue() == []
+
+
+def test_a_commit_refused_after_the_lock_leaves_no_part_and_frees_the_number(make_cluster):
+    # Between the block-number lock and the commit (where the entry's create_time is read) the
+    # assignment changes: the commit's Check fails, the local part goes, the lock is released (a
+    # gap no part will fill), the map is refreshed and the client told to retry elsewhere.
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    r1.load_map()
+    r1.clock = lambda: (cas_update(admin, LAYOUT, P, lambda a: Assignment(("r2", "r3"), leaving="r1")), 0)[1]
+    with pytest.raises(InsertRejected, match=f"assignment of {P} changed under r1; retry"):
+        r1.replica_write_insert(P, ROWS, "h1")
+    assert r1.store.names() == [] and admin.get_children(LAYOUT.block_numbers(P)) == []
+    assert admin.get_children(LAYOUT.log) == [] and admin.get_children(LAYOUT.blocks) == []
+    assert r1.cache[P].owners == ("r2", "r3")
+
+
+def test_a_block_committed_by_another_owner_meanwhile_is_acknowledged_as_deduplicated(make_cluster):
+    # The retry of the same block reached r2 and committed while r1 held its lock: r1's commit
+    # fails on blocks/<id>, so r1 writes nothing and acknowledges.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r2.load_map()
+    r1.clock = lambda: (r2.replica_write_insert(P, ROWS, "h1"), 0)[1]
+    assert r1.replica_write_insert(P, ROWS, "h1") == "deduplicated"
+    assert r1.store.names() == [] and admin.get_children(LAYOUT.block_numbers(P)) == []
+    [entry] = [LogEntry.parse(admin.get(f"{LAYOUT.log}/{n}")[0]) for n in admin.get_children(LAYOUT.log)]
+    assert (entry.new_part_name, entry.block_id, entry.source_replica) == (f"{P}_1_1_0", f"{P}_h1", "r2")
+    assert admin.get(f"{LAYOUT.blocks}/{P}_h1")[0] == f"{P}_1_1_0".encode()
