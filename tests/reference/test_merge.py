@@ -20,7 +20,10 @@ def cluster(connect, tmp_path):
 
 
 def parts_znodes(admin, r):
-    return sorted(admin.get_children(LAYOUT.parts(r)))
+    """replicas/{r}/parts; each znode empty, as every part znode the reference writes."""
+    names = sorted(admin.get_children(LAYOUT.parts(r)))
+    assert all(admin.get(f"{LAYOUT.parts(r)}/{n}")[0] == b"" for n in names)
+    return names
 
 
 def test_merge_on_the_selecting_owner_and_the_other_owner(cluster):
@@ -253,7 +256,7 @@ def test_a_merge_takes_the_first_pair_and_optimize_final_takes_every_part(cluste
     for part in ("0_0_0", "1_1_0", "2_2_0"):
         r1.replica_select_mutation(P, part=f"{P}_{part}")
         drain(r1)
-    first = r1.replica_select_merge(P)
+    first = r1.replica_select_merge(P, block_during_clone=True)   # no migration: nothing blocks it
     assert (first.source_parts, first.new_part_name) == ((f"{P}_0_0_0_3", f"{P}_1_1_0_3"), f"{P}_0_1_1_3")
     drain(r1)
     for i in (4, 5):
@@ -311,3 +314,45 @@ def test_a_block_number_lock_goes_with_the_session_that_took_it(cluster, connect
     session.close()
     assert held_block_numbers(admin, LAYOUT, P) == []
     assert admin.get_children(LAYOUT.block_numbers(P)) == []
+
+
+def test_caught_up_reads_the_queue_and_the_next_log_entry_of_the_partition_only(cluster):
+    from reference.assignment import Assignment
+    admin, reps = cluster
+    admin.create(LAYOUT.assignment(Q), Assignment(("r1", "r2")).encode())
+    r1 = reps["r1"]
+    r1.load_map()
+    for i in range(2):
+        r1.replica_write_insert(P, [row(i)], f"h{i}")
+    drain(r1)
+    r1.replica_write_insert(P, [row(2)], "h2")
+    with pytest.raises(GuardFailed, match="not caught up"):
+        r1.replica_select_merge(P)       # one entry of P in the log, the very next to pull
+    r1.replica_pull_log()
+    with pytest.raises(GuardFailed, match="not caught up"):
+        r1.replica_select_merge(P)       # pulled, still queued
+    drain(r1)
+    r1.replica_write_insert(Q, [{"date": "2024-02-15", "user_id": 21, "event": "q"}], "hq")
+    r1.replica_pull_log()                # Q's GET_PART queued: nothing of P pending
+    assert r1.replica_select_merge(P).new_part_name == f"{P}_0_1_1"
+
+
+def test_old_parts_are_unregistered_after_their_lifetime_on_the_replicas_clock(cluster):
+    admin, reps = cluster
+    r1 = reps["r1"]
+    now = [1000.0]
+    r1.clock = lambda: now[0]
+    for i in range(2):
+        r1.replica_write_insert(P, [row(i)], f"h{i}")
+    drain(r1)
+    r1.replica_select_merge(P)
+    drain(r1)
+    # A registered part not on disk that r1 does not know as outdated (a restart forgot when):
+    # outdated from now on.
+    admin.create(f"{LAYOUT.parts('r1')}/{P}_7_7_0", b"")
+    now[0] = 1010.0
+    assert r1.replica_clear_old_parts(lifetime=10) == [f"{P}_0_0_0", f"{P}_1_1_0"]   # exactly 10 s old
+    assert r1.replica_clear_old_parts(lifetime=10) == []
+    now[0] = 1020.0
+    assert r1.replica_clear_old_parts(lifetime=10) == [f"{P}_7_7_0"]
+    assert parts_znodes(admin, "r1") == [f"{P}_0_1_1"] and r1.outdated == {}

@@ -254,3 +254,72 @@ def test_a_block_committed_by_another_owner_meanwhile_is_acknowledged_as_dedupli
     [entry] = [LogEntry.parse(admin.get(f"{LAYOUT.log}/{n}")[0]) for n in admin.get_children(LAYOUT.log)]
     assert (entry.new_part_name, entry.block_id, entry.source_replica) == (f"{P}_1_1_0", f"{P}_h1", "r2")
     assert admin.get(f"{LAYOUT.blocks}/{P}_h1")[0] == f"{P}_1_1_0".encode()
+
+
+def test_applied_alters_and_drops_survive_a_restart_on_the_same_disk(make_cluster):
+    from reference.replica import Replica, client_drop_partition
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r1.replica_write_insert(P, ROWS, "h1")
+    client_alter_metadata(admin, LAYOUT, "`x` UInt8")
+    client_drop_partition(admin, LAYOUT, P)
+    drain(r2)
+    assert (r2.metadata_version, r2.dropped) == (1, {P: 0})
+    again = Replica("r2", r2.keeper, LAYOUT, r2.store, r2.peers)   # the process restarted
+    assert (again.metadata_version, again.dropped) == (1, {P: 0})
+
+
+def test_a_map_refresh_publishes_its_version_only_when_it_changed(make_cluster):
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    assert r1.replica_refresh_cache(P).version == 0
+    assert admin.get(LAYOUT.map_version("r1", P))[0] == b"0"
+    before = dict(r1.keeper.ops)
+    r1.replica_refresh_cache(P)
+    assert r1.keeper.ops.get("set", 0) == before.get("set", 0)   # unchanged: nothing written
+    cas_update(admin, LAYOUT, P, lambda a: Assignment(("r1", "r3")))
+    assert r1.replica_refresh_cache(P).version == 1 and admin.get(LAYOUT.map_version("r1", P))[0] == b"1"
+    assert r1.replica_refresh_cache("202409-5") is None and "202409-5" not in r1.cache   # not assigned
+
+
+def test_pull_whole_log_counts_what_it_pulled(make_cluster):
+    _, reps = make_cluster()
+    reps["r1"].load_map()
+    for h in ("h1", "h2", "h3"):
+        reps["r1"].replica_write_insert(P, ROWS, h)
+    assert reps["r3"].pull_whole_log() == 3 and reps["r3"].pull_whole_log() == 0
+
+
+def test_an_alter_racing_another_is_refused_and_writes_nothing(make_cluster):
+    # /columns is set at the version read: another ALTER between the read and the multi (where the
+    # entry's create_time is read) makes this one fail, with no entry in the log.
+    admin, reps = make_cluster()
+    plain = client_alter_metadata(admin, LAYOUT, "`w` UInt8")
+    assert plain.source_replica == ""          # an ALTER from a session that is no replica
+    racing = lambda: (admin.set(LAYOUT.columns, admin.get(LAYOUT.columns)[0] + b"`y` UInt8\n"), 0)[1]  # noqa: E731
+    with pytest.raises(MultiError):
+        client_alter_metadata(admin, LAYOUT, "`x` UInt8", clock=racing)
+    assert len(admin.get_children(LAYOUT.log)) == 1 and b"`x`" not in admin.get(LAYOUT.columns)[0]
+
+
+def test_cleanup_drops_the_partitions_parts_znodes_and_queue_entries_and_nothing_else(make_cluster):
+    admin, reps = make_cluster()
+    Q = "202402-5"
+    admin.create(LAYOUT.assignment(Q), Assignment(("r1", "r2")).encode())
+    r1, r2 = reps["r1"], reps["r2"]
+    for rep in (r1, r2):
+        rep.load_map()
+    r1.replica_write_insert(P, ROWS, "h1")
+    r1.replica_write_insert(P, ROWS + ROWS, "h2")
+    drain(r1)
+    r1.replica_select_merge(P)
+    drain(r1)
+    assert sorted(r1.outdated) == [f"{P}_0_0_0", f"{P}_1_1_0"]
+    r1.replica_write_insert(Q, [{"date": "2024-02-15", "user_id": 21, "event": "view"}], "hq")
+    r1.replica_write_insert(P, ROWS, "h3")
+    r1.pull_whole_log()                             # Q's and P's GET_PARTs queued, not executed
+    r1.drop_partition_locally(P)
+    assert r1.store.names(P) == [] and r1.outdated == {}
+    assert [n for n in admin.get_children(LAYOUT.parts("r1")) if n.startswith(P)] == []
+    assert [e.partition for _, e in r1.queue()] == [Q]
