@@ -252,7 +252,8 @@ def test_a_merge_takes_the_first_pair_and_optimize_final_takes_every_part(cluste
         reps["r3"].replica_select_merge(P)
     assert behind.value.action == not_owner.value.action == "ReplicaSelectMerge"
     drain(r1)
-    client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1")        # number 3
+    # From a session that is no replica (the admin's): the mutation names none.
+    assert client_mutate(admin, LAYOUT, "UPDATE event = 'x' WHERE 1").source_replica == ""   # number 3
     for part in ("0_0_0", "1_1_0", "2_2_0"):
         r1.replica_select_mutation(P, part=f"{P}_{part}")
         drain(r1)
