@@ -82,6 +82,7 @@ def test_replace_partition_logs_a_replace_range_and_every_keeper_ends_with_the_c
         drain(rep)   # ... run here (r1 has it: covered; r2 fetches it)
         assert rep.store.names(P) == [new] and rep.has_rows_of(P) == B and rep.has_rows_of(Q) == OTHER
         assert registered(admin, rep.name, P) == [str(new)] and rep.queue() == []
+        assert rep.store.detached(P) == []   # REPLACE drops its range's parts; only DETACH keeps them
     drain(r3)
     assert r3.store.names() == [] and r3.queue() == []         # not a keeper: the entry is skipped
     # The replaced block's id went with it: the same INSERT is written again, above the new part.
@@ -200,6 +201,11 @@ def test_range_entries_refuse_a_partition_that_never_took_a_block_number(cluster
                  lambda: client_detach_partition(admin, LAYOUT, P)):
         with pytest.raises(GuardFailed, match=f"partition {P} has no data"):
             step()
+    assert admin.get_children(LAYOUT.log) == []
+
+
+def test_drop_partition_refuses_a_partition_unassigned_or_without_data(cluster):
+    admin, _ = cluster
     with pytest.raises(GuardFailed, match=f"ClientDropPartition: partition {P} has no data to drop"):
         client_drop_partition(admin, LAYOUT, P)
     with pytest.raises(GuardFailed, match="ClientDropPartition: partition 202403-5 is not assigned"):
