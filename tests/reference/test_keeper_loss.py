@@ -263,3 +263,32 @@ def test_restart_keeps_foreign_parts_is_the_leaver_keeping_what_was_cleaned_up_f
         assert bool(c.replicas["r1"].has_rows_of(p)) is kept
     finally:
         c.close()
+
+
+def test_a_commit_keeper_could_not_confirm_is_undone_once_keeper_says_it_did_not_happen(connect, tmp_path):
+    """The session expires while the part is written (between the block-number lock and the
+    commit multi, where the entry's create_time is read): the commit's outcome is unknown to the
+    writer. Once a new session can tell, the part that is not in replicas/{r}/parts goes, and its
+    number stays a gap; the client retries the block, which is written again (not deduplicated)."""
+    from cluster_helpers import LAYOUT, P, build_cluster
+
+    from reference.keeper import KeeperError
+    admin, reps = build_cluster(connect, tmp_path)
+    r1 = reps["r1"]
+    expired = []
+
+    def clock():   # the session goes at the first read, once
+        if not expired:
+            expired.append(connect.expire(r1.keeper))
+        return 1_700_000_000
+    r1.clock = clock
+    rows = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
+    with pytest.raises(KeeperError):
+        r1.replica_write_insert(P, rows, "h1")
+    assert [str(n) for n in r1.unknown_commits] == [f"{P}_0_0_0"] and r1.store.names(P) != []
+    r1.keeper = connect()                          # re-established: Keeper answers again
+    assert r1.resolve_unknown_commits() == [f"{P}_0_0_0"]
+    assert r1.unknown_commits == {} and r1.store.names(P) == [] and admin.get_children(LAYOUT.log) == []
+    assert admin.get_children(LAYOUT.block_numbers(P)) == []
+    assert r1.resolve_unknown_commits() == []
+    assert r1.replica_write_insert(P, rows, "h1") == f"{P}_1_1_0"

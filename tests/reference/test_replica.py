@@ -5,6 +5,7 @@ import pytest
 from cluster_helpers import LAYOUT, P, build_cluster, drain
 
 from reference.assignment import Assignment, GuardFailed, cas_update
+from reference.keeper import MultiError
 from reference.log_entry import GET_PART, LogEntry
 from reference.replica import InsertRejected, client_alter_metadata
 
@@ -173,3 +174,153 @@ def test_alter_metadata_writes_columns_and_an_entry_of_the_same_version(make_clu
     for rep in reps.values():
         drain(rep)
         assert rep.metadata_version == 2
+
+
+def test_pull_log_says_what_it_pulled_and_reads_its_pointer_once(make_cluster):
+    # log_pointer is read from Keeper at the first pull only: later pulls cost the entry's read and
+    # the multi that moves the pointer (and queues the entry), no read of the pointer.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r2.load_map()
+    for h in ("h1", "h2"):
+        r1.replica_write_insert(P, ROWS, h)
+    first = r2.replica_pull_log()
+    assert first == {"entry": LogEntry.parse(admin.get(f"{LAYOUT.log}/log-0000000000")[0]), "type": GET_PART,
+                     "queued": True, "log": "log-0000000000"}
+    before = dict(r2.keeper.ops)
+    assert r2.replica_pull_log()["log"] == "log-0000000001"
+    spent = {k: v - before.get(k, 0) for k, v in r2.keeper.ops.items() if v != before.get(k, 0)}
+    assert spent == {"get": 1, "multi": 1, "multi_ops": 2}
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"2"
+
+
+def test_pull_log_moves_the_pointer_only_from_the_version_it_read(make_cluster):
+    # Only the replica writes its log_pointer; a pointer changed under it (a second process of the
+    # same replica) makes the pull fail, and the next pull reads the pointer again.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    r2.replica_pull_log()
+    admin.set(LAYOUT.log_pointer("r2"), b"2")      # the other process pulled entry 1 meanwhile
+    with pytest.raises(MultiError):
+        r2.replica_pull_log()
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"2" and len(r2.queue()) == 1
+    assert r2.replica_pull_log()["log"] == "log-0000000002"   # from the pointer read again
+
+
+def test_a_replica_whose_log_entries_were_trimmed_must_clone(make_cluster):
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    for n in ("log-0000000000", "log-0000000001"):   # as the cleanup thread trims a log r2 lags on
+        admin.delete(f"{LAYOUT.log}/{n}")
+    with pytest.raises(GuardFailed) as lost:
+        reps["r2"].replica_pull_log()
+    assert str(lost.value) == ("ReplicaPullLog: log entries 0..1 were removed before r2 pulled them: "
+                               "it is lost and must clone")
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == b"0" and reps["r2"].queue() == []
+
+
+def test_a_commit_refused_after_the_lock_leaves_no_part_and_frees_the_number(make_cluster):
+    # Between the block-number lock and the commit (where the entry's create_time is read) the
+    # assignment changes: the commit's Check fails, the local part goes, the lock is released (a
+    # gap no part will fill), the map is refreshed and the client told to retry elsewhere.
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    r1.load_map()
+    r1.clock = lambda: (cas_update(admin, LAYOUT, P, lambda a: Assignment(("r2", "r3"), leaving="r1")), 0)[1]
+    with pytest.raises(InsertRejected, match=f"assignment of {P} changed under r1; retry"):
+        r1.replica_write_insert(P, ROWS, "h1")
+    assert r1.store.names() == [] and admin.get_children(LAYOUT.block_numbers(P)) == []
+    assert admin.get_children(LAYOUT.log) == [] and admin.get_children(LAYOUT.blocks) == []
+    assert r1.cache[P].owners == ("r2", "r3")
+
+
+def test_a_block_committed_by_another_owner_meanwhile_is_acknowledged_as_deduplicated(make_cluster):
+    # The retry of the same block reached r2 and committed while r1 held its lock: r1's commit
+    # fails on blocks/<id>, so r1 writes nothing and acknowledges.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r2.load_map()
+    r1.clock = lambda: (r2.replica_write_insert(P, ROWS, "h1"), 0)[1]
+    assert r1.replica_write_insert(P, ROWS, "h1") == "deduplicated"
+    assert r1.store.names() == [] and admin.get_children(LAYOUT.block_numbers(P)) == []
+    [entry] = [LogEntry.parse(admin.get(f"{LAYOUT.log}/{n}")[0]) for n in admin.get_children(LAYOUT.log)]
+    assert (entry.new_part_name, entry.block_id, entry.source_replica) == (f"{P}_1_1_0", f"{P}_h1", "r2")
+    assert admin.get(f"{LAYOUT.blocks}/{P}_h1")[0] == f"{P}_1_1_0".encode()
+
+
+def test_applied_alters_and_drops_survive_a_restart_on_the_same_disk(make_cluster):
+    from reference.replica import Replica, client_drop_partition
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    r1.replica_write_insert(P, ROWS, "h1")
+    client_alter_metadata(admin, LAYOUT, "`x` UInt8")
+    client_drop_partition(admin, LAYOUT, P)
+    r2.pull_whole_log()
+    assert [r2.replica_execute_entry(n) for n, _ in r2.queue()] == [f"fetched {P}_0_0_0 from r1", "applied", "applied"]
+    assert (r2.metadata_version, r2.dropped) == (1, {P: 0})
+    again = Replica("r2", r2.keeper, LAYOUT, r2.store, r2.peers)   # the process restarted
+    assert (again.metadata_version, again.dropped) == (1, {P: 0})
+
+
+def test_a_map_refresh_publishes_its_version_only_when_it_changed(make_cluster):
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    assert r1.replica_refresh_cache(P).version == 0
+    assert admin.get(LAYOUT.map_version("r1", P))[0] == b"0"
+    before = dict(r1.keeper.ops)
+    r1.replica_refresh_cache(P)
+    assert r1.keeper.ops.get("set", 0) == before.get("set", 0)   # unchanged: nothing written
+    cas_update(admin, LAYOUT, P, lambda a: Assignment(("r1", "r3")))
+    assert r1.replica_refresh_cache(P).version == 1 and admin.get(LAYOUT.map_version("r1", P))[0] == b"1"
+    assert r1.replica_refresh_cache("202409-5") is None and "202409-5" not in r1.cache   # not assigned
+
+
+def test_pull_whole_log_counts_what_it_pulled(make_cluster):
+    _, reps = make_cluster()
+    reps["r1"].load_map()
+    for h in ("h1", "h2", "h3"):
+        reps["r1"].replica_write_insert(P, ROWS, h)
+    assert reps["r3"].pull_whole_log() == 3 and reps["r3"].pull_whole_log() == 0
+
+
+def test_an_alter_racing_another_is_refused_and_writes_nothing(make_cluster):
+    # /columns is set at the version read: another ALTER between the read and the multi (where the
+    # entry's create_time is read) makes this one fail, with no entry in the log.
+    admin, reps = make_cluster()
+    plain = client_alter_metadata(admin, LAYOUT, "`w` UInt8")
+    assert plain.source_replica == ""          # an ALTER from a session that is no replica
+    racing = lambda: (admin.set(LAYOUT.columns, admin.get(LAYOUT.columns)[0] + b"`y` UInt8\n"), 0)[1]  # noqa: E731
+    with pytest.raises(MultiError):
+        client_alter_metadata(admin, LAYOUT, "`x` UInt8", clock=racing)
+    assert len(admin.get_children(LAYOUT.log)) == 1 and b"`x`" not in admin.get(LAYOUT.columns)[0]
+
+
+def test_cleanup_drops_the_partitions_parts_znodes_and_queue_entries_and_nothing_else(make_cluster):
+    admin, reps = make_cluster()
+    Q = "202402-5"
+    admin.create(LAYOUT.assignment(Q), Assignment(("r1", "r2")).encode())
+    r1, r2 = reps["r1"], reps["r2"]
+    for rep in (r1, r2):
+        rep.load_map()
+    r1.replica_write_insert(P, ROWS, "h1")
+    r1.replica_write_insert(P, ROWS + ROWS, "h2")
+    drain(r1)
+    r1.replica_select_merge(P)
+    drain(r1)
+    assert sorted(r1.outdated) == [f"{P}_0_0_0", f"{P}_1_1_0"]
+    r1.replica_write_insert(Q, [{"date": "2024-02-15", "user_id": 21, "event": "view"}], "hq")
+    r1.replica_write_insert(P, ROWS, "h3")
+    r1.pull_whole_log()                             # Q's and P's GET_PARTs queued, not executed
+    r1.drop_partition_locally(P)
+    assert r1.store.names(P) == [] and r1.outdated == {}
+    assert [n for n in admin.get_children(LAYOUT.parts("r1")) if n.startswith(P)] == []
+    assert [e.partition for _, e in r1.queue()] == [Q]
