@@ -1,0 +1,188 @@
+"""Directed steps for the protocol machine: the instances of a spec action that land in the
+windows a migration or a restart opens, offered as rules of their own so that a walk takes
+them more often than uniform choice among enabled actions would.
+
+Faithful by construction: each function returns a subset of the instances `enabled` (the spec's
+guard read through the reference, conformance/protocol_system.py) returns for one of the spec's
+actions, and the machine runs the chosen instance as that action. Only which enabled step is
+picked changes, never what a step may do.
+
+Why these windows: the switches the invariants alone missed (F5 route_to_clone_target, F6
+source_stops_at_switch, F9 serve_before_map_loaded, cleanup_no_delay) each need a query started
+on a map that disagrees with Keeper (it has seen a CLONE, has not seen a SWITCH, or was not
+loaded after a restart) while a migration is part-way, with rows written around it. Uniform
+choice over ~25 actions reaches a migration's end with traffic around it in few walks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference.assignment import read_assignment
+from reference.migration import read_migration
+
+from .protocol_system import INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
+
+MIGRATION_ACTIONS = ("ReplicaCloneFetch", "CoordinatorSwitch", "ReplicaCleanup")
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Choices a walk draws once (swarm-style), which order a migration's steps among the
+    windows: the SWITCH waits for an INSERT on its way or not (a write in CLONE, or one that
+    lands after the SWITCH); the fetch waits for a query to start and read or not; a replica
+    crashes and restarts before the first migration or not. `left_out`: the swarm's choice."""
+    switch_waits_for_writes: bool = True
+    query_before_fetch: bool = True
+    restart_before_migration: bool = False
+    left_out: frozenset = frozenset()
+INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
+
+
+def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """ALTER TABLE ... MOVE PARTITION (AdminReassign) of a partition that holds acknowledged rows:
+    a migration of an empty partition has nothing to lose."""
+    if walk.restart_before_migration and s.counts["crashes"] < s.bounds["crashes"] and "ReplicaCrash" not in walk.left_out:
+        return []   # this walk's crash and restart come first (restart_after_writes)
+    acked = {INSERT_PARTITION[i] for i, x in s.ins.items() if x.get("acked")}
+    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked]
+
+
+def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """The step that takes an in-flight migration towards its next state: fetch the CLONE, SWITCH,
+    CLEANUP, whichever the guard allows, or a step that unblocks one: the fetched target pulls or
+    executes its queue (SWITCH waits for its catch-up), a map behind Keeper refreshes (CLEANUP
+    waits for every map to have seen the SWITCH). Before the fetch, while a query is still to be
+    started, a map refreshes to see the CLONE first, and a running query reads the partition
+    first: the window in which a map that lists the target may route to it (F5)."""
+    migs = {p: read_migration(s.admin, LAYOUT, pid)[0] or {} for p, pid in PIDS.items()}
+    idle_query = any(x["st"] == "idle" for x in s.qry.values())
+    # With walk.switch_waits_for_writes the SWITCH waits while an INSERT of the partition is on its
+    # way (a write during CLONE); without, it may come between the INSERT's send and its write (F6).
+    writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] == "sent"} if walk.switch_waits_for_writes else set()
+    out = []
+    for p, pid in PIDS.items():
+        m = migs[p]
+        st = m.get("state")
+        a = read_assignment(s.admin, LAYOUT, pid)
+        stale = [(r, p) for r, q in enabled_of("ReplicaRefreshCache") if q == p
+                 and (s.reps[r].cache.get(pid) is None or s.reps[r].cache[pid].version != a.version)]
+        if st == "clone" and not m["fetched"]:
+            read_first = any(x["st"] == "running" and pid in x["query"].pending for x in s.qry.values())
+            if idle_query and stale and walk.query_before_fetch:
+                out += [("ReplicaRefreshCache", x) for x in stale]
+            elif not read_first or not walk.query_before_fetch:
+                out += [("ReplicaCloneFetch", (p,))] if (p,) in enabled_of("ReplicaCloneFetch") else []
+        elif st == "clone":
+            if (p,) in enabled_of("CoordinatorSwitch"):
+                if p not in writing:
+                    out.append(("CoordinatorSwitch", (p,)))
+            else:
+                out += [(x, params) for x in ("ReplicaPullLog", "ReplicaExecuteEntry") for params in enabled_of(x)
+                        if params[0] == m["dst"]]
+        elif st in ("switched", "cancelling"):
+            out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
+            out += [("ReplicaRefreshCache", x) for x in stale]
+    return out
+
+
+def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """The next step of an INSERT in flight (allocate, forward, write, acknowledge), or the first
+    INSERT sent when none has been; no other new one, so that some are left to be sent while a
+    migration runs."""
+    out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a)]
+    if all(x["st"] == "idle" for x in s.ins.values()):
+        out += [("ClientSendInsert", params) for params in enabled_of("ClientSendInsert")]
+    return out
+
+
+def migrating(s: ProtocolSystem) -> set[str]:
+    return {p for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
+
+
+def map_disagrees(s: ProtocolSystem, r: str, moving: set[str]) -> bool:
+    """r's map differs from Keeper about a migrating partition (a version it has not seen, or a
+    CLONE target shown), or r came back from a crash and its map lacks a partition Keeper assigns
+    (not loaded yet)."""
+    rep = s.reps[r]
+    asg = {p: read_assignment(s.admin, LAYOUT, pid) for p, pid in PIDS.items()}
+    if r in s.restarted and any(a is not None and PIDS[p] not in rep.cache for p, a in asg.items()):
+        return True
+    for p in moving:
+        a, c = asg[p], rep.cache.get(PIDS[p])
+        if a is not None and (c is None or c.version != a.version or c.target is not None):
+            return True
+    return False
+
+
+def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """ClientStartQuery on a replica whose map disagrees with Keeper about a migrating partition
+    or sees its CLONE, or has not been loaded."""
+    moving = migrating(s)
+    return [("ClientStartQuery", (q, r)) for q, r in enabled_of("ClientStartQuery") if map_disagrees(s, r, moving)]
+
+
+def reads_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """A running query reads a migrating partition from the replica its map chose."""
+    moving = migrating(s)
+    return [("ReplicaReadPartition", (q, p)) for q, p in enabled_of("ReplicaReadPartition") if p in moving]
+
+
+def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """An INSERT into a partition that is migrating (CLONE or SWITCHED): sent, or its next step
+    (allocate, forward, write, acknowledge) taken."""
+    moving = {p for p, st in s.migration_states().items() if st in ("clone", "switched")}
+    out = [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if INSERT_PARTITION[i] in moving]
+    for a in INSERT_ACTIONS:
+        for params in enabled_of(a):
+            if INSERT_PARTITION[params[-1]] in moving:
+                out.append((a, params))
+    return out
+
+
+def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """With no migration in flight: a replica that has pulled past an acknowledged INSERT crashes
+    (or, if none has, one pulls the log), and a replica that is down restarts: the window in which
+    a map not yet loaded serves a query that should see the INSERT (F9)."""
+    if migrating(s) or not walk.restart_before_migration:
+        return []
+    log = s.log()
+    acked = [i for i, x in s.ins.items() if x.get("acked")]
+    seen = [(r,) for (r,) in enabled_of("ReplicaCrash") if any(s.ptr(r) >= s.first_idx(i, log) > 0 for i in acked)]
+    out = [("ReplicaCrash", x) for x in seen] or [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")
+                                                  if acked and enabled_of("ReplicaCrash")]
+    return out + [("ReplicaRestart", params) for params in enabled_of("ReplicaRestart")]
+
+
+def insert_retry(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """An INSERT written but not acknowledged times out, and one whose fate is unknown is sent
+    again: a retry the block's hash must deduplicate (no_dedup)."""
+    out = [("ClientTimeout", (i,)) for (i,) in enabled_of("ClientTimeout") if s.ins[i]["st"] == "written"]
+    return out + [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "unknown"]
+
+
+def alter_during_clone(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """A mutation or a DROP PARTITION while a partition is in CLONE: entries the target's filter
+    skipped and its CLONE must still apply (F8)."""
+    cloning = {p for p, st in s.migration_states().items() if st == "clone"}
+    if not cloning:
+        return []
+    return ([("ClientMutate", ())] if enabled_of("ClientMutate") else []) + [
+        ("ClientDropPartition", (p,)) for (p,) in enabled_of("ClientDropPartition") if p in cloning]
+
+
+# rule name -> the instances it chooses among; each name says the window, each instance is a
+# spec action's. In this order: a walk whose draws are all zero (where Hypothesis starts, and
+# what it shrinks towards) takes the first that can run, and so plays the scenario: an INSERT,
+# a migration, a query on a map that disagrees and an INSERT while it runs, SWITCH, CLEANUP.
+DIRECTED = {
+    "QueryOnDisagreeingMap": queries_in_window,
+    "InsertAroundMigration": inserts_around_migration,
+    "InsertNextStep": insert_next_steps,
+    "MigrationNextStep": migration_next_steps,
+    "RestartAfterWrites": restart_after_writes,
+    "MigrationStart": migration_start,
+    "ReadDuringMigration": reads_in_window,
+    "AlterDuringClone": alter_during_clone,
+    "InsertRetry": insert_retry,
+}
