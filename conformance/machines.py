@@ -212,13 +212,13 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
         walk = Walk()
 
         @initialize(out=st.sets(st.sampled_from(SWARM_ACTIONS + (list(DIRECTED) if directed else [])), max_size=3),
-                    drops=st.booleans(), knobs=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+                    drops=st.booleans(), knobs=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3)))
         def swarm(self, out, drops, knobs):
             self.swarm_out = frozenset(out)
             self.system.bounds.update(DROPS_NOT_RETRIES if drops else RETRIES_NOT_DROPS)
             # Drawn False first (Hypothesis starts from zero): a write in CLONE, a query before the
-            # fetch, no restart first.
-            walk = Walk(not knobs[0], not knobs[1], knobs[2], self.swarm_out)
+            # fetch, no restart first, no cancel (one walk in four cancels: it completes nothing).
+            walk = Walk(not knobs[0], not knobs[1], knobs[2], knobs[3] == 3, self.swarm_out)
             self.walk = walk
             note(f"left out this run: {sorted(out)}; {'drops, no retries' if drops else 'retries, no drops'}; {walk}")
 

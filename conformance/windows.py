@@ -31,20 +31,30 @@ class Walk:
     """Choices a walk draws once (swarm-style), which order a migration's steps among the
     windows: the SWITCH waits for an INSERT on its way or not (a write in CLONE, or one that
     lands after the SWITCH); the fetch waits for a query to start and read or not; a replica
-    crashes and restarts before the first migration or not. `left_out`: the swarm's choice."""
+    crashes and restarts before the first migration or not; the migration is cancelled before
+    its fetch instead of switched or not. `left_out`: the swarm's choice."""
     switch_waits_for_writes: bool = True
     query_before_fetch: bool = True
     restart_before_migration: bool = False
+    cancel: bool = False
     left_out: frozenset = frozenset()
 INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
 
 
 def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """ALTER TABLE ... MOVE PARTITION (AdminReassign) of a partition that holds acknowledged rows:
-    a migration of an empty partition has nothing to lose."""
+    a migration of an empty partition has nothing to lose. In walks that query before the fetch,
+    once every replica has pulled the log."""
     if walk.restart_before_migration and s.counts["crashes"] < s.bounds["crashes"] and "ReplicaCrash" not in walk.left_out:
         return []   # this walk's crash and restart come first (restart_after_writes)
     acked = {INSERT_PARTITION[i] for i, x in s.ins.items() if x.get("acked")}
+    if walk.query_before_fetch and acked and enabled_of("AdminReassign"):
+        # Every replica pulls the log first: the replica that becomes the target then has passed
+        # the rows' entries as a non-owner, so a read it serves in CLONE misses them (F5) instead
+        # of having their fetches queued (in flight).
+        behind = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
+        if behind:
+            return behind
     return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked]
 
 
@@ -67,10 +77,19 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
         a = read_assignment(s.admin, LAYOUT, pid)
         stale = [(r, p) for r, q in enabled_of("ReplicaRefreshCache") if q == p
                  and (s.reps[r].cache.get(pid) is None or s.reps[r].cache[pid].version != a.version)]
-        if st == "clone" and not m["fetched"]:
+        if st == "clone" and not m["fetched"] and walk.cancel:
+            # The target's map sees the CLONE, then the CANCEL comes before the fetch: a target
+            # that still thinks so keeps taking the partition's entries (F7).
+            target_stale = [x for x in stale if x[0] == m["dst"]]
+            out += ([("ReplicaRefreshCache", x) for x in target_stale]
+                    or ([("CoordinatorCancel", (p,))] if (p,) in enabled_of("CoordinatorCancel") else []))
+        elif st == "clone" and not m["fetched"]:
             read_first = any(x["st"] == "running" and pid in x["query"].pending for x in s.qry.values())
             if idle_query and stale and walk.query_before_fetch:
-                out += [("ReplicaRefreshCache", x) for x in stale]
+                # the target's own pull too: a read it serves misses rows only once it has passed
+                # their entries (before that they are in flight to it)
+                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == m["dst"]] or [
+                    ("ReplicaRefreshCache", x) for x in stale]
             elif not read_first or not walk.query_before_fetch:
                 out += [("ReplicaCloneFetch", (p,))] if (p,) in enabled_of("ReplicaCloneFetch") else []
         elif st == "clone":
@@ -83,6 +102,11 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
         elif st in ("switched", "cancelling"):
             out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
             out += [("ReplicaRefreshCache", x) for x in stale]
+            # the leaver pulls: its filter stops taking the partition's entries once its map has
+            # seen the SWITCH, and a stale reader routed to it then misses what they wrote (F6)
+            leaver = m["src"] if st == "switched" else m["dst"]
+            if not any(x[0] == leaver for x in stale):
+                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
     return out
 
 
@@ -90,7 +114,7 @@ def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
     """The next step of an INSERT in flight (allocate, forward, write, acknowledge), or the first
     INSERT sent when none has been; no other new one, so that some are left to be sent while a
     migration runs."""
-    out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a)]
+    out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a) if not write_waits(s, walk, a, params)]
     if all(x["st"] == "idle" for x in s.ins.values()):
         out += [("ClientSendInsert", params) for params in enabled_of("ClientSendInsert")]
     return out
@@ -100,25 +124,36 @@ def migrating(s: ProtocolSystem) -> set[str]:
     return {p for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
 
 
-def map_disagrees(s: ProtocolSystem, r: str, moving: set[str]) -> bool:
-    """r's map differs from Keeper about a migrating partition (a version it has not seen, or a
-    CLONE target shown), or r came back from a crash and its map lacks a partition Keeper assigns
-    (not loaded yet)."""
+def map_disagrees(s: ProtocolSystem, r: str, moving: dict[str, str]) -> bool:
+    """r's map is in a window of a migrating partition: it has seen the CLONE (it lists the
+    target) and r is not an owner (F5's window), or it has not seen the SWITCH or CANCEL (a stale reader: F6's); or r came
+    back from a crash and its map lacks a partition Keeper assigns (not loaded yet: F9's)."""
     rep = s.reps[r]
     asg = {p: read_assignment(s.admin, LAYOUT, pid) for p, pid in PIDS.items()}
     if r in s.restarted and any(a is not None and PIDS[p] not in rep.cache for p, a in asg.items()):
         return True
-    for p in moving:
+    for p, st in moving.items():
         a, c = asg[p], rep.cache.get(PIDS[p])
-        if a is not None and (c is None or c.version != a.version or c.target is not None):
+        if a is None:
+            continue
+        # An owner reads its own copy whatever its map says; a replica that is not one routes by
+        # the map, which now lists the target.
+        if st == "clone" and c is not None and c.target is not None and r not in c.owners:
+            return True
+        if st != "clone" and (c is None or c.version != a.version):
             return True
     return False
 
 
 def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
-    """ClientStartQuery on a replica whose map disagrees with Keeper about a migrating partition
-    or sees its CLONE, or has not been loaded."""
-    moving = migrating(s)
+    """ClientStartQuery on a replica whose map is in a migration's window (map_disagrees)."""
+    moving = {p: st for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
+    if not walk.query_before_fetch:
+        # This walk's queries wait for a SWITCH and for every INSERT of the partition to be
+        # settled (those not sent yet are sent after the SWITCH): a stale reader then misses
+        # rows written after the SWITCH (F6).
+        writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] in ("idle", "sent", "written")}
+        moving = {p: st for p, st in moving.items() if st == "switched" and p not in writing}
     return [("ClientStartQuery", (q, r)) for q, r in enabled_of("ClientStartQuery") if map_disagrees(s, r, moving)]
 
 
@@ -135,9 +170,17 @@ def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[
     out = [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if INSERT_PARTITION[i] in moving]
     for a in INSERT_ACTIONS:
         for params in enabled_of(a):
-            if INSERT_PARTITION[params[-1]] in moving:
+            if INSERT_PARTITION[params[-1]] in moving and not write_waits(s, walk, a, params):
                 out.append((a, params))
     return out
+
+
+def write_waits(s: ProtocolSystem, walk: Walk, action: str, params: tuple) -> bool:
+    """Without walk.switch_waits_for_writes, it is the write that waits, here, for the SWITCH of
+    its partition: a write on a map the SWITCH made stale (F4), or one the source no longer
+    takes (F6)."""
+    return (not walk.switch_waits_for_writes and action == "ReplicaWriteInsert"
+            and s.migration_states()[INSERT_PARTITION[params[-1]]] == "clone")
 
 
 def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
