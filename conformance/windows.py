@@ -55,7 +55,10 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
         behind = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
         if behind:
             return behind
-    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked]
+    # Once per partition: a second migration right after a first (a CANCEL's, say) would make
+    # its target a keeper again before the first's window is used.
+    before = {p for p, st in s.migration_states().items() if st is not None}
+    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked - before]
 
 
 def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -80,9 +83,11 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
         if st == "clone" and not m["fetched"] and walk.cancel:
             # The target's map sees the CLONE, then the CANCEL comes before the fetch: a target
             # that still thinks so keeps taking the partition's entries (F7).
+            # It waits for an INSERT of the partition on its way: an entry the target then pulls.
             target_stale = [x for x in stale if x[0] == m["dst"]]
+            sent = any(INSERT_PARTITION[i] == p and x["st"] == "sent" for i, x in s.ins.items())
             out += ([("ReplicaRefreshCache", x) for x in target_stale]
-                    or ([("CoordinatorCancel", (p,))] if (p,) in enabled_of("CoordinatorCancel") else []))
+                    or ([("CoordinatorCancel", (p,))] if (p,) in enabled_of("CoordinatorCancel") and not sent else []))
         elif st == "clone" and not m["fetched"]:
             read_first = any(x["st"] == "running" and pid in x["query"].pending for x in s.qry.values())
             if idle_query and stale and walk.query_before_fetch:
@@ -101,7 +106,10 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
                         if params[0] == m["dst"]]
         elif st in ("switched", "cancelling"):
             out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
-            out += [("ReplicaRefreshCache", x) for x in stale]
+            # Walks that query after the SWITCH keep the target's map stale until the queries
+            # have started: it is the reader whose old map routes to the source (F6).
+            keep_stale = m["dst"] if st == "switched" and not walk.query_before_fetch and idle_query else None
+            out += [("ReplicaRefreshCache", x) for x in stale if x[0] != keep_stale]
             # the leaver pulls: its filter stops taking the partition's entries once its map has
             # seen the SWITCH, and a stale reader routed to it then misses what they wrote (F6)
             leaver = m["src"] if st == "switched" else m["dst"]
@@ -166,13 +174,22 @@ def reads_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
 def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """An INSERT into a partition that is migrating (CLONE or SWITCHED): sent, or its next step
     (allocate, forward, write, acknowledge) taken."""
-    moving = {p for p, st in s.migration_states().items() if st in ("clone", "switched")}
-    out = [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if INSERT_PARTITION[i] in moving]
+    states = s.migration_states()
+    moving = {p for p, st in states.items() if st in ("clone", "switched")}
+    # After the SWITCH, sent to a replica whose map has seen it: one with a stale map is refused
+    # at the write by the version check (the client retries), which ends no window.
+    out = [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if INSERT_PARTITION[i] in moving
+           and (states[INSERT_PARTITION[i]] == "clone" or fresh(s, r, INSERT_PARTITION[i]))]
     for a in INSERT_ACTIONS:
         for params in enabled_of(a):
             if INSERT_PARTITION[params[-1]] in moving and not write_waits(s, walk, a, params):
                 out.append((a, params))
     return out
+
+
+def fresh(s: ProtocolSystem, r: str, p: str) -> bool:
+    a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
+    return a is not None and c is not None and c.version == a.version
 
 
 def write_waits(s: ProtocolSystem, walk: Walk, action: str, params: tuple) -> bool:
