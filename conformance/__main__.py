@@ -2,6 +2,7 @@
 
     python -m conformance [--profile ci|dev|thorough] [--report FILE]
     python -m conformance replay FILE [--svg OUT]   run a recorded failing sequence again (--svg: drawn)
+    python -m conformance --switch-table [--profile ci] [--model-machine]   each switch on invariants alone
 
 Stages, each printed with its figures:
   1. state-graph replay of the Assignment models (every edge; broken variants on the reference
@@ -441,8 +442,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
     ap.add_argument("--report", type=output_file, help="write the JSON report here")
+    ap.add_argument("--switch-table", action="store_true",
+                    help="only the switch table on invariants alone: the profile's protocol machine with each "
+                         "switch on, and the walks that complete a migration (conformance/switch_table.py)")
+    ap.add_argument("--model-machine", action="store_true",
+                    help="with --switch-table: also the model machine under each broken variant's constants (slow)")
+    ap.add_argument("--undirected", action="store_true",
+                    help="with --switch-table: the protocol machine without its directed rules (conformance/windows.py)")
     a = ap.parse_args(argv)
-    return run_main(ap.prog, lambda: run(a), environment=(TLCSetupError,))
+    if (a.model_machine or a.undirected) and not a.switch_table:
+        ap.error("--model-machine and --undirected go with --switch-table")
+    return run_main(ap.prog, lambda: run_switch_table(a) if a.switch_table else run(a), environment=(TLCSetupError,))
+
+
+def run_switch_table(a) -> int:
+    os.environ["CONFORMANCE_PROFILE"] = a.profile
+    from .machines import profile
+    from .switch_table import switch_table
+    ok, out = switch_table(profile(), a.profile, a.model_machine, directed=not a.undirected)
+    if a.report:
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.report).write_text(json.dumps(out, indent=1, default=str))
+    return 0 if ok else 1
 
 
 def run(a) -> int:

@@ -34,9 +34,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from .assignment_system import AssignmentSystem
-from .protocol_system import REFUSED, ProtocolSystem, enabled
+from .protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, REFUSED, RETRIES_NOT_DROPS, ProtocolSystem,
+                              enabled)
 from .stategraph import state_key
 from .transitions import of_module
+from .windows import DIRECTED, Walk
 
 settings.register_profile("ci", max_examples=60, stateful_step_count=40, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck), print_blob=False)
@@ -160,12 +162,29 @@ ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.n
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
                  "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
                  "ReplicaSelectMerge", "ClientStartQuery"]
+# Directed walks: the weight of a directed rule (conformance/windows.py) that can run, and of a
+# plain action. With ~15 actions enabled at a time, 16:1 gives the directed rules most steps once
+# they can run (tried at 4:1 and 8:1: fewer walks completed a migration, 26 and 37 of ~70, than at
+# 16:1, 41). A query is plainly started at an eighth of an action's weight: there are two, and
+# uniform choice spent both in a walk's first steps, before any migration began; CANCEL and a
+# crash at a quarter: each ended most migrations it met.
+DIRECTED_WEIGHT = 128
+PLAIN_WEIGHT = {"ClientStartQuery": 1, "CoordinatorCancel": 2, "ReplicaCrash": 2}
+PLAIN_WEIGHT_DEFAULT = 8
 
 
 def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts: Counter | None = None,
-                     refusals: Counter | None = None, namespace=None):
+                     refusals: Counter | None = None, namespace=None, coverage=None, directed: bool = True):
     """`namespace`: makes a `connect` into a fresh, empty Keeper namespace for each example (real
-    ZooKeeper); by default each example gets its own in-memory ensemble."""
+    ZooKeeper); by default each example gets its own in-memory ensemble. `coverage`
+    (conformance/migration_coverage.py MigrationCoverage): counts the walks that complete a
+    migration with writes and queries around it.
+
+    `directed` (the default): one rule, `Step`, picks each step among the enabled actions and the
+    directed rules of conformance/windows.py (each a spec action restricted to the instances that
+    open or use a migration's or a restart's window), the latter weighted DIRECTED_WEIGHT, with
+    swarm testing over both. False: one rule per action, Hypothesis's uniform choice among the
+    enabled ones (the machine before the directed rules; `--switch-table --undirected`)."""
     counts = Counter() if counts is None else counts
     refusals = Counter() if refusals is None else refusals
 
@@ -176,21 +195,34 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                                          connect=namespace() if namespace else None)
             self._inv = None
             self._enabled = {}
+            if coverage is not None:
+                coverage.start_walk()
 
         def enabled(self, name):
             if name not in self._enabled:
                 self._enabled[name] = enabled(self.system, name)
             return self._enabled[name]
 
-        # Swarm testing: each run leaves out a random set of actions, so that some runs never
-        # refresh a map or never read, and reach the stale-map states a uniform choice rarely
-        # does. A left-out action still runs when nothing else can (no run gets stuck).
+        # Swarm testing: each run leaves out a random set of actions (and, directed, of directed
+        # rules), so that some runs never refresh a map or never read, and reach the stale-map
+        # states a uniform choice rarely does. A left-out action still runs when nothing else can
+        # (no run gets stuck).
         swarm_out: frozenset = frozenset()
 
-        @initialize(out=st.sets(st.sampled_from(SWARM_ACTIONS), max_size=3))
-        def swarm(self, out):
+        # A walk retries INSERTs or drops a partition, not both: the models' bounds, under which
+        # the spec's invariants hold (conformance/protocol_system.py RETRIES_NOT_DROPS).
+        walk = Walk()
+
+        @initialize(out=st.sets(st.sampled_from(SWARM_ACTIONS + (list(DIRECTED) if directed else [])), max_size=3),
+                    drops=st.booleans(), knobs=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3)))
+        def swarm(self, out, drops, knobs):
             self.swarm_out = frozenset(out)
-            note(f"left out this run: {sorted(out)}")
+            self.system.bounds.update(DROPS_NOT_RETRIES if drops else RETRIES_NOT_DROPS)
+            # Drawn False first (Hypothesis starts from zero): a write in CLONE, a query before the
+            # fetch, no restart first, no cancel (one walk in four cancels: it completes nothing).
+            walk = Walk(not knobs[0], not knobs[1], knobs[2], knobs[3] == 3, self.swarm_out)
+            self.walk = walk
+            note(f"left out this run: {sorted(out)}; {'drops, no retries' if drops else 'retries, no drops'}; {walk}")
 
         def allowed(self, name):
             if not self.enabled(name):
@@ -199,11 +231,21 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                 return True
             return not any(self.enabled(n) for n in ALL_PROTOCOL_ACTIONS if n not in self.swarm_out)
 
+        def directed_options(self, rule_name):
+            if rule_name in self.swarm_out:
+                return []
+            # An action the swarm left out is still taken by a directed rule (only queries started
+            # in a window, say), unless the directed rule is left out too.
+            return DIRECTED[rule_name](self.system, self.enabled, self.walk)
+
         def teardown(self):
+            if coverage is not None:
+                coverage.end_walk()
             self.system.close()
 
         def take(self, name, params):
             before = self.system.fingerprint()
+            migs = self.system.migration_states() if coverage is not None else None
             try:
                 self.system.step(name, params)
             except REFUSED:
@@ -212,6 +254,9 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                     raise ConformanceFailure(f"{name}{params} was refused but changed the state") from None
                 return
             counts[name] += 1
+            if coverage is not None:
+                wrote = INSERT_PARTITION[params[1]] if name == "ReplicaWriteInsert" else None
+                coverage.observe(name, wrote, migs, self.system.migration_states())
             self._inv = None
             self._enabled = {}
 
@@ -220,16 +265,39 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                 self._inv = self.system.invariants()
             return self._inv[name]
 
-    for name in ALL_PROTOCOL_ACTIONS:
-        def make(name):
-            def step(self, choice):
-                options = self.enabled(name)
-                params = options[choice % len(options)]
-                note(f"{name}{params}")
-                self.take(name, params)
-            _name(step, name)
-            return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
-        setattr(ProtocolMachine, name, make(name))
+    if directed:
+        # One rule: the weighted choice is the machine's, not Hypothesis's (which picks uniformly
+        # among rules, and whose own swarm, turning rules off per walk, ended many walks early when
+        # every rule that could run was off). Every step is still one of the spec's actions with an
+        # instance its guard allows; a directed rule only narrows the instances and weighs more.
+        def step(self, data):
+            plain = [(n, None) for n in ALL_PROTOCOL_ACTIONS if self.allowed(n)]
+            aimed = [(n, opts) for n in DIRECTED if (opts := self.directed_options(n))]
+            weights = [DIRECTED_WEIGHT] * len(aimed) + [PLAIN_WEIGHT.get(n, PLAIN_WEIGHT_DEFAULT) for n, _ in plain]
+            pick = data.draw(st.integers(0, sum(weights) - 1), label="rule")
+            at = 0
+            while pick >= weights[at]:
+                pick -= weights[at]
+                at += 1
+            rule_name, opts = (aimed + plain)[at]
+            if opts is None:
+                opts = [(rule_name, p) for p in self.enabled(rule_name)]
+            name, params = opts[data.draw(st.integers(0, len(opts) - 1), label="instance")]
+            note(f"{name}{params}" + ("" if name == rule_name else f" ({rule_name})"))
+            self.take(name, params)
+        _name(step, "Step")
+        ProtocolMachine.Step = rule(data=st.data())(step)
+    else:
+        for name in ALL_PROTOCOL_ACTIONS:
+            def make(name):
+                def step(self, choice):
+                    options = self.enabled(name)
+                    params = options[choice % len(options)]
+                    note(f"{name}{params}")
+                    self.take(name, params)
+                _name(step, name)
+                return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
+            setattr(ProtocolMachine, name, make(name))
 
     for name in PROTOCOL_INVARIANTS:
         def make_inv(name):

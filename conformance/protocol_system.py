@@ -40,6 +40,12 @@ PIDS = {"p1": "202401-0", "p2": "202401-1"}
 INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
 REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
+# No TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may run
+# (MaxDrops 1), and the spec itself breaks NoDuplicateRowsInv there: the DROP clears the insert's
+# hash, and its retry is written again on a replica that has not executed the DROP_RANGE yet, which
+# then holds the insert's rows twice (TLC, MCDrop with MaxTries = 2: 7 steps; conformance/README.md).
+# So a walk has one or the other, as the models do (conformance/machines.py draws which).
+RETRIES_NOT_DROPS, DROPS_NOT_RETRIES = {"drops": 0}, {"tries": 1}
 # The cleanup thread trims as soon as it may, and a replica down one entry behind is lost: the
 # machine reaches trimmed logs and lost replicas in a few steps.
 CLEANUP = CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=1)
@@ -47,9 +53,10 @@ CLEANUP = CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=1)
 
 class ProtocolSystem:
     def __init__(self, bugs=frozenset(), max_concurrent: int = 2, block_during_clone: bool = False,
-                 replicas=("r1", "r2", "r3"), rf: int = 2, connect=None):
+                 replicas=("r1", "r2", "r3"), rf: int = 2, connect=None, bounds: dict | None = None):
         """`connect`: opens a Keeper session in an empty namespace (real ZooKeeper); by default a
-        fresh in-memory ensemble."""
+        fresh in-memory ensemble. `bounds`: overrides of BOUNDS."""
+        self.bounds = {**BOUNDS, **(bounds or {})}
         self.bugs, self.rf, self.max_concurrent = frozenset(bugs), rf, max_concurrent
         self.block_during_clone = block_during_clone
         self.names = tuple(replicas)
@@ -69,9 +76,10 @@ class ProtocolSystem:
         self.ins = {i: {"st": "idle", "at": None, "tries": 0} for i in INSERT_PARTITION}
         self.blocks: dict[str, set[str]] = {i: set() for i in INSERT_PARTITION}  # parts written per insert
         self.qry = {q: {"st": "idle"} for q in ("q1", "q2")}
-        self.counts = {k: 0 for k in BOUNDS}
+        self.counts = {k: 0 for k in self.bounds}
         self.read_cleaned = False
         self._rows: dict = {}
+        self.restarted: set[str] = set()   # replicas that came back from a crash (for directed walks)
 
     def _start(self, r: str) -> None:
         k = self.connect()
@@ -107,6 +115,10 @@ class ProtocolSystem:
             if k not in self.log_seen:
                 self.log_seen[k] = LogEntry.parse(self.admin.get(f"{LAYOUT.log}/{n}")[0])
         return [self.log_seen[k] for k in range(len(self.log_seen))]
+
+    def migration_states(self) -> dict[str, str | None]:
+        """Each partition's migration state in Keeper (clone, switched, done, ...; None: never migrated)."""
+        return {p: (read_migration(self.admin, LAYOUT, pid)[0] or {}).get("state") for p, pid in PIDS.items()}
 
     def ptr(self, r: str) -> int:
         return int(self.admin.get(LAYOUT.log_pointer(r))[0])
@@ -286,7 +298,7 @@ class ProtocolSystem:
 
     def _ReplicaCrash(self, r):
         rep = self._rep(r)
-        if self.counts["crashes"] >= BOUNDS["crashes"]:
+        if self.counts["crashes"] >= self.bounds["crashes"]:
             raise GuardFailed("ReplicaCrash", "bound")
         self.counts["crashes"] += 1
         rep.keeper.close()   # the session ends: is_active goes, as on a crash
@@ -295,12 +307,23 @@ class ProtocolSystem:
         for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it
             if x["st"] == "sent" and x["at"] == r:
                 x["st"] = "unknown"
+        # A query with a subquery on the crashed replica fails with it: the spec's ClientQueryFails,
+        # enabled from this state on, taken at once. The spec would let the query wait and read
+        # from the replica once it is back, but the subquery died with the process, and so did the
+        # in-memory pin that holds off the leaver's CLEANUP (reference/query.py): a CLEANUP after
+        # the restart then removed data such a query still read (CleanupSafeInv, found by the
+        # directed walks; conformance/README.md).
+        for x in self.qry.values():
+            if x["st"] == "running" and any(x["query"].routes[p] == r for p in x["query"].pending):
+                client_query_fails(x["query"], self.reps)
+                x["st"] = "failed"
         return "crashed"
 
     def _ReplicaRestart(self, r):
         if r in self.reps:
             raise GuardFailed("ReplicaRestart", f"{r} is up")
         self._start(r)
+        self.restarted.add(r)
         return "restarted"
 
     def _ReplicaRefreshCache(self, r, p):
@@ -308,7 +331,7 @@ class ProtocolSystem:
         return "refreshed"
 
     def _ReplicaSelectMerge(self, r, p):
-        if self.counts["merges"] >= BOUNDS["merges"]:
+        if self.counts["merges"] >= self.bounds["merges"]:
             raise GuardFailed("ReplicaSelectMerge", "bound")
         e = self._rep(r).replica_select_merge(PIDS[p], self.block_during_clone)
         self.counts["merges"] += 1
@@ -319,7 +342,7 @@ class ProtocolSystem:
 
     def _ClientSendInsert(self, i, r):
         x = self.ins[i]
-        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= BOUNDS["tries"] or r not in self.reps:
+        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= self.bounds["tries"] or r not in self.reps:
             raise GuardFailed("ClientSendInsert", f"{i} is {x['st']} after {x['tries']} tries")
         self.ins[i] = {**x, "st": "sent", "at": r, "tries": x["tries"] + 1}
         return "sent"
@@ -375,7 +398,7 @@ class ProtocolSystem:
 
     def _ClientTimeout(self, i):
         x = self.ins[i]
-        if x["st"] not in ("sent", "written") or x["tries"] >= BOUNDS["tries"]:
+        if x["st"] not in ("sent", "written") or x["tries"] >= self.bounds["tries"]:
             raise GuardFailed("ClientTimeout", f"{i} is {x['st']}")
         x["st"] = "unknown"
         return "unknown"
@@ -422,7 +445,7 @@ class ProtocolSystem:
         return "failed"
 
     def _bounded(self, kind):
-        if self.counts[kind] >= BOUNDS[kind]:
+        if self.counts[kind] >= self.bounds[kind]:
             raise GuardFailed(kind, "bound")
         self.counts[kind] += 1
 
@@ -449,7 +472,7 @@ class ProtocolSystem:
         return "drop"
 
     def _AdminReassign(self, p, src, dst):
-        if self.counts["migrations"] >= BOUNDS["migrations"]:
+        if self.counts["migrations"] >= self.bounds["migrations"]:
             raise GuardFailed("AdminReassign", "bound")
         admin_reassign(self.admin, LAYOUT, PIDS[p], dst, src, self.max_concurrent)
         self.counts["migrations"] += 1
@@ -458,7 +481,7 @@ class ProtocolSystem:
     def _AdminRebalance(self, p=None, src=None, dst=None):
         """SYSTEM REBALANCE starts the moves its plan picks; the spec's (p, src, dst) is one of
         them, so the drawn parameters are not used."""
-        if self.counts["migrations"] >= BOUNDS["migrations"]:
+        if self.counts["migrations"] >= self.bounds["migrations"]:
             raise GuardFailed("AdminRebalance", "bound")
         started = system_rebalance(self.admin, LAYOUT, list(self.names), 1)
         if not started:
@@ -524,7 +547,7 @@ class ProtocolSystem:
 
 def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     """The instances of an action whose spec guard holds on the reference's state (the guards of
-    spec/SelectiveReplication.tla, read through the reference; bounds as in BOUNDS)."""
+    spec/SelectiveReplication.tla, read through the reference; bounds as in s.bounds)."""
     from reference.migration import caught_up
     from reference.rebalance import plan_rebalance
     up = sorted(s.reps)
@@ -536,7 +559,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     elif action == "ReplicaExecuteEntry":
         out = [(r, k) for r in up for k in range(len(s.admin.get_children(LAYOUT.queue(r))))]
     elif action == "ReplicaCrash":
-        out = [(r,) for r in up] if s.counts["crashes"] < BOUNDS["crashes"] else []
+        out = [(r,) for r in up] if s.counts["crashes"] < s.bounds["crashes"] else []
     elif action == "ReplicaRestart":
         out = [(r,) for r in s.names if r not in s.reps]
     elif action == "ReplicaRefreshCache":
@@ -549,7 +572,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                     out.append((r, p))
         out = out or [(r, p) for r in up for p in P]
     elif action == "ReplicaSelectMerge":
-        if s.counts["merges"] < BOUNDS["merges"]:
+        if s.counts["merges"] < s.bounds["merges"]:
             for r in up:
                 for p in P:
                     a = s.reps[r].cache.get(PIDS[p])
@@ -569,7 +592,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                     out.append((r, p))
     elif action == "ClientSendInsert":
         out = [(i, r) for i, x in s.ins.items() if x["st"] in ("idle", "unknown", "failed")
-               and x["tries"] < BOUNDS["tries"] for r in up]
+               and x["tries"] < s.bounds["tries"] for r in up]
     elif action in ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert"):
         for i, x in s.ins.items():
             r = x["at"]
@@ -584,7 +607,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     elif action == "ClientReceiveAck":
         out = [(i,) for i, x in s.ins.items() if x["st"] == "written"]
     elif action == "ClientTimeout":
-        out = [(i,) for i, x in s.ins.items() if x["st"] in ("sent", "written") and x["tries"] < BOUNDS["tries"]]
+        out = [(i,) for i, x in s.ins.items() if x["st"] in ("sent", "written") and x["tries"] < s.bounds["tries"]]
     elif action == "ClientStartQuery":
         out = [(q, r) for q, x in s.qry.items() if x["st"] == "idle" for r in up]
     elif action == "ReplicaReadPartition":
@@ -594,7 +617,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
         out = [(q,) for q, x in s.qry.items() if x["st"] == "running"
                and any(x["query"].routes[p] not in s.reps for p in x["query"].pending)]
     elif action == "ClientAlterMetadata":
-        out = [()] if s.counts["alters"] < BOUNDS["alters"] else []
+        out = [()] if s.counts["alters"] < s.bounds["alters"] else []
     elif action == "CleanupClearOldLogs":
         try:
             old_logs(s.admin, LAYOUT, CLEANUP)
@@ -604,9 +627,9 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     elif action == "CleanupClearOldBlocks":
         out = [("i1",)] if len(s.admin.get_children(LAYOUT.blocks)) > CLEANUP.dedup_window else []
     elif action == "ClientMutate":
-        out = [()] if s.counts["mutations"] < BOUNDS["mutations"] else []
+        out = [()] if s.counts["mutations"] < s.bounds["mutations"] else []
     elif action == "ClientDropPartition":
-        if s.counts["drops"] < BOUNDS["drops"]:
+        if s.counts["drops"] < s.bounds["drops"]:
             for p in P:
                 mig = read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}
                 if read_assignment(s.admin, LAYOUT, PIDS[p]) and not (s.block_during_clone and mig.get("state") == "clone") \
@@ -614,7 +637,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                     out.append((p,))
     elif action in ("AdminReassign", "AdminRebalance"):
         in_flight = migrations_in_flight(s.admin, LAYOUT)
-        if s.counts["migrations"] < BOUNDS["migrations"] and len(in_flight) < s.max_concurrent:
+        if s.counts["migrations"] < s.bounds["migrations"] and len(in_flight) < s.max_concurrent:
             active = s.active()
             if action == "AdminReassign":
                 for p in P:

@@ -297,7 +297,9 @@ def drop_foreign_partitions(rep: Replica, known_only: bool = False) -> list[str]
     if "restart_keeps_foreign_parts" in rep.bugs:
         return []
     mine = {p for p, a in rep.cache.items() if rep.name in a.keepers()}
-    held = {n.partition for n in rep.store.names()}
+    # Queued entries too, as the spec's ReplicaRestart drops them: a CLONE target cancelled while
+    # it was down may hold the CLONE's fetches and no part yet, and would fetch the partition back.
+    held = {n.partition for n in rep.store.names()} | {e.partition for _, e in rep.queue() if e.partition}
     if known_only:
         held &= set(rep.cache)
     dropped = sorted(held - mine)

@@ -131,7 +131,9 @@ def test_model_machine_catches_a_switch_off_the_fixed_graph(migration_graph, cfg
     r = hunt(cfg, migration_graph, _walks(8), failures=tmp_path)
     assert r["failed"], r
     assert r["error"].startswith(f"{action} is not a step the spec takes here")
-    assert len(r["steps"]) == steps and r["steps"][-1].startswith(action)
+    # walk.py's cut is 1-minimal (no single step can go), not the shortest: which walk Hypothesis
+    # finds first depends on what else the process has loaded, and one was cut to a step more.
+    assert len(r["steps"]) in (steps, steps + 1) and r["steps"][-1].startswith(action)
     assert replay_file(r["failure_file"]) == 1
     # Without the switch (the fixed model, whose invariants read no switch) the reference refuses
     # the walk or takes it within the spec: the switch, not the harness, is what fails it.

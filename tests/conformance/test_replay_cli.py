@@ -27,3 +27,12 @@ def test_replay_of_a_walk_file_runs_its_steps(tmp_path):
     path = tmp_path / "walk.json"
     path.write_text(json.dumps({"module": "Assignment", "cfg": "MCAssignment.cfg", "bugs": [], "steps": []}))
     assert main(["replay", str(path)]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--model-machine", "--undirected"])
+def test_switch_table_options_without_the_switch_table_are_bad_usage(capsys, flag):
+    """They only change what --switch-table runs: alone they are refused in one line, exit 2."""
+    with pytest.raises(SystemExit) as e:
+        main([flag])
+    assert e.value.code == 2
+    assert "go with --switch-table" in capsys.readouterr().err

@@ -1,0 +1,248 @@
+"""Directed steps for the protocol machine: the instances of a spec action that land in the
+windows a migration or a restart opens, offered as rules of their own so that a walk takes
+them more often than uniform choice among enabled actions would.
+
+Faithful by construction: each function returns a subset of the instances `enabled` (the spec's
+guard read through the reference, conformance/protocol_system.py) returns for one of the spec's
+actions, and the machine runs the chosen instance as that action. Only which enabled step is
+picked changes, never what a step may do.
+
+Why these windows: the switches the invariants alone missed (F5 route_to_clone_target, F6
+source_stops_at_switch, F9 serve_before_map_loaded, cleanup_no_delay) each need a query started
+on a map that disagrees with Keeper (it has seen a CLONE, has not seen a SWITCH, or was not
+loaded after a restart) while a migration is part-way, with rows written around it. Uniform
+choice over ~25 actions reaches a migration's end with traffic around it in few walks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference.assignment import read_assignment
+from reference.migration import read_migration
+
+from .protocol_system import INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
+
+MIGRATION_ACTIONS = ("ReplicaCloneFetch", "CoordinatorSwitch", "ReplicaCleanup")
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Choices a walk draws once (swarm-style), which order a migration's steps among the
+    windows: the SWITCH waits for an INSERT on its way or not (a write in CLONE, or one that
+    lands after the SWITCH); the fetch waits for a query to start and read or not; a replica
+    crashes and restarts before the first migration or not; the migration is cancelled before
+    its fetch instead of switched or not. `left_out`: the swarm's choice."""
+    switch_waits_for_writes: bool = True
+    query_before_fetch: bool = True
+    restart_before_migration: bool = False
+    cancel: bool = False
+    left_out: frozenset = frozenset()
+INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
+
+
+def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """ALTER TABLE ... MOVE PARTITION (AdminReassign) of a partition that holds acknowledged rows:
+    a migration of an empty partition has nothing to lose. In walks that query before the fetch,
+    once every replica has pulled the log."""
+    if walk.restart_before_migration and s.counts["crashes"] < s.bounds["crashes"] and "ReplicaCrash" not in walk.left_out:
+        return []   # this walk's crash and restart come first (restart_after_writes)
+    acked = {INSERT_PARTITION[i] for i, x in s.ins.items() if x.get("acked")}
+    if walk.query_before_fetch and acked and enabled_of("AdminReassign"):
+        # Every replica pulls the log first: the replica that becomes the target then has passed
+        # the rows' entries as a non-owner, so a read it serves in CLONE misses them (F5) instead
+        # of having their fetches queued (in flight).
+        behind = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
+        if behind:
+            return behind
+    # Once per partition: a second migration right after a first (a CANCEL's, say) would make
+    # its target a keeper again before the first's window is used.
+    before = {p for p, st in s.migration_states().items() if st is not None}
+    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked - before]
+
+
+def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """The step that takes an in-flight migration towards its next state: fetch the CLONE, SWITCH,
+    CLEANUP, whichever the guard allows, or a step that unblocks one: the fetched target pulls or
+    executes its queue (SWITCH waits for its catch-up), a map behind Keeper refreshes (CLEANUP
+    waits for every map to have seen the SWITCH). Before the fetch, while a query is still to be
+    started, a map refreshes to see the CLONE first, and a running query reads the partition
+    first: the window in which a map that lists the target may route to it (F5)."""
+    migs = {p: read_migration(s.admin, LAYOUT, pid)[0] or {} for p, pid in PIDS.items()}
+    idle_query = any(x["st"] == "idle" for x in s.qry.values())
+    # With walk.switch_waits_for_writes the SWITCH waits while an INSERT of the partition is on its
+    # way (a write during CLONE); without, it may come between the INSERT's send and its write (F6).
+    writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] == "sent"} if walk.switch_waits_for_writes else set()
+    out = []
+    for p, pid in PIDS.items():
+        m = migs[p]
+        st = m.get("state")
+        a = read_assignment(s.admin, LAYOUT, pid)
+        stale = [(r, p) for r, q in enabled_of("ReplicaRefreshCache") if q == p
+                 and (s.reps[r].cache.get(pid) is None or s.reps[r].cache[pid].version != a.version)]
+        if st == "clone" and not m["fetched"] and walk.cancel:
+            # The target's map sees the CLONE, then the CANCEL comes before the fetch: a target
+            # that still thinks so keeps taking the partition's entries (F7).
+            # It waits for an INSERT of the partition on its way: an entry the target then pulls.
+            target_stale = [x for x in stale if x[0] == m["dst"]]
+            sent = any(INSERT_PARTITION[i] == p and x["st"] == "sent" for i, x in s.ins.items())
+            out += ([("ReplicaRefreshCache", x) for x in target_stale]
+                    or ([("CoordinatorCancel", (p,))] if (p,) in enabled_of("CoordinatorCancel") and not sent else []))
+        elif st == "clone" and not m["fetched"]:
+            read_first = any(x["st"] == "running" and pid in x["query"].pending for x in s.qry.values())
+            if idle_query and stale and walk.query_before_fetch:
+                # the target's own pull too: a read it serves misses rows only once it has passed
+                # their entries (before that they are in flight to it)
+                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == m["dst"]] or [
+                    ("ReplicaRefreshCache", x) for x in stale]
+            elif not read_first or not walk.query_before_fetch:
+                out += [("ReplicaCloneFetch", (p,))] if (p,) in enabled_of("ReplicaCloneFetch") else []
+        elif st == "clone":
+            if (p,) in enabled_of("CoordinatorSwitch"):
+                if p not in writing:
+                    out.append(("CoordinatorSwitch", (p,)))
+            else:
+                out += [(x, params) for x in ("ReplicaPullLog", "ReplicaExecuteEntry") for params in enabled_of(x)
+                        if params[0] == m["dst"]]
+        elif st in ("switched", "cancelling"):
+            out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
+            # Walks that query after the SWITCH keep the target's map stale until the queries
+            # have started: it is the reader whose old map routes to the source (F6).
+            keep_stale = m["dst"] if st == "switched" and not walk.query_before_fetch and idle_query else None
+            out += [("ReplicaRefreshCache", x) for x in stale if x[0] != keep_stale]
+            # the leaver pulls: its filter stops taking the partition's entries once its map has
+            # seen the SWITCH, and a stale reader routed to it then misses what they wrote (F6)
+            leaver = m["src"] if st == "switched" else m["dst"]
+            if not any(x[0] == leaver for x in stale):
+                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
+    return out
+
+
+def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """The next step of an INSERT in flight (allocate, forward, write, acknowledge), or the first
+    INSERT sent when none has been; no other new one, so that some are left to be sent while a
+    migration runs."""
+    out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a) if not write_waits(s, walk, a, params)]
+    if all(x["st"] == "idle" for x in s.ins.values()):
+        out += [("ClientSendInsert", params) for params in enabled_of("ClientSendInsert")]
+    return out
+
+
+def migrating(s: ProtocolSystem) -> set[str]:
+    return {p for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
+
+
+def map_disagrees(s: ProtocolSystem, r: str, moving: dict[str, str]) -> bool:
+    """r's map is in a window of a migrating partition: it has seen the CLONE (it lists the
+    target) and r is not an owner (F5's window), or it has not seen the SWITCH or CANCEL (a stale reader: F6's); or r came
+    back from a crash and its map lacks a partition Keeper assigns (not loaded yet: F9's)."""
+    rep = s.reps[r]
+    asg = {p: read_assignment(s.admin, LAYOUT, pid) for p, pid in PIDS.items()}
+    if r in s.restarted and any(a is not None and PIDS[p] not in rep.cache for p, a in asg.items()):
+        return True
+    for p, st in moving.items():
+        a, c = asg[p], rep.cache.get(PIDS[p])
+        if a is None:
+            continue
+        # An owner reads its own copy whatever its map says; a replica that is not one routes by
+        # the map, which now lists the target.
+        if st == "clone" and c is not None and c.target is not None and r not in c.owners:
+            return True
+        if st != "clone" and (c is None or c.version != a.version):
+            return True
+    return False
+
+
+def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """ClientStartQuery on a replica whose map is in a migration's window (map_disagrees)."""
+    moving = {p: st for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
+    if not walk.query_before_fetch:
+        # This walk's queries wait for a SWITCH and for every INSERT of the partition to be
+        # settled (those not sent yet are sent after the SWITCH): a stale reader then misses
+        # rows written after the SWITCH (F6).
+        writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] in ("idle", "sent", "written")}
+        moving = {p: st for p, st in moving.items() if st == "switched" and p not in writing}
+    return [("ClientStartQuery", (q, r)) for q, r in enabled_of("ClientStartQuery") if map_disagrees(s, r, moving)]
+
+
+def reads_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """A running query reads a migrating partition from the replica its map chose."""
+    moving = migrating(s)
+    return [("ReplicaReadPartition", (q, p)) for q, p in enabled_of("ReplicaReadPartition") if p in moving]
+
+
+def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """An INSERT into a partition that is migrating (CLONE or SWITCHED): sent, or its next step
+    (allocate, forward, write, acknowledge) taken."""
+    states = s.migration_states()
+    moving = {p for p, st in states.items() if st in ("clone", "switched")}
+    # After the SWITCH, sent to a replica whose map has seen it: one with a stale map is refused
+    # at the write by the version check (the client retries), which ends no window.
+    out = [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if INSERT_PARTITION[i] in moving
+           and (states[INSERT_PARTITION[i]] == "clone" or fresh(s, r, INSERT_PARTITION[i]))]
+    for a in INSERT_ACTIONS:
+        for params in enabled_of(a):
+            if INSERT_PARTITION[params[-1]] in moving and not write_waits(s, walk, a, params):
+                out.append((a, params))
+    return out
+
+
+def fresh(s: ProtocolSystem, r: str, p: str) -> bool:
+    a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
+    return a is not None and c is not None and c.version == a.version
+
+
+def write_waits(s: ProtocolSystem, walk: Walk, action: str, params: tuple) -> bool:
+    """Without walk.switch_waits_for_writes, it is the write that waits, here, for the SWITCH of
+    its partition: a write on a map the SWITCH made stale (F4), or one the source no longer
+    takes (F6)."""
+    return (not walk.switch_waits_for_writes and action == "ReplicaWriteInsert"
+            and s.migration_states()[INSERT_PARTITION[params[-1]]] == "clone")
+
+
+def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """With no migration in flight: a replica that has pulled past an acknowledged INSERT crashes
+    (or, if none has, one pulls the log), and a replica that is down restarts: the window in which
+    a map not yet loaded serves a query that should see the INSERT (F9)."""
+    if migrating(s) or not walk.restart_before_migration:
+        return []
+    log = s.log()
+    acked = [i for i, x in s.ins.items() if x.get("acked")]
+    seen = [(r,) for (r,) in enabled_of("ReplicaCrash") if any(s.ptr(r) >= s.first_idx(i, log) > 0 for i in acked)]
+    out = [("ReplicaCrash", x) for x in seen] or [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")
+                                                  if acked and enabled_of("ReplicaCrash")]
+    return out + [("ReplicaRestart", params) for params in enabled_of("ReplicaRestart")]
+
+
+def insert_retry(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """An INSERT written but not acknowledged times out, and one whose fate is unknown is sent
+    again: a retry the block's hash must deduplicate (no_dedup)."""
+    out = [("ClientTimeout", (i,)) for (i,) in enabled_of("ClientTimeout") if s.ins[i]["st"] == "written"]
+    return out + [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "unknown"]
+
+
+def alter_during_clone(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """A mutation or a DROP PARTITION while a partition is in CLONE: entries the target's filter
+    skipped and its CLONE must still apply (F8)."""
+    cloning = {p for p, st in s.migration_states().items() if st == "clone"}
+    if not cloning:
+        return []
+    return ([("ClientMutate", ())] if enabled_of("ClientMutate") else []) + [
+        ("ClientDropPartition", (p,)) for (p,) in enabled_of("ClientDropPartition") if p in cloning]
+
+
+# rule name -> the instances it chooses among; each name says the window, each instance is a
+# spec action's. In this order: a walk whose draws are all zero (where Hypothesis starts, and
+# what it shrinks towards) takes the first that can run, and so plays the scenario: an INSERT,
+# a migration, a query on a map that disagrees and an INSERT while it runs, SWITCH, CLEANUP.
+DIRECTED = {
+    "QueryOnDisagreeingMap": queries_in_window,
+    "InsertAroundMigration": inserts_around_migration,
+    "InsertNextStep": insert_next_steps,
+    "MigrationNextStep": migration_next_steps,
+    "RestartAfterWrites": restart_after_writes,
+    "MigrationStart": migration_start,
+    "ReadDuringMigration": reads_in_window,
+    "AlterDuringClone": alter_during_clone,
+    "InsertRetry": insert_retry,
+}
