@@ -668,9 +668,12 @@ class Cluster:
             self.snapshot()
         return violations(self.history, self.table.replication_factor)
 
-    def snapshot(self) -> None:
-        self.history.snapshot(self.tick(), self.stores, self.assignment_rows(), self.metadata_rows(),
-                              self.migration_rows())
+    def snapshot(self, tick: bool = True) -> None:
+        """Every running replica's parts, the assignments, metadata and migrations, at the next step
+        (or, tick=False, at the current one: an observation that leaves the clock, and so a run's
+        course, as it was; the caller takes no two at one step)."""
+        self.history.snapshot(self.tick() if tick else self.step, self.stores, self.assignment_rows(),
+                              self.metadata_rows(), self.migration_rows())
 
     def migration_rows(self) -> list[dict]:
         """Every partition's migration znode (system.selective_migrations): History.snapshot."""
