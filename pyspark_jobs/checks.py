@@ -27,7 +27,7 @@ DESCRIPTIONS = {
     "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
     "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
     "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
-    "NoForeignPartsInv": "after CLEANUP no replica keeps rows of a partition it does not own (a leaving replica and a CLONE target excepted)",
+    "NoForeignPartsInv": "at every snapshot, no replica keeps rows of a partition it does not own (a CLONE target, and a leaving replica until its CLEANUP, excepted)",
     "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
     "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
@@ -82,12 +82,15 @@ class Violations:
         return self.held().groupBy("replica", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
 
     def NoForeignPartsInv(self) -> DataFrame:
-        """(replica, partition_id, rows): rows kept by a replica neither owning nor leaving the partition."""
-        allowed = local_frame(self.spark, [("partition_id", "string"), ("replica", "string")],
-                              [(pid, r) for pid, owners, leaving in self.h.assignment
-                               for r in owners + ([leaving] if leaving else []) + self.h.cloning.get(pid, [])])
-        return (self.held().join(F.broadcast(allowed), ["partition_id", "replica"], "left_anti")
-                .groupBy("replica", "partition_id").agg(F.count("*").alias("rows")))
+        """(snapshot_step, replica, partition_id, rows): rows a replica keeps at a snapshot where it
+        neither owns, CLONEs into nor leaves the partition (History.keepers), at any snapshot."""
+        c = F.col
+        keepers = local_frame(self.spark, [("snapshot_step", "bigint"), ("partition_id", "string"),
+                                           ("replica", "string")], self.h.keepers)
+        held = self._large().filter(c("t") == PART).select(c("step").alias("snapshot_step"),
+                                                           c("who").alias("replica"), "partition_id")
+        return (held.join(F.broadcast(keepers), ["snapshot_step", "partition_id", "replica"], "left_anti")
+                .groupBy("snapshot_step", "replica", "partition_id").agg(F.count("*").alias("rows")))
 
     def AmbiguousInsertAtomicInv(self) -> DataFrame:
         """(insert_id, partition_id, replica, present, rows): an owner with some, not all, of the rows
@@ -201,12 +204,10 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     t1 = time.perf_counter()
     per_partition: dict[str, dict] = {}
     for g in groups:
-        p = per_partition.setdefault(g["partition_id"], {"acked": 0, "miss": [0] * len(fx.words),
-                                                           "foreign": [0] * len(fx.words)})
+        p = per_partition.setdefault(g["partition_id"], {"acked": 0, "miss": [0] * len(fx.words)})
         p["acked"] += g["acked_rows"] or 0
         for w in fx.words:
             p["miss"][w] |= g[f"miss{w}"] or 0
-            p["foreign"][w] |= g[f"foreign{w}"] or 0
     # The spec's `Cardinality(asg[p].owners) = RF`: a partition with more owners than RF (PR-F3)
     # breaks it as one with fewer does; a CLONE target or a leaving replica is not an owner.
     short = []
@@ -225,10 +226,9 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     if progress:
         progress("ReplicationFactorInv", report["ReplicationFactorInv"], report["ReplicationFactorInv"]["seconds"])
 
-    # NoForeignPartsInv: the (replica, partition) pairs are the foreign bits, unless a holder is
-    # named by no assignment (then its rows are foreign, and only the rows tell how many pairs).
-    foreign = sum(len(bits_of(p["foreign"])) for p in per_partition.values())
-    decide("NoForeignPartsInv", None if s("unnamed") else foreign)
+    # NoForeignPartsInv at every snapshot: the pass counted the part rows no keeper of their
+    # snapshot holds; the (snapshot, replica, partition) triples are counted only when there are some.
+    decide("NoForeignPartsInv", None if s("foreign") else 0)
 
     # AmbiguousInsertAtomicInv: owners on which some, not all, rows of an insert are present.
     partial = sum(len(bits_of([(g[f"some{w}"] or 0) & ~(g[f"every{w}"] or 0) for w in fx.words]))

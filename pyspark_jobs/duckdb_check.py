@@ -59,12 +59,18 @@ QUERIES = {
             UNION  -- the spec's owners = RF: more owners than RF is a violation too (PR-F3)
             SELECT partition_id FROM asg
             WHERE len(list_distinct(owners)) <> (SELECT max(replication_factor) FROM run))""",
+    # At every snapshot (the oracle's keepers_at): the spec's Keepers and, while a migration is
+    # switched or cancelling, its Leaver (the source, the target).
     "NoForeignPartsInv": """
-        WITH allowed AS (SELECT partition_id, replica FROM owners
-                         UNION SELECT partition_id, leaving_replica FROM asg WHERE leaving_replica IS NOT NULL
-                         UNION SELECT partition_id, replica FROM cloning)
-        SELECT count(*) FROM (SELECT DISTINCT replica, partition_id FROM final) f
-        WHERE NOT EXISTS (SELECT 1 FROM allowed a WHERE a.replica = f.replica AND a.partition_id = f.partition_id)""",
+        WITH allowed AS (SELECT snapshot_step, partition_id, unnest(owners) AS replica FROM assignments
+                         UNION SELECT snapshot_step, partition_id, leaving_replica FROM assignments
+                               WHERE leaving_replica IS NOT NULL
+                         UNION SELECT snapshot_step, partition_id, replica FROM cloning
+                         UNION SELECT snapshot_step, partition_id, CASE state WHEN 'switched' THEN src ELSE dst END
+                               FROM migrations WHERE state IN ('switched', 'cancelling'))
+        SELECT count(*) FROM (SELECT DISTINCT snapshot_step, replica, partition_id FROM parts) f
+        WHERE NOT EXISTS (SELECT 1 FROM allowed a WHERE a.snapshot_step = f.snapshot_step AND a.replica = f.replica
+                          AND a.partition_id = f.partition_id)""",
     "AmbiguousInsertAtomicInv": """
         WITH u AS (SELECT insert_id, partition_id, row_id FROM inserts WHERE status = 'unknown'),
              sizes AS (SELECT insert_id, count(*) AS n FROM u GROUP BY insert_id),
@@ -112,6 +118,12 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 else "CREATE VIEW metadata AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS replica, "
                      "NULL::BIGINT AS metadata_version, NULL::BIGINT AS alters_queued, "
                      "NULL::BIGINT AS table_metadata_version WHERE false")
+    # migrations (each partition's migration state per snapshot) is optional: absent, the
+    # assignments' leaving_replica names every leaver
+    con.execute(f"CREATE VIEW migrations AS SELECT * FROM read_parquet({_source(folder, 'migrations')})"
+                if (folder / "migrations.parquet").exists()
+                else "CREATE VIEW migrations AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
+                     "NULL::VARCHAR AS state, NULL::VARCHAR AS src, NULL::VARCHAR AS dst WHERE false")
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
     con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")
@@ -120,11 +132,13 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")
     con.execute("CREATE VIEW owners AS SELECT partition_id, unnest(owners) AS replica FROM asg")
     # clone_target is optional (history_schema): a CLONE target may hold rows before SWITCH; the
-    # PR #102244 design names its `:cloning` targets comma-separated.
+    # PR #102244 design names its `:cloning` targets comma-separated. Every snapshot's.
     has_target = "clone_target" in {r[0] for r in con.execute("DESCRIBE asg").fetchall()}
-    con.execute("CREATE VIEW cloning AS SELECT partition_id, unnest(string_split(clone_target, ',')) AS replica "
-                "FROM asg WHERE clone_target IS NOT NULL AND clone_target <> ''" if has_target else
-                "CREATE VIEW cloning AS SELECT NULL::VARCHAR AS partition_id, NULL::VARCHAR AS replica WHERE false")
+    con.execute("CREATE VIEW cloning AS SELECT snapshot_step, partition_id, "
+                "unnest(string_split(clone_target, ',')) AS replica "
+                "FROM assignments WHERE clone_target IS NOT NULL AND clone_target <> ''" if has_target else
+                "CREATE VIEW cloning AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
+                "NULL::VARCHAR AS replica WHERE false")
     con.execute("CREATE TABLE held AS SELECT DISTINCT replica, partition_id, row_id FROM final")
     return {name: con.execute(sql).fetchone()[0] for name, sql in QUERIES.items()}
 

@@ -10,8 +10,9 @@ tables are read once and shuffled once, by (partition_id, row_id), on the way.
 
 The same job sums the facts per partition (and per insert of unknown outcome): one row each
 reaches the driver. From those sums the checker refuses bad input, and decides OwnersCompleteInv,
-ReplicationFactorInv, QueryNoMissingInv and (when every holder is named by an assignment)
-NoForeignPartsInv exactly; for the others it counts suspect rows, zero on a history that holds.
+ReplicationFactorInv and QueryNoMissingInv exactly; for the others it counts suspect rows (for
+NoForeignPartsInv, part rows of any snapshot that no keeper of that snapshot holds), zero on a
+history that holds.
 `rows` is a plan, not kept: an invariant that does not hold computes it again for its violating rows.
 
 Bits: a replica's is its index in History.replicas, a completed query's its index in
@@ -96,6 +97,13 @@ class Facts:
 
         replicas = local_frame(spark, [("replica", "string"), ("idx", "int")], list(self.index.items()))
         rows = h.large(spark).join(F.broadcast(replicas), (t == PART) & (c("who") == c("replica")), "left")
+        # NoForeignPartsInv at every snapshot: a part row whose (snapshot, partition, replica) no
+        # keeper triple names is a foreign copy. A broadcast hash join on the rows already read
+        # (the triples are snapshots x partitions x keepers, small), so no other pass.
+        keepers = local_frame(spark, [("k_step", "bigint"), ("k_partition", "string"), ("k_replica", "string")],
+                              h.keepers).withColumn("kept", F.lit(True))
+        rows = rows.join(F.broadcast(keepers), (t == PART) & (c("step") == c("k_step"))
+                         & (c("partition_id") == c("k_partition")) & (c("who") == c("k_replica")), "left")
         qbits = []
         if self.qwords is not None:
             queries = local_frame(spark, [("query_id", "string"), ("qidx", "int")],
@@ -118,6 +126,7 @@ class Facts:
             F.max(F.when(t == PART, c("step"))).alias("last_part"),
             F.count(F.when(final, 1)).alias("n_held"),
             F.count(F.when(final & c("idx").isNull(), 1)).alias("n_unnamed"),
+            F.count(F.when((t == PART) & c("kept").isNull(), 1)).alias("n_foreign"),
             *[F.coalesce(F.bit_or(F.when(final, bit(c("idx"), w))), zero()).alias(f"held{w}") for w in self.words],
             F.count(F.when(t == RETURNED, 1)).alias("n_returned"),
             F.count(F.when((t == RETURNED) & c("qidx").isNotNull(), 1) if qbits else F.lit(None)).alias("n_returned_done"),
@@ -131,23 +140,20 @@ class Facts:
         # history that fails OwnersCompleteInv or QueryNoMissingInv reads `rows` again (one more
         # pass, the same rows: the verdict and its count come from the summary either way).
 
-        # Per partition of the final assignment: owner and allowed (owner or leaving) masks, the
-        # owners as (idx, replica), and the completed queries that asked for it. One row each.
-        self.own, self.allowed = {}, {}
+        # Per partition of the final assignment: owner masks, the owners as (idx, replica), and
+        # the completed queries that asked for it. One row each.
+        self.own = {}
         qwords = self.qwords or range(0)  # no query masks: the joins decide the query invariants
         whole = [i for i, (_, _, requested) in enumerate(h.done_queries) if requested is None]
         self.whole = mask(whole, qwords) if self.qwords else []
         table = []
         for pid, owners, leaving in h.assignment:
             self.own[pid] = mask([self.index[r] for r in owners], self.words)
-            allowed = owners + ([leaving] if leaving else []) + h.cloning.get(pid, [])
-            self.allowed[pid] = mask([self.index[r] for r in allowed], self.words)
             asked = [i for i, (_, _, requested) in enumerate(h.done_queries) if requested is None or pid in requested]
-            table.append((pid, *self.own[pid], *self.allowed[pid], *(mask(asked, qwords) if self.qwords else []),
+            table.append((pid, *self.own[pid], *(mask(asked, qwords) if self.qwords else []),
                           [{"idx": self.index[r], "replica": r} for r in sorted(set(owners))]))
         self.partitions = local_frame(spark, [("partition_id", "string")]
                                       + [(f"own{w}", "bigint") for w in self.words]
-                                      + [(f"allowed{w}", "bigint") for w in self.words]
                                       + [(f"asked{w}", "bigint") for w in (self.qwords or [])]
                                       + [("owner_list", "array<struct<idx:int,replica:string>>")], table)
 
@@ -162,11 +168,6 @@ class Facts:
 
     def no_owner(self) -> Column:
         return F.col("own0").isNull() | (popcount([F.col(f"own{w}") for w in self.words]) == 0)
-
-    def foreign(self) -> list[Column]:
-        """Replicas holding the row that neither own the partition nor are leaving it."""
-        return [F.col(f"held{w}").bitwiseAND(F.bitwise_not(F.coalesce(F.col(f"allowed{w}"), zero())))
-                for w in self.words]
 
     def doubled(self) -> Column:
         """Some replica may hold the row twice (an unnamed holder's copies cannot be told apart)."""
@@ -219,8 +220,7 @@ class Facts:
             F.sum("n_drop").alias("dropped"),
             # rows a drop removed that some replica still holds at the end: DropsAppliedInv suspects
             F.count(F.when(~self.live() & (c("n_held") > 0), 1)).alias("drop_held"),
-            *[F.bit_or(x).alias(f"foreign{w}") for w, x in zip(self.words, self.foreign())],
-            F.sum("n_unnamed").alias("unnamed"),
+            F.sum("n_foreign").alias("foreign"),   # part rows, at any snapshot, no keeper holds
             F.count(F.when(self.doubled(), 1)).alias("doubled"),
             # an insert of unknown outcome is atomic on an owner when every row of it has the
             # owner's bit, or none has: AND and OR of the rows' masks agree on that bit

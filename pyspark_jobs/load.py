@@ -166,6 +166,9 @@ class History:
     partitions: int              # Spark partitions of the large tables' shuffle
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
+    # (snapshot_step, partition_id, replica): who may hold the partition at each snapshot, the
+    # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot; `keepers_at`)
+    keepers: list = field(default_factory=list)
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
 
     def large(self, spark: SparkSession) -> DataFrame:
@@ -215,6 +218,8 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     cloning = {r["partition_id"]: [x for x in r["clone_target"].split(",") if x]
                for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
     replicas |= {x for targets in cloning.values() for x in targets}
+    migrations = _small(spark, sources["migrations"]) if "migrations" in sources else []
+    keepers = keepers_at(assignments, migrations)
     meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
     last_meta = max((r["snapshot_step"] for r in meta), default=None)
     metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
@@ -223,7 +228,27 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
-                   metadata=metadata)
+                   metadata=metadata, keepers=keepers)
+
+
+# The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.
+LEAVER = {"switched": "src", "cancelling": "dst"}
+
+
+def keepers_at(assignments: list, migrations: list) -> list[tuple]:
+    """(snapshot_step, partition_id, replica), each once: who may keep the partition at that
+    snapshot, as reference/oracle.py's keepers_at says (owners, CLONE targets, the leaving replica,
+    and the Leaver of a switched or cancelling migration). Sized by snapshots x partitions."""
+    out = set()
+    for r in assignments:
+        for x in list(r["owners"]) + (r["clone_target"] or "").split(",") + [r["leaving_replica"]]:
+            if x:
+                out.add((r["snapshot_step"], r["partition_id"], x))
+    for m in migrations:
+        leaver = m[LEAVER[m["state"]]] if m["state"] in LEAVER else None
+        if leaver:
+            out.add((m["snapshot_step"], m["partition_id"], leaver))
+    return sorted(out)
 
 
 @contextmanager

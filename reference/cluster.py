@@ -28,7 +28,7 @@ from .lag import in_flight, not_pulled
 from .layout import Layout
 from .log_entry import ALTER_METADATA, GET_PART
 from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
-                        migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                        migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
 from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
@@ -668,8 +668,16 @@ class Cluster:
             self.snapshot()
         return violations(self.history, self.table.replication_factor)
 
-    def snapshot(self) -> None:
-        self.history.snapshot(self.tick(), self.stores, self.assignment_rows(), self.metadata_rows())
+    def snapshot(self, tick: bool = True) -> None:
+        """Every running replica's parts, the assignments, metadata and migrations, at the next step
+        (or, tick=False, at the current one: an observation that leaves the clock, and so a run's
+        course, as it was; the caller takes no two at one step)."""
+        self.history.snapshot(self.tick() if tick else self.step, self.stores, self.assignment_rows(),
+                              self.metadata_rows(), self.migration_rows())
+
+    def migration_rows(self) -> list[dict]:
+        """Every partition's migration znode (system.selective_migrations): History.snapshot."""
+        return migrations_rows(self.admin, self.layout)
 
     def metadata_rows(self) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""

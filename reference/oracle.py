@@ -6,7 +6,7 @@ invariant by invariant.
 
 Meanings are the spec's (spec/SelectiveReplication.tla): NoForeignPartsInv allows a replica to
 keep a partition it owns, CLONEs into (the target), or is leaving until its CLEANUP (the source
-after SWITCH, the target after CANCEL). The oracle once allowed owners only, and reported
+after SWITCH, the target after CANCEL), and is judged at every snapshot of the history. The oracle once allowed owners only, and reported
 "r1 keeps 202401-11 without owning it" for a source whose CLEANUP was still to come when the run
 ended (issue 15); that history is kept in test_checkers_agree.py.
 
@@ -75,14 +75,11 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     last = max((a["snapshot_step"] for a in t["assignments"]), default=None)
     final_asg = [a for a in t["assignments"] if a["snapshot_step"] == last]
     owners = {a["partition_id"]: list(a["owners"]) for a in final_asg}
-    keepers = {a["partition_id"]: set(a["owners"]) | {r for r in (a["clone_target"], a["leaving_replica"]) if r}
-               for a in final_asg}
     for (r, p), have in sorted(held.items()):
         out["DropsAppliedInv"] += [f"{r} holds row {row} of {p}, removed by the drop at step {dropped[p, row]}"
                                    for row in sorted(have) if (p, row) in dropped]
         out["NoDuplicateRowsInv"] += [f"{r} holds row {row} of {p} {n} times" for row, n in have.items() if n > 1]
-        if r not in keepers.get(p, ()):
-            out["NoForeignPartsInv"].append(f"{r} keeps {p} without owning, cloning into or leaving it")
+    out["NoForeignPartsInv"] = foreign_parts(t)
     for p, os_ in sorted(owners.items()):   # the spec's Cardinality(asg[p].owners) = RF: more is a violation too
         if len(os_) != rf:
             out["ReplicationFactorInv"].append(f"{p} has owners {os_}, not {rf}")
@@ -124,6 +121,38 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 out["AmbiguousInsertAtomicInv"].append(
                     f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
     return out
+
+
+# The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.
+LEAVER = {"switched": "src", "cancelling": "dst"}
+
+
+def keepers_at(tables: dict) -> dict[tuple[int, str], set[str]]:
+    """(snapshot_step, partition_id) -> who may hold the partition at that snapshot: the spec's
+    Keepers(asg[p]) (owners, the CLONE target, the leaving replica) and its Leaver while the
+    migration is switched or cancelling (table `migrations`; a history without it names its
+    leavers in leaving_replica only). PR #102244's histories name their `:cloning` targets
+    comma-separated. A partition with no assignment row at a snapshot has no keeper there."""
+    out: dict[tuple[int, str], set[str]] = {}
+    for a in tables["assignments"]:
+        out.setdefault((a["snapshot_step"], a["partition_id"]), set()).update(
+            a["owners"], (x for x in (a.get("clone_target") or "").split(",") if x),
+            [a["leaving_replica"]] if a["leaving_replica"] else [])
+    for m in tables.get("migrations", ()):
+        if m["state"] in LEAVER and m[LEAVER[m["state"]]]:
+            out.setdefault((m["snapshot_step"], m["partition_id"]), set()).add(m[LEAVER[m["state"]]])
+    return out
+
+
+def foreign_parts(tables: dict) -> list[str]:
+    """NoForeignPartsInv at every snapshot, not only the last: a foreign copy a replica drops when
+    its map catches up or it restarts (F7: a CLONE target fetching after a naive CANCEL) is gone
+    by the settled end. A replica that is down is in no snapshot (the spec's `r \notin active`:
+    it drops what it no longer keeps when it comes back)."""
+    keepers = keepers_at(tables)
+    held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
+    return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
+            for step, r, p in held if r not in keepers.get((step, p), ())]
 
 
 def violations(history: History, rf: int) -> list[str]:

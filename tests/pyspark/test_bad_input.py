@@ -172,6 +172,11 @@ CASES = [
          lambda f: write_jsonl(f / "drops.jsonl", [{"partition_id": r["partition_id"], "row_id": r["row_id"]}
                                                    for r in jsonl_rows(f / "inserts.jsonl")[:3]]),
          ["drops.jsonl line 1", "no column(s) drop_step"]),
+    Case("migration_without_state", "jsonl",
+         lambda f: write_jsonl(f / "migrations.jsonl", [
+             {"snapshot_step": 1, "partition_id": "202401-1", "state": "clone", "src": "r1", "dst": "r2"},
+             {"snapshot_step": 2, "partition_id": "202401-1", "state": None, "src": "r1", "dst": "r2"}]),
+         ["migrations.jsonl line 2", "no state"]),
     Case("usage_without_input", "parquet", lambda f: None, ["one of the arguments --input --scale is required"],
          subprocess=True, args=("--no-input",)),
 ]

@@ -54,12 +54,59 @@ def test_a_run_ending_between_switch_and_cleanup_holds_for_both(spark, tmp_path)
         oracle = _verdicts(c)
         assert oracle == {name: True for name in INVARIANTS}
         assert spark_verdicts(spark, str(tmp_path / "history")) == oracle
-        # ... and the oracle still sees a replica that keeps it without owning or leaving it
-        # (Spark's side of that: tests/pyspark/test_spark_check.py's injected violations).
+        # ... and the oracle still sees a replica that keeps it without owning or leaving it, when
+        # neither the assignment nor the migration (the spec's Leaver) names it leaving (Spark's
+        # side of that: tests/pyspark/test_spark_check.py's injected violations).
         for x in c.history.tables["assignments"]:
             if x["partition_id"] == p:
                 x["leaving_replica"] = None
+        c.history.tables["migrations"] = [m for m in c.history.tables["migrations"] if m["partition_id"] != p]
         assert {n for n, holds in _verdicts(c).items() if not holds} == {"NoForeignPartsInv"}
+    finally:
+        c.close()
+
+
+def _three_counts(spark, h: History, folder: Path) -> tuple[int, int, int]:
+    """NoForeignPartsInv's count from the oracle, the Spark job and DuckDB, on `h` written to `folder`."""
+    h.write(folder)
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = check_folder(spark, str(folder), 3)["invariants"]["NoForeignPartsInv"]
+    return len(check(h, 2)["NoForeignPartsInv"]), report["violations"], duckdb_check(folder)["NoForeignPartsInv"]
+
+
+def test_no_foreign_parts_is_judged_at_every_snapshot_alike(spark, tmp_path):
+    """NoForeignPartsInv is the spec's at each snapshot, not only the last: a snapshot taken
+    between SWITCH and CLEANUP, where the source still keeps the partition, holds for all three
+    checkers whether the assignment names the source `leaving` or only the migration says it is
+    switched (the spec's Leaver, which covers source_stops_at_switch's empty `leaving`); with
+    neither, all three report that snapshot, and its step, though the settled end holds."""
+    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=8)
+    try:
+        c.load(blocks(random.Random(8), 8, 3, months=1))
+        c.settle()
+        p = c.admin.get_children(c.layout.assignments)[0]
+        a = c.replicas["r1"].replica_refresh_cache(p)
+        src, dst = a.owners[0], next(r for r in sorted(c.replicas) if r not in a.owners)
+        c.reassign(p, dst, src)
+        while read_migration(c.admin, c.layout, p)[0]["state"] != "switched":
+            c.background_step()
+        c.snapshot()
+        between = c.step
+        assert c.replicas[src].has_rows_of(p)   # the leaver keeps it until CLEANUP
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+        c.snapshot()
+        c.history.finish(2, "memory", (), 8, c.step)
+        h = c.history
+        assert _three_counts(spark, h, tmp_path / "as-run") == (0, 0, 0)
+        row = next(x for x in h.tables["assignments"] if x["snapshot_step"] == between and x["partition_id"] == p)
+        assert row["leaving_replica"] == src
+        row["leaving_replica"] = None   # source_stops_at_switch's assignment: the migration still says switched
+        assert _three_counts(spark, h, tmp_path / "leaver-by-migration") == (0, 0, 0)
+        h.tables["migrations"] = [m for m in h.tables["migrations"] if m["snapshot_step"] != between]
+        assert _three_counts(spark, h, tmp_path / "no-leaver") == (1, 1, 1)
+        assert check(h, 2)["NoForeignPartsInv"] == [
+            f"{src} keeps {p} at step {between} without owning, cloning into or leaving it"]
     finally:
         c.close()
 
