@@ -44,6 +44,13 @@ SCHEMAS = {
                  "alters_queued": "int64", "table_metadata_version": "int64"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
                     "clone_target": "string", "leaving_replica": "string"},
+    # Unexpected exceptions a step raised (not the protocol's refusals: GuardFailed and the like),
+    # logged and the run went on, as a ClickHouse server logs a failed background task or queue
+    # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
+    # protocol raises none (tests/reference/test_races.py); a mutant that raises still leaves a
+    # history for the checkers to judge. `replica`: the replica whose step or client call raised
+    # ("" for the administrator's). Optional for readers; the checkers judge no invariant on it.
+    "errors": {"step": "int64", "replica": "string", "action": "string", "error": "string", "message": "string"},
 }
 STATUSES = ("ok", "failed", "unknown")
 
@@ -77,6 +84,10 @@ class History:
         for p, ids in sorted((lag or {}).items()):
             self.tables["query_lag"] += [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
                                          for r in sorted(ids)]
+
+    def error(self, step: int, replica: str, action: str, exc: BaseException) -> None:
+        self.tables["errors"].append({"step": step, "replica": replica, "action": action,
+                                      "error": type(exc).__name__, "message": str(exc)[:300]})
 
     def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
         """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to
