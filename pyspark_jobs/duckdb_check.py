@@ -112,6 +112,12 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 else "CREATE VIEW metadata AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS replica, "
                      "NULL::BIGINT AS metadata_version, NULL::BIGINT AS alters_queued, "
                      "NULL::BIGINT AS table_metadata_version WHERE false")
+    # migrations (each partition's migration state per snapshot) is optional: absent, the
+    # assignments' leaving_replica names every leaver
+    con.execute(f"CREATE VIEW migrations AS SELECT * FROM read_parquet({_source(folder, 'migrations')})"
+                if (folder / "migrations.parquet").exists()
+                else "CREATE VIEW migrations AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
+                     "NULL::VARCHAR AS state, NULL::VARCHAR AS src, NULL::VARCHAR AS dst WHERE false")
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
     con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")

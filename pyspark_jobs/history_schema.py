@@ -79,6 +79,13 @@ TABLES = {t.name: t for t in (
     Table("metadata", (Column("snapshot_step", "long"), Column("replica", "string"), Column("metadata_version", "long"),
                        Column("alters_queued", "long"), Column("table_metadata_version", "long")),
           optional=True),
+    # Per snapshot, each partition's migration (reference/history.py): the state and the replica
+    # that leaves (the source after SWITCH, the target after CANCEL) until its CLEANUP. Optional: a
+    # history without it (older runs, real ClickHouse's, PR #102244's) names its leavers in
+    # `assignments` only.
+    Table("migrations", (Column("snapshot_step", "long"), Column("partition_id", "string"), Column("state", "string"),
+                         Column("src", "string", nullable=True), Column("dst", "string")),
+          optional=True),
     Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
                           Column("owners", "strings"), Column("leaving_replica", "string", nullable=True),
                           # The CLONE target at the snapshot: it may hold the partition's rows before

@@ -28,7 +28,7 @@ from .lag import in_flight, not_pulled
 from .layout import Layout
 from .log_entry import ALTER_METADATA, GET_PART
 from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
-                        migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                        migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
 from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
@@ -730,7 +730,12 @@ class Cluster:
         return violations(self.history, self.table.replication_factor)
 
     def snapshot(self) -> None:
-        self.history.snapshot(self.tick(), self.stores, self.assignment_rows(), self.metadata_rows())
+        self.history.snapshot(self.tick(), self.stores, self.assignment_rows(), self.metadata_rows(),
+                              self.migration_rows())
+
+    def migration_rows(self) -> list[dict]:
+        """Every partition's migration znode (system.selective_migrations): History.snapshot."""
+        return migrations_rows(self.admin, self.layout)
 
     def metadata_rows(self) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""

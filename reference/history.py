@@ -44,6 +44,13 @@ SCHEMAS = {
                  "alters_queued": "int64", "table_metadata_version": "int64"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
                     "clone_target": "string", "leaving_replica": "string"},
+    # Per snapshot, each partition's migration as its znode (selective/migrations/{p}) says: state
+    # clone, switched, cancelling, done or cancelled, its source (null for a repair) and target. A
+    # partition with no row never migrated (the spec's "none"). With the assignment it is the
+    # spec's view of who may hold the partition at the snapshot (NoForeignPartsInv's Leaver: the
+    # source after SWITCH, the target after CANCEL, until its CLEANUP). Optional for readers.
+    "migrations": {"snapshot_step": "int64", "partition_id": "string", "state": "string", "src": "string",
+                   "dst": "string"},
     # Unexpected exceptions a step raised (not the protocol's refusals: GuardFailed and the like),
     # logged and the run went on, as a ClickHouse server logs a failed background task or queue
     # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
@@ -103,10 +110,15 @@ class History:
                                  for x in removed]
         return len(removed)
 
-    def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = ()) -> None:
+    def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = (),
+                 migrations: list[dict] = ()) -> None:
         """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
-        per replica, metadata_version, alters_queued and table_metadata_version."""
+        per replica, metadata_version, alters_queued and table_metadata_version; `migrations`: per
+        partition with a migration znode, its partition_id, state, src and dst."""
         self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
+        self.tables["migrations"] += [{"snapshot_step": step, "partition_id": m["partition_id"], "state": m["state"],
+                                       "src": m["src"], "dst": m["dst"]}
+                                      for m in sorted(migrations, key=lambda m: m["partition_id"])]
         for replica, store in sorted(stores.items()):
             for name in store.names():
                 for r in store.read(name):

@@ -183,6 +183,11 @@ class PRCluster(Cluster):
     def assignment_rows(self) -> list[dict]:
         return assignments_rows(self.admin, self.layout)
 
+    def migration_rows(self) -> list[dict]:
+        """None: the PR's migrations (/migrations/<uuid>) have no CLONE/SWITCH/CLEANUP states; its
+        assignment rows name the keepers themselves (`:cloning` targets, the leaving replica)."""
+        return []
+
     def counts(self) -> dict[str, int]:
         return {r: read_count(self.admin, self.layout, r)[0]
                 for r in _children(self.admin, pr_layout.counts_root(self.layout))}
