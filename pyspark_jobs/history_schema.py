@@ -45,7 +45,9 @@ class Table:
 
 
 TABLES = {t.name: t for t in (
-    Table("run", (Column("replication_factor", "long"),),
+    # settled_step: the step the driver settled the cluster at before the final snapshot; null (or
+    # absent, as in older histories) when the run was cut: MigrationsEndProp is judged only then.
+    Table("run", (Column("replication_factor", "long"), Column("settled_step", "long", nullable=True, optional=True)),
           must_have_rows="no run row: the replication factor is unknown"),
     Table("inserts", (Column("insert_id", "string"), Column("partition_id", "string"), Column("row_id", "long"),
                       Column("status", "string"), Column("ack_step", "long", nullable=True)),

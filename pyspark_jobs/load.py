@@ -167,6 +167,7 @@ class History:
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
+    settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -223,7 +224,7 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
-                   metadata=metadata)
+                   metadata=metadata, settled_step=run[0]["settled_step"])
 
 
 @contextmanager

@@ -723,7 +723,7 @@ class Cluster:
         for _ in range(queries):
             self.query()
         if history:
-            paths = self.write_history(history, fmt)
+            paths = self.write_history(history, fmt, settled=True)
             self.log(f"history written to {history} ({', '.join(sorted(paths))})")
         else:
             self.snapshot()
@@ -735,7 +735,13 @@ class Cluster:
 
     def migration_rows(self) -> list[dict]:
         """Every partition's migration znode (system.selective_migrations): History.snapshot."""
-        return migrations_rows(self.admin, self.layout)
+        try:
+            return migrations_rows(self.admin, self.layout)
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - a broken system table (a mutant's): logged, the snapshot goes on
+            self.failed("", "read migrations", e)
+            return []
 
     def metadata_rows(self) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
@@ -753,9 +759,14 @@ class Cluster:
         self.log(f"ALTER {change} at {at}: metadata version {entry.alter_version}")
         return entry.alter_version
 
-    def write_history(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
+    def write_history(self, folder: str | Path, fmt: str = "parquet", settled: bool = False) -> dict[str, Path]:
+        """The final snapshot and the history's files. `settled`: the caller settled the cluster
+        just before (no background step was enabled; queries since change no migration), so
+        the history's end is one MigrationsEndProp is judged on (run.settled_step)."""
+        settled_step = self.step if settled else None
         self.snapshot()
-        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step)
+        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step,
+                            settled_step)
         return self.history.write(folder, fmt)
 
     def close(self) -> None:

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMAS = {
+    # settled_step: the step the driver settled the cluster at before the final snapshot (no step
+    # enabled: what is in flight then stays so), null when the run was cut wherever it was. The
+    # checkers judge MigrationsEndProp only on a settled end. Optional for readers.
     "run": {"run_id": "string", "replication_factor": "int64", "backend": "string", "bugs": "list<string>",
-            "seed": "int64", "final_step": "int64"},
+            "seed": "int64", "final_step": "int64", "settled_step": "int64"},
     "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
                 "status": "string", "sent_step": "int64", "ack_step": "int64"},
     "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
@@ -130,9 +133,11 @@ class History:
                                                "owners": list(a["replicas"]), "clone_target": a["clone_target"],
                                                "leaving_replica": a["leaving_replica"]})
 
-    def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int) -> None:
+    def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int,
+               settled_step: int | None = None) -> None:
         self.tables["run"] = [{"run_id": self.run_id, "replication_factor": replication_factor, "backend": backend,
-                               "bugs": sorted(bugs), "seed": seed, "final_step": final_step}]
+                               "bugs": sorted(bugs), "seed": seed, "final_step": final_step,
+                               "settled_step": settled_step}]
 
     def write(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
         """One file per table: `{table}.parquet`, or `{table}.jsonl` with fmt="jsonl"."""

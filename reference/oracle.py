@@ -23,7 +23,9 @@ from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
-              "GlobalEntriesAppliedInv")
+              "GlobalEntriesAppliedInv", "MigrationsEndProp")
+# A migration's states before it ends (reference/migration.py's IN_FLIGHT, the spec's mig[p].st).
+MIGRATION_IN_FLIGHT = ("clone", "switched", "cancelling")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -112,6 +114,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
             out["GlobalEntriesAppliedInv"].append(
                 f"{m['replica']} applied {m['metadata_version']} and queued {m['alters_queued']} ALTER_METADATA "
                 f"of the table's {m['table_metadata_version']}")
+    out["MigrationsEndProp"] = migrations_not_ended(t, last)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -124,6 +127,20 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 out["AmbiguousInsertAtomicInv"].append(
                     f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
     return out
+
+
+def migrations_not_ended(t: dict, final: int | None) -> list[str]:
+    """The spec's MigrationsEndProp (every started migration ends, DONE or CANCELLED), a liveness
+    property, judged on a finite history's settled end: once the driver settled the cluster (no
+    step enabled, run.settled_step), a migration still in flight at the final snapshot will
+    never end. A history cut wherever it was (no settled_step) or without a migrations table is
+    not judged: its migrations may still be on their way."""
+    run = t.get("run") or [{}]
+    if run[0].get("settled_step") is None:
+        return []
+    return [f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} is still {m['state']} at the "
+            f"settled end" for m in t.get("migrations", ())
+            if m["snapshot_step"] == final and m["state"] in MIGRATION_IN_FLIGHT]
 
 
 def violations(history: History, rf: int) -> list[str]:

@@ -145,6 +145,7 @@ def test_a_step_that_raises_every_time_is_logged_bounded_and_the_run_still_ends(
         per_replica[e["replica"]] = per_replica.get(e["replica"], 0) + 1
     assert max(per_replica.values()) == MAX_STEP_ERRORS   # the bound is what ended the retries
     assert run["actions"].get("migrations left in flight") == 1
+    assert run["oracle_invariants"] == ["MigrationsEndProp"]   # the CLONEs never end: judged at the settled end
 
 
 def test_a_query_that_raises_is_a_failed_query_and_the_run_goes_on(tmp_path, monkeypatch):
