@@ -35,8 +35,8 @@ DESCRIPTIONS = {
     "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
                          "property on a finite history)",
 }
-# A migration's states before it ends (reference/migration.py's IN_FLIGHT, the spec's mig[p].st).
-MIGRATION_IN_FLIGHT = ("clone", "switched", "cancelling")
+# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
+MIGRATION_ENDED = ("done", "cancelled")
 TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
 
 
@@ -180,7 +180,7 @@ def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
     if h.settled_step is not None and "migrations" in h.sources:
         c = F.col
         stuck = (read_table(spark, h.sources["migrations"])
-                 .filter((c("snapshot_step") == h.final_step) & c("state").isin(*MIGRATION_IN_FLIGHT))
+                 .filter((c("snapshot_step") == h.final_step) & ~c("state").isin(*MIGRATION_ENDED))
                  .select("partition_id", "state", "src", "dst"))
         n, got = _sample(stuck, None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationsEndProp"],

@@ -83,7 +83,7 @@ QUERIES = {
     "MigrationsEndProp": """
         SELECT count(*) FROM migrations WHERE (SELECT max(settled_step) FROM settled) IS NOT NULL
         AND snapshot_step = (SELECT max(snapshot_step) FROM assignments)
-        AND state IN ('clone', 'switched', 'cancelling')""",
+        AND state NOT IN ('done', 'cancelled')""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",

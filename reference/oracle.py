@@ -24,8 +24,8 @@ from .history import History
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp")
-# A migration's states before it ends (reference/migration.py's IN_FLIGHT, the spec's mig[p].st).
-MIGRATION_IN_FLIGHT = ("clone", "switched", "cancelling")
+# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
+MIGRATION_ENDED = ("done", "cancelled")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -140,7 +140,7 @@ def migrations_not_ended(t: dict, final: int | None) -> list[str]:
         return []
     return [f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} is still {m['state']} at the "
             f"settled end" for m in t.get("migrations", ())
-            if m["snapshot_step"] == final and m["state"] in MIGRATION_IN_FLIGHT]
+            if m["snapshot_step"] == final and m["state"] not in MIGRATION_ENDED]
 
 
 def violations(history: History, rf: int) -> list[str]:
