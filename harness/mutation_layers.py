@@ -149,10 +149,14 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
                 if keep is not None:
                     shutil.copytree(folder / "history", keep / f"{profile}-{seed}")
                 extra["racing_runs"] = ran
+                if crashes:
+                    extra["racing_crash"] = crashes[0]
                 return VIOLATION, f"{profile}/{seed}: {run['oracle_sample'][0][:160]}", extra
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     extra["racing_runs"] = ran
+    if crashes:
+        extra["racing_crash"] = crashes[0]
     if crashes and not ran:
         return CRASH, crashes[0], extra
     return SURVIVED, detail, extra
@@ -228,20 +232,33 @@ def sync_unmutated() -> list[str]:
     return copied
 
 
-def _spark(out: Path) -> int:
-    """The Spark job (pyspark_jobs/spark_check.py) on each kept history: exit 1 is a violation found,
-    as the in-process oracle found on the same history."""
+def _spark(out: Path, batch: int = 50) -> int:
+    """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on the kept histories not yet
+    judged by it, `batch` histories per job (one JVM start each: a start costs more than a small
+    history's check). `spark`: `killed` if the job refuses the history as the in-process oracle did,
+    with the invariants it found (`spark_detail`)."""
     import subprocess
     results = json.loads(out.read_text())
-    for key, r in sorted(results.items()):
-        if not r.get("history") or "spark" in r:
-            continue
-        p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
-                            "--input", r["history"]], capture_output=True, text=True)
-        r["spark"] = {1: KILLED, 0: SURVIVED}.get(p.returncode, f"exit {p.returncode}")
-        r["spark_detail"] = (p.stdout.strip().splitlines() or [""])[-1][:200]
+    todo = sorted((r["history"], key) for key, r in results.items() if r.get("history") and "spark" not in r)
+    for i in range(0, len(todo), batch):
+        part = todo[i:i + batch]
+        with tempfile.TemporaryDirectory(prefix="mutlayer-spark-") as tmp:
+            report = Path(tmp) / "report.json"
+            args = [a for h, _ in part for a in ("--input", h)]
+            p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
+                                *args, "--report", str(report)], capture_output=True, text=True)
+            if p.returncode not in (0, 1) or not report.is_file():
+                print(f"mutation_layers: spark_check exit {p.returncode}: "
+                      f"{(p.stderr.strip().splitlines() or [''])[-1][:300]}", file=sys.stderr)
+                return 3
+            by_input = {r["input"]: r for r in json.loads(report.read_text())["results"]}
+        for history, key in part:
+            r, verdict = results[key], by_input[history]
+            failing = sorted(n for n, inv in verdict["invariants"].items() if not inv["holds"])
+            r["spark"] = SURVIVED if verdict["holds"] else KILLED
+            r["spark_detail"] = ", ".join(failing)
+            print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
         out.write_text(json.dumps(results, indent=1, sort_keys=True))
-        print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
     return 0
 
 
@@ -325,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             if layer in r and layer not in a.rerun:
                 continue
             if layer == "racing":   # the previous racing verdict's fields go with it
-                for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "history", "spark",
+                for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "racing_crash", "history", "spark",
                           "spark_detail"):
                     r.pop(f, None)
             keep = None

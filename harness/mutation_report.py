@@ -98,10 +98,13 @@ def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS) -> dict[tuple[st
 
 def layers_of(r: dict) -> set[str]:
     """The layers that kill one mutant of layers.json: `tests` (mutmut's selection, or a racing run
-    of test_races.py that raises or hangs), `history` (a racing history the checker refuses: the
-    Spark job's invariants), `conformance` (the protocol machine)."""
+    of test_races.py that raises, runs no query or hangs), `history` (a racing history the checker
+    refuses: the Spark job's invariants), `conformance` (the protocol machine). A racing run that
+    raises goes on to a history since issue 18 (`racing_tests` says what test_races.py saw), so
+    one mutant may be killed by the tests and by a history; before, `racing` was `crash` alone."""
     out = set()
-    if r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout"):
+    if (r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout")
+            or r.get("racing_tests") in ("raised", "crash", "no queries")):
         out.add("tests")
     if r.get("racing") == "violation":
         out.add("history")
