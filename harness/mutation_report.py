@@ -365,12 +365,17 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
         layers = load_layers()
         if layers:
             parts += ["### Layers of the migration and routing mutants\n",
-                      "Command: `python -m harness.mutation_layers` (mutants whose only change is an exception's "
-                      "text left out), then `python -m harness.mutation_layers --spark` for the kept histories. "
-                      "*Tests*: mutmut's selection, or a racing run of `test_races.py` that raises or hangs; "
-                      "*history*: a racing run's history refused by the in-process checker, which holds the Spark "
-                      "job's invariants (`tests/reference/test_checkers_agree.py`); *protocol machine*: "
-                      "conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
+                      "Command: `python -m harness.mutation_layers --sample 240 --seed 18` (mutants whose only change "
+                      "is an exception's text left out; the racing layer re-run with `--layers racing --rerun racing "
+                      "--racing-seconds 20 --keep-histories 1000`: every profile at seed 0, then seeds 1 and 2 "
+                      "within 20 s a mutant, only the runs that call the mutated function), then `python -m "
+                      "harness.mutation_layers --spark` for the kept histories. A racing run goes on past a step "
+                      "the mutant makes raise (the history's errors table), so a mutant that raises can still be "
+                      "killed by its history. *Tests*: mutmut's selection, or a racing run of `test_races.py` that "
+                      "raises, runs no query or hangs; *history*: a racing run's history refused by the in-process "
+                      "checker, which holds the Spark job's invariants (`tests/reference/test_checkers_agree.py`), "
+                      "MigrationsEndProp at the settled end among them; *protocol machine*: conformance's "
+                      "whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)
