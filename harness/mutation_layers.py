@@ -7,13 +7,22 @@ Runs on mutmut's trampolined copy of the sources (mutants/, made by `mutmut run`
 imports everything once, then forks a child per mutant and layer with `MUTANT_UNDER_TEST` set,
 as mutmut's own workers do, so the mutant is live in every call the layer makes. Layers:
 
-- `racing`: the racing history workloads of reference/races.py, every profile, seed 0, the small
-  runs of tests/reference/test_races.py (which `make test` runs, and mutmut's selection leaves to
-  this layer for time), each history checked by the in-process oracle (reference/oracle.py, the
-  Spark job's invariants; tests/reference/test_checkers_agree.py holds the two to the same
-  verdicts). `violation`: a history the checker refuses, a kill of the history layer. `crash` (the
-  run raised) and `no queries` fail test_races.py too, so they are kills of `make test`, but
-  the Spark job never sees a history from them: not kills of the history layer.
+- `racing`: the racing history workloads of reference/races.py, every profile (cheapest first),
+  the small runs of tests/reference/test_races.py (which `make test` runs, and mutmut's selection
+  leaves to this layer for time), each history checked by the in-process oracle
+  (reference/oracle.py, the Spark job's invariants; tests/reference/test_checkers_agree.py holds
+  the two to the same verdicts). Seed 0 of every profile, as test_races.py; then seeds 1, 2, ...
+  (`--seeds`) while the mutant's racing time is under `--racing-seconds`. A run goes on past a
+  step the mutant makes raise (logged in the history's errors table, reference/cluster.py), so a
+  mutant that raises somewhere still leaves a history to judge. Verdicts: `racing` is the
+  history's: `violation` (a history the checker refuses, a kill of the history layer; the
+  search stops there), `survived`, or `crash`/`timeout` when no run got to a history.
+  `racing_tests` is what test_races.py (seed 0) says: `raised` (a run logged an error), `no
+  queries`, `violation`, or `survived`; any but the last is a kill of `make test`.
+  Only the runs that call the mutated function are made: which functions a (profile, seed) run
+  calls is recorded once, on the unmutated code (a run is deterministic, so a mutant whose
+  function it never calls runs it exactly as the fixed protocol, which holds). The profiles whose
+  run calls it are recorded too (`racing_reached`): a survivor no run reaches needs a workload.
 - `protocol`: conformance's whole-protocol Hypothesis machine (conformance/machines.py
   protocol_machine, the `ci` profile `make test` runs), its steps' guards and the spec's invariants
   checked on the reference after each step.
@@ -24,7 +33,7 @@ equivalent. mutmut's own verdict (the reference tests) comes from mutants/*.meta
 build/mutation/layers.json keyed by mutmut's name and by module, function and the mutated line
 (stable across edits); harness/mutation_report.py reads them.
 
-`--keep-histories N` keeps the histories of the first N racing kills under build/mutation/histories/
+`--keep-histories N` keeps the histories of the first N racing kills (the one that killed) under build/mutation/histories/
 for the Spark job (`.venv/bin/spark-submit pyspark_jobs/spark_check.py --input DIR`), whose verdicts
 `--spark` then records beside the oracle's.
 """
@@ -49,49 +58,123 @@ HISTORIES = REPO / "build" / "mutation" / "histories"
 # The routing code: where a SELECT reads (query.py) and where an INSERT's sub-blocks go (insert.py).
 ROUTING = ["reference.query.*", "reference.insert.*"]
 MIGRATION = ["reference.migration.*"]
-# Every profile, as tests/reference/test_races.py runs them, cheapest first (seconds on this machine).
-RACING_PROFILES = ("churn", "switching", "racing", "stale", "lossy", "losing", "thin")
+# Every profile of reference/races.py, as tests/reference/test_races.py runs them, cheapest first
+# (seconds of one core here, seed 0 and 1 of the small runs, with this module's child overhead).
+RACING_PROFILES = ("churn", "switching", "altering", "dropping", "leaving", "lossy", "losing", "racing",
+                   "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
-LAYER_TIMEOUT_S = {"racing": 180, "protocol": 300}
+LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300}
+SEEDS = (0, 1, 2)
+RACING_SECONDS = 10.0   # per mutant, the seeds after 0 only while its racing runs took less
 
 KILLED, SURVIVED, CRASH, TIMEOUT = "killed", "survived", "crash", "timeout"
-VIOLATION, NO_QUERIES = "violation", "no queries"   # racing: a history the checker refuses / a run with no query
+VIOLATION, NO_QUERIES, RAISED = "violation", "no queries", "raised"   # racing: see the module docstring
 
 
-def _racing(key: str, keep: Path | None) -> tuple[str, str]:
-    """test_races.py's test_fixed_protocol_holds_under_each_profile, profile by profile (the
-    cheapest first), stopping at the first that fails it."""
+def _mutated_function(key: str) -> str:
+    """mutmut's name of a mutant's function: reference.migration.x_f__mutmut_3 -> reference.migration.x_f"""
+    return key.rsplit("__mutmut_", 1)[0]
+
+
+def calls_by_run(runs: list[tuple[str, int]], modules: list[str]) -> dict[tuple[str, int], set[str]]:
+    """Per (profile, seed) racing run on the unmutated code, the mutated functions it calls (by
+    _mutated_function's name): each trampoline's original is wrapped to note its call, for the
+    runs only. Raises if a run of the fixed protocol does not hold: then no verdict means anything."""
+    import functools
+    import importlib
     from reference.races import racing_history
-    for profile in RACING_PROFILES:
+    called: set[str] = set()
+    wrapped = []
+    for name in modules:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if attr.startswith("mutants_x_") and isinstance(value, dict) and "_mutmut_orig" in value:
+                fn = f"{name}.{attr[len('mutants_'):-len('__mutmut')]}"
+                orig = value["_mutmut_orig"]
+
+                def noted(*a, _fn=fn, _orig=orig, **k):
+                    called.add(_fn)
+                    return _orig(*a, **k)
+                value["_mutmut_orig"] = functools.wraps(orig)(noted)
+                wrapped.append((value, orig))
+    out = {}
+    try:
+        for profile, seed in runs:
+            called.clear()
+            folder = Path(tempfile.mkdtemp(prefix="mutlayer-calls-"))
+            try:
+                run = racing_history(folder, profile, seed, **SMALL)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            if run["oracle_violations"] or run["errors"]:
+                raise RuntimeError(f"the fixed protocol's {profile} seed {seed} run does not hold: "
+                                   f"{(run['oracle_sample'] + run['error_sample'])[:1]}")
+            out[(profile, seed)] = set(called)
+    finally:
+        for d, orig in wrapped:
+            d["_mutmut_orig"] = orig
+    return out
+
+
+CALLS: dict[tuple[str, int], set[str]] = {}   # filled by main() before the children fork
+
+
+def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
+    """Every (seed, profile) run that calls the mutated function, seed 0 first (test_races.py's
+    runs) and the cheapest profile first; stops at the first history the oracle refuses."""
+    from reference.races import racing_history
+    fn = _mutated_function(key)
+    runs = [(p, s) for s in SEEDS for p in RACING_PROFILES if fn in CALLS.get((p, s), {fn})]
+    extra = {"racing_reached": sorted({p for p, s in runs if s == 0}), "racing_tests": SURVIVED}
+    t0, ran, crashes, detail = time.monotonic(), 0, [], ""
+    for profile, seed in runs:
+        if seed and time.monotonic() - t0 > RACING_SECONDS:
+            break
         folder = Path(tempfile.mkdtemp(prefix="mutlayer-"))
         try:
-            run = racing_history(folder, profile, 0, **SMALL)
+            run = racing_history(folder, profile, seed, **SMALL)
+        except Exception as e:  # noqa: BLE001 - a run the mutant breaks past the driver's catching is a result
+            crashes.append(f"{profile}/{seed}: {type(e).__name__}: {str(e)[:160]}")
+            if seed == 0:
+                extra["racing_tests"] = CRASH
+            continue
+        else:
+            ran += 1
+            if seed == 0 and extra["racing_tests"] == SURVIVED:
+                extra["racing_tests"] = (VIOLATION if run["oracle_violations"] else RAISED if run["errors"]
+                                         else NO_QUERIES if not run["actions"].get("query", 0) else SURVIVED)
+                if run["errors"]:
+                    detail = f"{profile}/{seed} raised: {run['error_sample'][0][:160]}"
             if run["oracle_violations"]:
                 if keep is not None:
-                    shutil.copytree(folder / "history", keep / profile)
-                return VIOLATION, f"{profile}: {run['oracle_sample'][0][:160]}"
-            if not run["actions"].get("query", 0):
-                return NO_QUERIES, f"{profile}: no query ran"
-        except Exception as e:  # noqa: BLE001 - a run the mutant breaks is a result
-            return CRASH, f"{profile}: {type(e).__name__}: {str(e)[:160]}"
+                    shutil.copytree(folder / "history", keep / f"{profile}-{seed}")
+                extra["racing_runs"] = ran
+                if crashes:
+                    extra["racing_crash"] = crashes[0]
+                return VIOLATION, f"{profile}/{seed}: {run['oracle_sample'][0][:160]}", extra
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-    return SURVIVED, ""
+    extra["racing_runs"] = ran
+    if crashes:
+        extra["racing_crash"] = crashes[0]
+    if crashes and not ran:
+        return CRASH, crashes[0], extra
+    return SURVIVED, detail, extra
 
 
-def _protocol(key: str, keep: Path | None) -> tuple[str, str]:
+def _protocol(key: str, keep: Path | None) -> tuple[str, str, dict]:
     os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
     from conformance.__main__ import run_machine
     from conformance.machines import profile, protocol_machine
     r = run_machine(protocol_machine(), profile(), shrink=False)
-    return (KILLED, r["error"][:200]) if r["failed"] else (SURVIVED, "")
+    return (KILLED, r["error"][:200], {}) if r["failed"] else (SURVIVED, "", {})
 
 
 LAYERS = {"racing": _racing, "protocol": _protocol}
 
 
-def _in_child(layer: str, key: str, keep: Path | None, timeout_s: int) -> tuple[str, str]:
-    """Runs one layer on one mutant in a forked child; (verdict, detail)."""
+def _in_child(layer: str, key: str, keep: Path | None, timeout_s: int) -> tuple[str, str, dict]:
+    """Runs one layer on one mutant in a forked child; (verdict, detail, other fields to record)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -100,7 +183,7 @@ def _in_child(layer: str, key: str, keep: Path | None, timeout_s: int) -> tuple[
         try:
             verdict = LAYERS[layer](key, keep)
         except BaseException as e:  # noqa: BLE001
-            verdict = (CRASH, f"{type(e).__name__}: {str(e)[:160]}")
+            verdict = (CRASH, f"{type(e).__name__}: {str(e)[:160]}", {})
         os.write(w, json.dumps(verdict).encode())
         os._exit(0)
     os.close(w)
@@ -113,13 +196,13 @@ def _in_child(layer: str, key: str, keep: Path | None, timeout_s: int) -> tuple[
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             os.close(r)
-            return TIMEOUT, f"over {timeout_s} s"
+            return TIMEOUT, f"over {timeout_s} s", {}
         time.sleep(0.05)
     data = b""
     while chunk := os.read(r, 65536):
         data += chunk
     os.close(r)
-    return tuple(json.loads(data)) if data else (CRASH, f"child ended with status {status}")
+    return tuple(json.loads(data)) if data else (CRASH, f"child ended with status {status}", {})
 
 
 def mutants(patterns: list[str]) -> list[tuple[str, str, int | None]]:
@@ -133,24 +216,54 @@ def mutants(patterns: list[str]) -> list[tuple[str, str, int | None]]:
     return out
 
 
-def _spark(out: Path) -> int:
-    """The Spark job (pyspark_jobs/spark_check.py) on each kept history: exit 1 is a violation found,
-    as the in-process oracle found on the same history."""
+def sync_unmutated() -> list[str]:
+    """mutants/ holds a copy of every source made when `mutmut run` started; the modules it did not
+    mutate (the driver, the history, the oracle) are copied again from this checkout, so the layers
+    run today's driver and checker on the mutants. Returns what was copied."""
+    copied = []
+    for src in sorted((REPO / "reference").rglob("*.py")):
+        dst = MUTANTS / src.relative_to(REPO)
+        if dst.with_name(dst.name + ".meta").exists():
+            continue   # mutated: the trampolined copy is mutmut's
+        if not dst.is_file() or dst.read_bytes() != src.read_bytes():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            copied.append(str(src.relative_to(REPO)))
+    return copied
+
+
+def _spark(out: Path, batch: int = 50) -> int:
+    """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on the kept histories not yet
+    judged by it, `batch` histories per job (one JVM start each: a start costs more than a small
+    history's check). `spark`: `killed` if the job refuses the history as the in-process oracle did,
+    with the invariants it found (`spark_detail`)."""
     import subprocess
     results = json.loads(out.read_text())
-    for key, r in sorted(results.items()):
-        if not r.get("history") or "spark" in r:
-            continue
-        p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
-                            "--input", r["history"]], capture_output=True, text=True)
-        r["spark"] = {1: KILLED, 0: SURVIVED}.get(p.returncode, f"exit {p.returncode}")
-        r["spark_detail"] = (p.stdout.strip().splitlines() or [""])[-1][:200]
+    todo = sorted((r["history"], key) for key, r in results.items() if r.get("history") and "spark" not in r)
+    for i in range(0, len(todo), batch):
+        part = todo[i:i + batch]
+        with tempfile.TemporaryDirectory(prefix="mutlayer-spark-") as tmp:
+            report = Path(tmp) / "report.json"
+            args = [a for h, _ in part for a in ("--input", h)]
+            p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
+                                *args, "--report", str(report)], capture_output=True, text=True)
+            if p.returncode not in (0, 1) or not report.is_file():
+                print(f"mutation_layers: spark_check exit {p.returncode}: "
+                      f"{(p.stderr.strip().splitlines() or [''])[-1][:300]}", file=sys.stderr)
+                return 3
+            by_input = {r["input"]: r for r in json.loads(report.read_text())["results"]}
+        for history, key in part:
+            r, verdict = results[key], by_input[history]
+            failing = sorted(n for n, inv in verdict["invariants"].items() if not inv["holds"])
+            r["spark"] = SURVIVED if verdict["holds"] else KILLED
+            r["spark_detail"] = ", ".join(failing)
+            print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
         out.write_text(json.dumps(results, indent=1, sort_keys=True))
-        print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    global SEEDS, RACING_SECONDS   # read by the forked children
     import argparse
     ap = argparse.ArgumentParser(prog="python -m harness.mutation_layers", description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="racing,protocol")
@@ -161,7 +274,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-histories", type=int, default=0, metavar="N")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--spark", action="store_true", help="run the Spark job on the kept histories and record it")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="racing seeds, 0 first (default %(default)s)")
+    ap.add_argument("--racing-seconds", type=float, default=RACING_SECONDS,
+                    help="per mutant, seeds after 0 only while its racing runs took less (default %(default)s)")
+    ap.add_argument("--rerun", action="append", default=[], metavar="LAYER",
+                    help="run this layer again on mutants layers.json already has a verdict of")
     a = ap.parse_args(argv)
+    try:
+        SEEDS = tuple(int(x) for x in a.seeds.split(","))
+    except ValueError:
+        print(f"mutation_layers: --seeds must be integers separated by commas, not {a.seeds!r}", file=sys.stderr)
+        return 2
+    RACING_SECONDS = a.racing_seconds
     layers = a.layers.split(",")
     if not MUTANTS.is_dir():
         print(f"mutation_layers: no {MUTANTS}: run `.venv/bin/mutmut run` first", file=sys.stderr)
@@ -171,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     from harness.mutation_report import _STATUS, function_of, mutant_diffs
     if a.spark:
         return _spark(a.out)
+    synced = sync_unmutated()
+    if synced:
+        print(f"mutation_layers: copied this checkout's {', '.join(synced)} into {MUTANTS}", flush=True)
     sys.path.insert(0, str(MUTANTS))
     os.chdir(MUTANTS)
 
@@ -198,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         # 10 s): all of migration.py's and the routing code's mutants take hours, a sample minutes.
         todo = sorted(random.Random(a.seed).sample(todo, min(a.sample, len(todo))))
     kept = sum(1 for r in results.values() if r.get("history"))
+    if "racing" in layers:
+        t_calls = time.monotonic()
+        modules = sorted({k.rsplit(".", 1)[0] for _, k, _ in todo})
+        CALLS.update(calls_by_run([(p, s) for s in SEEDS for p in RACING_PROFILES], modules))
+        print(f"racing runs' calls recorded on the unmutated code in {time.monotonic() - t_calls:.0f}s", flush=True)
     t0 = time.monotonic()
     for i, (module, key, code) in enumerate(todo, 1):
         before, after, message = diffs.get(key, ("", "", False))
@@ -207,15 +339,20 @@ def main(argv: list[str] | None = None) -> int:
         r.update({"module": module, "function": function_of(key), "before": before, "after": after,
                   "tests": _STATUS.get(code, "suspicious")})
         for layer in layers:
-            if layer in r:
+            if layer in r and layer not in a.rerun:
                 continue
+            if layer == "racing":   # the previous racing verdict's fields go with it
+                for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "racing_crash", "history", "spark",
+                          "spark_detail"):
+                    r.pop(f, None)
             keep = None
             if layer == "racing" and kept < a.keep_histories:
                 keep = HISTORIES / key.split(".")[-1]
                 shutil.rmtree(keep, ignore_errors=True)
                 keep.mkdir(parents=True)
-            verdict, detail = _in_child(layer, key, keep, LAYER_TIMEOUT_S[layer])
+            verdict, detail, extra = _in_child(layer, key, keep, LAYER_TIMEOUT_S[layer])
             r[layer] = verdict
+            r.update(extra)
             if detail:
                 r[f"{layer}_detail"] = detail
             if keep is not None:

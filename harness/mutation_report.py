@@ -98,10 +98,13 @@ def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS) -> dict[tuple[st
 
 def layers_of(r: dict) -> set[str]:
     """The layers that kill one mutant of layers.json: `tests` (mutmut's selection, or a racing run
-    of test_races.py that raises or hangs), `history` (a racing history the checker refuses: the
-    Spark job's invariants), `conformance` (the protocol machine)."""
+    of test_races.py that raises, runs no query or hangs), `history` (a racing history the checker
+    refuses: the Spark job's invariants), `conformance` (the protocol machine). A racing run that
+    raises goes on to a history since issue 18 (`racing_tests` says what test_races.py saw), so
+    one mutant may be killed by the tests and by a history; before, `racing` was `crash` alone."""
     out = set()
-    if r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout"):
+    if (r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout")
+            or r.get("racing_tests") in ("raised", "crash", "no queries")):
         out.add("tests")
     if r.get("racing") == "violation":
         out.add("history")
@@ -363,12 +366,17 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
         layers = load_layers()
         if layers:
             parts += ["### Layers of the migration and routing mutants\n",
-                      "Command: `python -m harness.mutation_layers` (mutants whose only change is an exception's "
-                      "text left out), then `python -m harness.mutation_layers --spark` for the kept histories. "
-                      "*Tests*: mutmut's selection, or a racing run of `test_races.py` that raises or hangs; "
-                      "*history*: a racing run's history refused by the in-process checker, which holds the Spark "
-                      "job's invariants (`tests/reference/test_checkers_agree.py`); *protocol machine*: "
-                      "conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
+                      "Command: `python -m harness.mutation_layers --sample 240 --seed 18` (mutants whose only change "
+                      "is an exception's text left out; the racing layer re-run with `--layers racing --rerun racing "
+                      "--racing-seconds 20 --keep-histories 1000`: every profile at seed 0, then seeds 1 and 2 "
+                      "within 20 s a mutant, only the runs that call the mutated function), then `python -m "
+                      "harness.mutation_layers --spark` for the kept histories. A racing run goes on past a step "
+                      "the mutant makes raise (the history's errors table), so a mutant that raises can still be "
+                      "killed by its history. *Tests*: mutmut's selection, or a racing run of `test_races.py` that "
+                      "raises, runs no query or hangs; *history*: a racing run's history refused by the in-process "
+                      "checker, which holds the Spark job's invariants (`tests/reference/test_checkers_agree.py`), "
+                      "MigrationsEndProp at the settled end among them; *protocol machine*: conformance's "
+                      "whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)

@@ -32,7 +32,11 @@ DESCRIPTIONS = {
     "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
     "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
     "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
+    "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
+                         "property on a finite history)",
 }
+# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
+MIGRATION_ENDED = ("done", "cancelled")
 TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
 
 
@@ -169,6 +173,23 @@ def totals_of(groups: list[dict]) -> dict:
     return t
 
 
+def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
+    """The spec's MigrationsEndProp (every started migration ends, DONE or CANCELLED), a liveness
+    property, judged on a finite history's settled end: once the driver settled the cluster
+    (run.settled_step), a migration still in flight at the final snapshot will never end. A
+    history cut wherever it was, or without a migrations table, is not judged."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if h.settled_step is not None and "migrations" in h.sources:
+        c = F.col
+        stuck = (read_table(spark, h.sources["migrations"])
+                 .filter((c("snapshot_step") == h.final_step) & ~c("state").isin(*MIGRATION_ENDED))
+                 .select("partition_id", "state", "src", "dst"))
+        n, got = _sample(stuck, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationsEndProp"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
     """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
     the input's row counts. `progress` is called after the pass and as each invariant is decided."""
@@ -244,6 +265,9 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
                                          "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0}
     if progress:
         progress("GlobalEntriesAppliedInv", report["GlobalEntriesAppliedInv"], 0.0)
+    report["MigrationsEndProp"] = migrations_end(spark, h, sample)
+    if progress:
+        progress("MigrationsEndProp", report["MigrationsEndProp"], report["MigrationsEndProp"]["seconds"])
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -85,6 +85,11 @@ QUERIES = {
     "GlobalEntriesAppliedInv": """
         SELECT count(*) FROM metadata WHERE snapshot_step = (SELECT max(snapshot_step) FROM metadata)
         AND metadata_version + alters_queued <> table_metadata_version""",
+    # The spec's MigrationsEndProp on a settled end (run.settled_step; oracle.migrations_not_ended)
+    "MigrationsEndProp": """
+        SELECT count(*) FROM migrations WHERE (SELECT max(settled_step) FROM settled) IS NOT NULL
+        AND snapshot_step = (SELECT max(snapshot_step) FROM assignments)
+        AND state NOT IN ('done', 'cancelled')""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
@@ -139,6 +144,10 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 "FROM assignments WHERE clone_target IS NOT NULL AND clone_target <> ''" if has_target else
                 "CREATE VIEW cloning AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
                 "NULL::VARCHAR AS replica WHERE false")
+    # run.settled_step is optional (older histories): absent, the end is not settled
+    has_settled = "settled_step" in {r[0] for r in con.execute("DESCRIBE run").fetchall()}
+    con.execute("CREATE VIEW settled AS SELECT settled_step FROM run" if has_settled else
+                "CREATE VIEW settled AS SELECT NULL::BIGINT AS settled_step WHERE false")
     con.execute("CREATE TABLE held AS SELECT DISTINCT replica, partition_id, row_id FROM final")
     return {name: con.execute(sql).fetchone()[0] for name, sql in QUERIES.items()}
 

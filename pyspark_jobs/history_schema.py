@@ -45,7 +45,9 @@ class Table:
 
 
 TABLES = {t.name: t for t in (
-    Table("run", (Column("replication_factor", "long"),),
+    # settled_step: the step the driver settled the cluster at before the final snapshot; null (or
+    # absent, as in older histories) when the run was cut: MigrationsEndProp is judged only then.
+    Table("run", (Column("replication_factor", "long"), Column("settled_step", "long", nullable=True, optional=True)),
           must_have_rows="no run row: the replication factor is unknown"),
     Table("inserts", (Column("insert_id", "string"), Column("partition_id", "string"), Column("row_id", "long"),
                       Column("status", "string"), Column("ack_step", "long", nullable=True)),
@@ -92,6 +94,13 @@ TABLES = {t.name: t for t in (
                           # SWITCH (NoForeignPartsInv, as the spec's Keepers and the oracle allow).
                           Column("clone_target", "string", nullable=True, optional=True)),
           must_have_rows="no assignments: the history has no final snapshot of the owners"),
+    # Unexpected exceptions a replica's step or a client call raised, logged while the run went on
+    # (reference/history.py). No invariant is judged on it: a history with errors is judged on
+    # what the replicas hold and the clients were told, as any other. Optional: older histories
+    # and real ClickHouse's have none.
+    Table("errors", (Column("step", "long"), Column("replica", "string"), Column("action", "string"),
+                     Column("error", "string"), Column("message", "string", nullable=True)),
+          optional=True),
 )}
 
 KIND_NAMES = {"long": "an integer", "string": "a string", "strings": "a list of strings"}

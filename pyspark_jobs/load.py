@@ -170,6 +170,7 @@ class History:
     # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot; `keepers_at`)
     keepers: list = field(default_factory=list)
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
+    settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -228,7 +229,7 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
-                   metadata=metadata, keepers=keepers)
+                   metadata=metadata, keepers=keepers, settled_step=run[0]["settled_step"])
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

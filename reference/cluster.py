@@ -42,6 +42,16 @@ from .table import Table
 from .workload import WORKLOAD
 
 
+# Exceptions a step may raise that are not a failure of the step's code: Keeper away or a session
+# expired. Their callers cope with them (a retry, a read moved to another owner, a new session).
+KEEPER_FAULTS = (KeeperUnavailableError, SessionExpiredError)
+# A (replica, step kind) whose step raised this many times is not tried again in the run. A
+# ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
+# that raises every time would otherwise keep a settle or the wind-down going for ever.
+MAX_STEP_ERRORS = 20
+STEP_KINDS = ("refresh", "pull", "execute", "merge", "migrate", "cleanup")   # what Cluster._try runs
+
+
 class ReplicaNotInSync(Exception):
     """A replica cannot sync a partition before a read (a part it must fetch has no running holder)."""
 
@@ -87,6 +97,7 @@ class Cluster:
         self.queries = 0
         self.block_rows: dict[str, list[int]] = {}  # block id -> its row_ids (for query_lag)
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
+        self.step_errors: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps that raised
         for r in replicas:
             self.add_replica(r)
 
@@ -108,7 +119,12 @@ class Cluster:
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         if "serve_before_map_loaded" not in self.bugs:
             rep.load_map()  # F9: otherwise its first SELECTs see an empty map
-            self._drop_foreign(rep)
+            try:
+                self._drop_foreign(rep)
+            except KEEPER_FAULTS:
+                raise
+            except Exception as e:  # noqa: BLE001 - a start-up task that fails is logged; the server starts
+                self.failed(name, "drop foreign", e)
         done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
         if done != "not lost":
             self.log(f"replica {name} was lost: {done}")
@@ -148,6 +164,12 @@ class Cluster:
             pass
         self.log(f"replica {name} has a new Keeper session")
         return rep
+
+    def failed(self, replica: str, action: str, e: Exception) -> None:
+        """An unexpected exception of `replica`'s `action` ("" for the administrator's): logged in
+        the history (table errors) and the run goes on, as a server logs a failed task."""
+        self.history.error(self.step, replica, action, e)
+        self.log(f"{replica or 'admin'} {action} raised {type(e).__name__}: {e}")
 
     def _drop_foreign(self, rep: Replica) -> None:
         dropped = drop_foreign_partitions(rep)
@@ -252,6 +274,14 @@ class Cluster:
                 error = "unknown" if e.outcome_unknown else "failed"
             except SessionExpiredError:
                 error = "failed"   # its session expired before it wrote: a read-only replica
+            except KeeperError as e:
+                self.failed(receiver.name, "insert", e)   # as below; not a Keeper fault (a NoNode, a version)
+                error = "unknown"
+            except Exception as e:  # noqa: BLE001 - the server's exception reaches the client
+                # The client is told its INSERT raised; whether a sub-block was committed first it
+                # cannot tell, so it is the "unknown" of a lost answer (a block id retry settles it).
+                self.failed(receiver.name, "insert", e)
+                error = "unknown"
             for p in done:
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
@@ -307,6 +337,23 @@ class Cluster:
         return None
 
     def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:
+        """One step of `kind` on `rep`: what it did, or None if it was not enabled. A step that
+        raises unexpectedly is logged (Cluster.failed) and counts as not enabled; after
+        MAX_STEP_ERRORS of them that (replica, kind) is no longer tried."""
+        if kind not in STEP_KINDS:
+            raise ValueError(f"unknown step kind {kind!r}")
+        if self.step_errors.get((rep.name, kind), 0) >= MAX_STEP_ERRORS:
+            return None
+        try:
+            return self._run_step(kind, rep, random_choice)
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - a background task's exception: logged, retried later
+            self.step_errors[(rep.name, kind)] = self.step_errors.get((rep.name, kind), 0) + 1
+            self.failed(rep.name, kind, e)
+            return None
+
+    def _run_step(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
         if rep.unknown_commits:  # Keeper answers again: first decide the commits it could not confirm
             removed = rep.resolve_unknown_commits()
             if removed:
@@ -381,8 +428,14 @@ class Cluster:
 
     def read_in_flight(self) -> None:
         """The migrations the "migrate" steps look at: read once per step or settle round, not
-        once per replica tried."""
-        self._in_flight = migrations_in_flight(self.admin, self.layout)
+        once per replica tried (none, logged, if the read raises)."""
+        try:
+            self._in_flight = migrations_in_flight(self.admin, self.layout)
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - as a failed step
+            self.failed("", "read migrations", e)
+            self._in_flight = []
 
     def _advance_migration(self, rep: Replica) -> str | None:
         """The migration steps `rep` can take now: CLONE's fetch as the target, SWITCH as the
@@ -517,6 +570,9 @@ class Cluster:
                 got[p] = replica_read_partition(q, p, self.replicas)
         except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
             return self._query_failed(q, at, start, routes, got, partitions)
+        except Exception as e:  # noqa: BLE001 - the server's exception reaches the client: the query failed
+            self.failed(at, "query", e)
+            return self._query_failed(q, at, start, routes, got, partitions)
         except BaseException:
             if q is not None:
                 client_query_fails(q, self.replicas)
@@ -558,7 +614,12 @@ class Cluster:
 
     def _query_failed(self, q, at: str, start: int, routes: dict, got: dict, partitions):
         if q is not None:
-            client_query_fails(q, self.replicas)
+            try:
+                client_query_fails(q, self.replicas)
+            except KEEPER_FAULTS:
+                raise
+            except Exception as e:  # noqa: BLE001 - its pins may stay; the query failed all the same
+                self.failed(at, "query fails", e)
         self.queries += 1
         self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
         return None
@@ -662,7 +723,7 @@ class Cluster:
         for _ in range(queries):
             self.query()
         if history:
-            paths = self.write_history(history, fmt)
+            paths = self.write_history(history, fmt, settled=True)
             self.log(f"history written to {history} ({', '.join(sorted(paths))})")
         else:
             self.snapshot()
@@ -677,7 +738,16 @@ class Cluster:
 
     def migration_rows(self) -> list[dict]:
         """Every partition's migration znode (system.selective_migrations): History.snapshot."""
-        return migrations_rows(self.admin, self.layout)
+        try:
+            # A znode without a state or target (a broken step wrote it) is written as its text,
+            # "None": a migration that has not ended, in every checker's eyes.
+            return [{**m, "state": str(m.get("state")), "src": m.get("src"), "dst": str(m.get("dst"))}
+                    for m in migrations_rows(self.admin, self.layout)]
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - a broken system table (a mutant's): logged, the snapshot goes on
+            self.failed("", "read migrations", e)
+            return []
 
     def metadata_rows(self) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
@@ -695,9 +765,14 @@ class Cluster:
         self.log(f"ALTER {change} at {at}: metadata version {entry.alter_version}")
         return entry.alter_version
 
-    def write_history(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
+    def write_history(self, folder: str | Path, fmt: str = "parquet", settled: bool = False) -> dict[str, Path]:
+        """The final snapshot and the history's files. `settled`: the caller settled the cluster
+        just before (no background step was enabled; queries since change no migration), so
+        the history's end is one MigrationsEndProp is judged on (run.settled_step)."""
+        settled_step = self.step if settled else None
         self.snapshot()
-        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step)
+        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step,
+                            settled_step)
         return self.history.write(folder, fmt)
 
     def close(self) -> None:

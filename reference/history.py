@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMAS = {
+    # settled_step: the step the driver settled the cluster at before the final snapshot (no step
+    # enabled: what is in flight then stays so), null when the run was cut wherever it was. The
+    # checkers judge MigrationsEndProp only on a settled end. Optional for readers.
     "run": {"run_id": "string", "replication_factor": "int64", "backend": "string", "bugs": "list<string>",
-            "seed": "int64", "final_step": "int64"},
+            "seed": "int64", "final_step": "int64", "settled_step": "int64"},
     "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
                 "status": "string", "sent_step": "int64", "ack_step": "int64"},
     "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
@@ -51,6 +54,13 @@ SCHEMAS = {
     # source after SWITCH, the target after CANCEL, until its CLEANUP). Optional for readers.
     "migrations": {"snapshot_step": "int64", "partition_id": "string", "state": "string", "src": "string",
                    "dst": "string"},
+    # Unexpected exceptions a step raised (not the protocol's refusals: GuardFailed and the like),
+    # logged and the run went on, as a ClickHouse server logs a failed background task or queue
+    # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
+    # protocol raises none (tests/reference/test_races.py); a mutant that raises still leaves a
+    # history for the checkers to judge. `replica`: the replica whose step or client call raised
+    # ("" for the administrator's). Optional for readers; the checkers judge no invariant on it.
+    "errors": {"step": "int64", "replica": "string", "action": "string", "error": "string", "message": "string"},
 }
 STATUSES = ("ok", "failed", "unknown")
 
@@ -84,6 +94,10 @@ class History:
         for p, ids in sorted((lag or {}).items()):
             self.tables["query_lag"] += [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
                                          for r in sorted(ids)]
+
+    def error(self, step: int, replica: str, action: str, exc: BaseException) -> None:
+        self.tables["errors"].append({"step": step, "replica": replica, "action": action,
+                                      "error": type(exc).__name__, "message": str(exc)[:300]})
 
     def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
         """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to
@@ -119,9 +133,11 @@ class History:
                                                "owners": list(a["replicas"]), "clone_target": a["clone_target"],
                                                "leaving_replica": a["leaving_replica"]})
 
-    def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int) -> None:
+    def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int,
+               settled_step: int | None = None) -> None:
         self.tables["run"] = [{"run_id": self.run_id, "replication_factor": replication_factor, "backend": backend,
-                               "bugs": sorted(bugs), "seed": seed, "final_step": final_step}]
+                               "bugs": sorted(bugs), "seed": seed, "final_step": final_step,
+                               "settled_step": settled_step}]
 
     def write(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
         """One file per table: `{table}.parquet`, or `{table}.jsonl` with fmt="jsonl"."""

@@ -23,7 +23,9 @@ from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
-              "GlobalEntriesAppliedInv")
+              "GlobalEntriesAppliedInv", "MigrationsEndProp")
+# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
+MIGRATION_ENDED = ("done", "cancelled")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -109,6 +111,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
             out["GlobalEntriesAppliedInv"].append(
                 f"{m['replica']} applied {m['metadata_version']} and queued {m['alters_queued']} ALTER_METADATA "
                 f"of the table's {m['table_metadata_version']}")
+    out["MigrationsEndProp"] = migrations_not_ended(t, last)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -153,6 +156,20 @@ def foreign_parts(tables: dict) -> list[str]:
     held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
     return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
             for step, r, p in held if r not in keepers.get((step, p), ())]
+
+
+def migrations_not_ended(t: dict, final: int | None) -> list[str]:
+    """The spec's MigrationsEndProp (every started migration ends, DONE or CANCELLED), a liveness
+    property, judged on a finite history's settled end: once the driver settled the cluster (no
+    step enabled, run.settled_step), a migration still in flight at the final snapshot will
+    never end. A history cut wherever it was (no settled_step) or without a migrations table is
+    not judged: its migrations may still be on their way."""
+    run = t.get("run") or [{}]
+    if run[0].get("settled_step") is None:
+        return []
+    return [f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} is still {m['state']} at the "
+            f"settled end" for m in t.get("migrations", ())
+            if m["snapshot_step"] == final and m["state"] not in MIGRATION_ENDED]
 
 
 def violations(history: History, rf: int) -> list[str]:

@@ -39,7 +39,14 @@ infinite (the rule never acts), as it never did within a run's seconds of wall c
 Every SNAPSHOT_EVERY loop turns, and at the race's end before anything is restarted, a snapshot is
 taken: NoForeignPartsInv is judged on each. Then every replica is restarted, the migrations run
 to their end, the cluster settles and one synced query per replica is made: the final snapshot is
-the settled state every invariant judges.
+the settled state every invariant judges. A migration that cannot end (no step is enabled any
+more, or the wind-down's step budget is spent) is left in flight: the history shows it, and
+MigrationsEndProp is judged on it.
+
+An unexpected exception of a replica's step, a client's call or an operator's command (not the
+protocol's refusals) is logged in the history's errors table and the run goes on, as a server
+logs a failed task and retries it (Cluster.failed): the fixed protocol raises none, and a broken
+one still leaves a history for the checkers.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from dataclasses import dataclass, field
 from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
                          replica_commit_allocation)
 from .cleanup import CleanupSettings
-from .cluster import Cluster
+from .cluster import KEEPER_FAULTS, Cluster
 from .migration import MigrationError, coordinator_cancel, migrations_in_flight, read_migration
 from .replica import InsertRejected
 
@@ -172,7 +179,14 @@ class Race:
     def run(self) -> dict[str, int]:
         names, weights = zip(*sorted(self.p.actions.items()))
         for turn in range(1, self.steps + 1):
-            getattr(self, f"_{self.rng.choices(names, weights)[0]}")()
+            action = self.rng.choices(names, weights)[0]
+            try:
+                getattr(self, f"_{action}")()
+            except KEEPER_FAULTS:
+                raise
+            except Exception as e:  # noqa: BLE001 - a client's or operator's call that raised: logged, the run goes on
+                self.c.failed("", action, e)
+                self._count(f"{action} raised")
             if self.snapshot_every and turn % self.snapshot_every == 0:
                 self._observe()
         self.wind_down()
@@ -381,27 +395,39 @@ class Race:
 
     # --- the end: a state to judge -----------------------------------------------------
     def wind_down(self, max_steps: int = 20_000) -> None:
+        """Every replica back, the migrations run until they end or nothing more can run (no step
+        enabled: the state stays as it is) or `max_steps` are spent; settled; a synced query per
+        replica. Whatever is still in flight is the history's to show (MigrationsEndProp)."""
         c = self.c
         # The race's own end, before the restarts and settling below undo what they undo: a
         # restart (and a map refresh) drops a partition the replica no longer keeps, so a foreign
         # copy (F7) is in this snapshot and no later one. The checkers judge NoForeignPartsInv on
         # every snapshot.
         self._observe()
-        for name in sorted(c.down):
-            c.add_replica(name)
-        if c.gone:
-            c.repair_all()
-        for _ in range(max_steps):
-            if not migrations_in_flight(c.admin, c.layout):
-                break
-            if not c.background_step():
-                c.settle()
-        else:
-            raise RuntimeError(f"migrations still in flight after {max_steps} steps: "
-                               f"{migrations_in_flight(c.admin, c.layout)}")
-        c.settle()
+        for what, act in (("restart", self._restart_all), ("repair", lambda: c.repair_all() if c.gone else None),
+                          ("wind down", lambda: self._migrations_end(max_steps)), ("settle", c.settle)):
+            try:
+                act()
+            except KEEPER_FAULTS:
+                raise
+            except Exception as e:  # noqa: BLE001 - as in run(): logged, the end is judged as it is
+                c.failed("", what, e)
+                self._count(f"{what} raised")
         for r in sorted(c.replicas):
             c.query(at=r)
+
+    def _restart_all(self) -> None:
+        for name in sorted(self.c.down):
+            self.c.add_replica(name)
+
+    def _migrations_end(self, max_steps: int) -> None:
+        c = self.c
+        for _ in range(max_steps):
+            if not migrations_in_flight(c.admin, c.layout):
+                return
+            if not c.background_step() and not c.settle():
+                break   # nothing enabled anywhere: no step will ever run again (time is steps)
+        self._count("migrations left in flight")
 
 
 def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozenset(), replicas: int = 4,
@@ -441,11 +467,15 @@ def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> d
     c = racing_cluster(MemoryEnsemble().connect, folder / "data", profile_of(profile), seed, bugs)
     try:
         counts = race(c, profile_of(profile), seed, **kw)
-        c.write_history(folder / "history")
+        # wind_down settled the cluster, unless its settle raised (a step going on for ever)
+        c.write_history(folder / "history", settled="settle raised" not in counts)
         problems = violations(c.history, c.table.replication_factor)
         return {"profile": profile, "seed": seed, "bugs": sorted(bugs), "history": str(folder / "history"),
                 "oracle_violations": len(problems), "oracle_sample": problems[:5],
                 "oracle_invariants": sorted({x.split(":")[0] for x in problems}), "actions": counts,
+                "errors": len(c.history.tables["errors"]),
+                "error_sample": [f"{e['replica'] or 'admin'} {e['action']}: {e['error']}: {e['message'][:120]}"
+                                 for e in c.history.tables["errors"][:5]],
                 "rows": len(c.history.tables["inserts"]), "queries": c.queries, "steps": c.step,
                 "seconds": round(time.perf_counter() - t0, 2)}
     finally:

@@ -106,6 +106,25 @@ def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make
     assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 of 0 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded, {})
 
 
+def test_a_racing_run_that_raises_and_then_a_history_refused_are_two_layers(tmp_path):
+    """Since a racing run goes on past a step that raises (issue 18), one mutant can be killed by
+    the tests (test_races.py saw the run raise: racing_tests `raised`) and by the history the run
+    still left (racing `violation`): two layers, one a history. A run that raised and left a
+    history that holds is the tests' kill alone."""
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": 0, "reference.migration.x_switch__mutmut_3": 0})
+    common = {"module": "reference/migration.py", "function": "switch", "before": 'if not mig or mig["state"] != "clone":',
+              "tests": "survived", "protocol": "survived"}
+    layers = {"reference.migration.x_switch__mutmut_1": {**common, "after": 'if not mig and mig["state"] != "clone":',
+                                                        "racing": "violation", "racing_tests": "raised"},
+              "reference.migration.x_switch__mutmut_3": {**common, "after": 'if not mig or mig["state"] != "XXcloneXX":',
+                                                        "racing": "survived", "racing_tests": "raised"}}
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps(layers))
+    loaded = mr.load_layers(path, tmp_path)
+    assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests"}]
+    assert "| `reference/migration.py` | 2 | 0 | 2 | 1 | 0 of 0 | 2 | 0 | 1 | 1 |" in mr.layers_markdown(loaded, {})
+
+
 def test_the_section_replaces_only_its_own_markers():
     doc = "# B\n\n<!-- bench:tlc -->\nx\n<!-- /bench:tlc -->\n"
     once = splice(doc, "mutation", mr.section({}, None))

@@ -36,7 +36,7 @@ def test_a_correct_synthetic_history_holds_in_one_pass(spark, correct):
     before = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
     result = checked(spark, correct)
     assert {k: spark.conf.get(k) for k in before} == before  # the caller's session is left as it was
-    assert failing(result) == set() and len(result["invariants"]) == 10
+    assert failing(result) == set() and len(result["invariants"]) == 11   # 10 invariants and MigrationsEndProp
     assert result["counts"]["inserted_rows"] == 2000 and result["counts"]["part_rows"] > 2 * 1900
     # three small tables collected, then one job over the large ones (and one job per broadcast
     # table: replicas, each snapshot's keepers for NoForeignPartsInv, queries, partitions):
@@ -206,7 +206,7 @@ def test_one_progress_line_per_invariant_as_each_is_decided(spark, correct):
         result = check_folder(spark, str(correct), 5)
     lines = out.getvalue().splitlines()
     after_pass = lines[next(i for i, x in enumerate(lines) if "one pass over the large tables" in x) + 1:]
-    decided = [m.groups() for x in after_pass if (m := re.match(r"^  (\w+Inv)\s+(holds)\s+([\d.]+) s$", x))]
+    decided = [m.groups() for x in after_pass if (m := re.match(r"^  (\w+(?:Inv|Prop))\s+(holds)\s+([\d.]+) s$", x))]
     assert [name for name, _, _ in decided] == list(result["invariants"]) and len(decided) == len(DESCRIPTIONS)
     assert {name for name, _, _ in decided} == set(DESCRIPTIONS)
     for name, _, seconds in decided:

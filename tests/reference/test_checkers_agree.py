@@ -183,3 +183,33 @@ def test_without_the_drops_table_all_three_owe_the_dropped_rows_and_agree(spark,
     assert by_masks["QueryNoMissingInv"] == oracle["QueryNoMissingInv"]
     monkeypatch.setattr(facts, "MAX_QUERY_WORDS", 0)
     assert spark_counts() == by_masks
+
+
+def _broken_switch(*args, **kwargs):
+    # Stands in for a broken coordinator (a mutant's SWITCH): it raises every time.
+    raise RuntimeError("broken switch")
+
+
+def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_all_three(spark, tmp_path, monkeypatch):
+    """MigrationsEndProp, the spec's liveness property judged on a finite history's settled end:
+    with SWITCH raising every time, `churn`'s CLONEs are still in flight when the run has settled.
+    The oracle, DuckDB and the Spark job count the same migrations and report nothing else. The
+    same history without run.settled_step (an older history, or a run cut wherever it was) is
+    judged by none of them: its migrations may still be on their way."""
+    monkeypatch.setattr("reference.cluster.coordinator_switch", _broken_switch)
+    run = racing_history(tmp_path, "churn", 0, steps=80, blocks=16)
+    folder = Path(run["history"])
+
+    def verdicts():
+        h = History()
+        for f in folder.glob("*.parquet"):
+            h.tables[f.stem] = pq.read_table(f).to_pylist()
+        oracle = {name: len(problems) for name, problems in check(h, 2).items()}
+        with contextlib.redirect_stdout(io.StringIO()):
+            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
+        assert spark_counts == oracle == duckdb_check(folder)
+        return {n: v for n, v in oracle.items() if v}
+    stuck = verdicts()
+    assert set(stuck) == {"MigrationsEndProp"} and stuck["MigrationsEndProp"] == run["actions"]["reassign"]
+    pq.write_table(pq.read_table(folder / "run.parquet").drop(["settled_step"]), folder / "run.parquet")
+    assert verdicts() == {}

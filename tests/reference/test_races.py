@@ -14,6 +14,8 @@ SMALL = {"steps": 80, "blocks": 16}
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_fixed_protocol_holds_under_each_profile(tmp_path, profile):
     run = racing_history(tmp_path, profile, 0, **SMALL)
+    # The run goes on past a step that raises (the errors table): the fixed protocol raises none.
+    assert run["errors"] == 0, run["error_sample"]
     assert run["oracle_violations"] == 0, run["oracle_sample"]
     assert run["actions"].get("query", 0) > 0
 
@@ -120,3 +122,38 @@ def test_every_tooth_is_refused_by_the_oracle(tmp_path, tooth):
     this only make check would notice (F6's and F7's rows went stale that way)."""
     run = racing_history(tmp_path, tooth.profile, tooth.seed, frozenset({tooth.switch}), **SIZE)
     assert tooth.invariant in run["oracle_invariants"], run["oracle_sample"]
+
+
+def _raises(*args, **kwargs):
+    # Stands in for a broken step (a mutant's): the protocol's code raising where it never should.
+    raise RuntimeError("broken step")
+
+
+def test_a_step_that_raises_every_time_is_logged_bounded_and_the_run_still_ends(tmp_path, monkeypatch):
+    """SWITCH raises every time: each raise is logged in the history's errors table, the
+    coordinator stops retrying after MAX_STEP_ERRORS, and the run ends with its migrations left
+    in flight and a history written for the checkers, instead of raising out of the run."""
+    import pyarrow.parquet as pq
+    from reference.cluster import MAX_STEP_ERRORS
+    monkeypatch.setattr("reference.cluster.coordinator_switch", _raises)
+    run = racing_history(tmp_path, "churn", 0, **SMALL)
+    errors = pq.read_table(tmp_path / "history" / "errors.parquet").to_pylist()
+    assert run["errors"] == len(errors) > 0
+    assert {(e["action"], e["error"], e["message"]) for e in errors} == {("migrate", "RuntimeError", "broken step")}
+    per_replica = {}
+    for e in errors:
+        per_replica[e["replica"]] = per_replica.get(e["replica"], 0) + 1
+    assert max(per_replica.values()) == MAX_STEP_ERRORS   # the bound is what ended the retries
+    assert run["actions"].get("migrations left in flight") == 1
+    assert run["oracle_invariants"] == ["MigrationsEndProp"]   # the CLONEs never end: judged at the settled end
+
+
+def test_a_query_that_raises_is_a_failed_query_and_the_run_goes_on(tmp_path, monkeypatch):
+    """A read that raises reaches the client as a failed query (history status failed, the error
+    logged); the run goes on to its end and the history holds (no query is owed anything)."""
+    monkeypatch.setattr("reference.cluster.replica_read_partition", _raises)
+    run = racing_history(tmp_path, "switching", 0, **SMALL)
+    assert run["errors"] > 0 and all(": RuntimeError: broken step" in e for e in run["error_sample"])
+    assert all(e.split(":")[0].endswith(" query") for e in run["error_sample"])
+    assert run["actions"].get("query failed", 0) > 0 and "query" not in run["actions"]
+    assert run["oracle_violations"] == 0, run["oracle_sample"]
