@@ -31,21 +31,29 @@ def _verdicts(c: Cluster) -> dict:
     return {name: not problems for name, problems in check(c.history, 2).items()}
 
 
+def _switched(tmp_path, pinned: bool = False) -> tuple[Cluster, str, str]:
+    """A cluster with one partition's REASSIGN run to SWITCH, its source still keeping it (before
+    CLEANUP; `pinned`: a running query's pin holds the CLEANUP off). (cluster, partition, source)."""
+    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=8)
+    c.load(blocks(random.Random(8), 8, 3, months=1))
+    c.settle()
+    p = c.admin.get_children(c.layout.assignments)[0]
+    a = c.replicas["r1"].replica_refresh_cache(p)
+    src, dst = a.owners[0], next(r for r in sorted(c.replicas) if r not in a.owners)
+    c.reassign(p, dst, src)
+    if pinned:
+        c.replicas[src].pins[p] = 1
+    while read_migration(c.admin, c.layout, p)[0]["state"] != "switched":
+        c.background_step()
+    return c, p, src
+
+
 def test_a_run_ending_between_switch_and_cleanup_holds_for_both(spark, tmp_path):
     """The history the checkers disagreed on: the run ends after SWITCH and before CLEANUP, so
     the source, `leaving`, still keeps the partition. The spec allows it (NoForeignPartsInv's
     Leaver); the oracle used to report "r1 keeps 202401-11 without owning it", Spark did not."""
-    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=8)
+    c, p, src = _switched(tmp_path, pinned=True)
     try:
-        c.load(blocks(random.Random(8), 8, 3, months=1))
-        c.settle()
-        p = c.admin.get_children(c.layout.assignments)[0]
-        a = c.replicas["r1"].replica_refresh_cache(p)
-        src, dst = a.owners[0], next(r for r in sorted(c.replicas) if r not in a.owners)
-        c.reassign(p, dst, src)
-        c.replicas[src].pins[p] = 1   # a running query holds CLEANUP off
-        while read_migration(c.admin, c.layout, p)[0]["state"] != "switched":
-            c.background_step()
         c.query()
         c.write_history(tmp_path / "history")
         final = c.history.tables["assignments"]
@@ -80,16 +88,8 @@ def test_no_foreign_parts_is_judged_at_every_snapshot_alike(spark, tmp_path):
     checkers whether the assignment names the source `leaving` or only the migration says it is
     switched (the spec's Leaver, which covers source_stops_at_switch's empty `leaving`); with
     neither, all three report that snapshot, and its step, though the settled end holds."""
-    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=8)
+    c, p, src = _switched(tmp_path)
     try:
-        c.load(blocks(random.Random(8), 8, 3, months=1))
-        c.settle()
-        p = c.admin.get_children(c.layout.assignments)[0]
-        a = c.replicas["r1"].replica_refresh_cache(p)
-        src, dst = a.owners[0], next(r for r in sorted(c.replicas) if r not in a.owners)
-        c.reassign(p, dst, src)
-        while read_migration(c.admin, c.layout, p)[0]["state"] != "switched":
-            c.background_step()
         c.snapshot()
         between = c.step
         assert c.replicas[src].has_rows_of(p)   # the leaver keeps it until CLEANUP
