@@ -40,10 +40,11 @@ PIDS = {"p1": "202401-0", "p2": "202401-1"}
 INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
 REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
-# No TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may run
-# (MaxDrops 1), and the spec itself breaks NoDuplicateRowsInv there: the DROP clears the insert's
+# No holding TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may
+# run (MaxDrops 1), and the spec itself breaks NoDuplicateRowsInv there: the DROP clears the insert's
 # hash, and its retry is written again on a replica that has not executed the DROP_RANGE yet, which
-# then holds the insert's rows twice (TLC, MCDrop with MaxTries = 2: 7 steps; conformance/README.md).
+# then holds the insert's rows twice (TLC, MCDropRetry: 7 states; spec/FINDINGS.md F21, a bound of
+# the base protocol, and the refinement that would let a walk have both).
 # So a walk has one or the other, as the models do (conformance/machines.py draws which).
 RETRIES_NOT_DROPS, DROPS_NOT_RETRIES = {"drops": 0}, {"tries": 1}
 # The cleanup thread trims as soon as it may, and a replica down one entry behind is lost: the
