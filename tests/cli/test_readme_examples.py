@@ -78,6 +78,13 @@ EXAMPLES = {
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
     "python -m harness.faults": Help(["harness.faults"]),
+    "python -m harness.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
+        "tests/spec/test_invariant_domains.py (the guard's drop mutant holds on MCRestartQuery and breaks QueryAnsweredProp)"),
+    ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
+        "tests/conformance/test_switch_table.py (the ci table's rows as tests)"),
+    "python -m conformance --switch-table": Covered("tests/conformance/test_switch_table.py (at the ci profile)"),
+    "python -m conformance --switch-table --profile P": Help(["conformance"]),
+    "python -m conformance --switch-table --profile ci [--undirected]": Help(["conformance"]),
     "python -m harness.mutation_spec --check-witnesses": Covered(
         "tests/harness/test_mutation_spec.py (the unmutated model reaches its witness; a mutant that never starts a "
         "migration does not)"),

@@ -10,6 +10,7 @@ drops the target at once also drops a copy a running query reads: CleanupSafeInv
 import os
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
 
@@ -48,6 +49,10 @@ def test_ci_machine_holds_with_no_switch_and_completes_migrations_with_traffic()
 
 @pytest.mark.parametrize("switch", PROTOCOL_SWITCHES)
 def test_ci_machine_catches_the_switch_on_invariants_alone(switch):
-    r = protocol_row(switch, profile())
+    # The ci profile's walks, up to 300 of them, stopping at the first that fails: derandomized
+    # walks still differ from one process to another (str hashing orders the sets the rules pick
+    # instances from), and F6, found at walk 57 of 60 by `python -m conformance --switch-table`,
+    # was missed by 71 walks in a fresh clone's make test, where F7 was missed too.
+    r = protocol_row(switch, settings(profile(), max_examples=300))
     assert r["caught"], f"{switch} not caught in {r['walks']} walks"
     assert r["invariant"] in BROKEN_BY[switch], r["walk"]

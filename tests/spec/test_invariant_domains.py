@@ -29,3 +29,16 @@ def test_an_ack_before_the_write_is_caught_by_acked_committed(tmp_path, kind):
     verdict = ms.run_mutant(mutant, ms.holding_models(["MCRetry"]), budget=240, workdir=tmp_path, workers=1)
     assert verdict.status == "killed", verdict
     assert verdict.killed_by == "MCRetry: AckedCommittedInv", verdict
+
+
+@pytest.mark.tlc
+def test_a_query_failing_with_its_replicas_up_breaks_query_answered(tmp_path):
+    """No invariant reads a failed query (R2 and R3 judge answers), so a ClientQueryFails without
+    its down-replica guard broke nothing until QueryAnsweredProp (MCLivenessQuery): a query is
+    answered unless a replica it still has to read goes down."""
+    mutant = next(m for m in ms.generate(SPEC.read_text().splitlines(), {"ClientQueryFails"})
+                  if m.kind == "drop" and m.original.startswith("\\E p \\in qry[q].pending"))
+    verdict = ms.run_mutant(mutant, ms.holding_models(["MCRestartQuery"]), budget=240, workdir=tmp_path, workers=1,
+                            liveness=ms.holding_models(["MCLivenessQuery"], liveness=True))
+    assert [r.outcome for r in verdict.runs if r.check == "safety"] == ["holds"], verdict
+    assert verdict.status == "killed" and verdict.killed_by == "MCLivenessQuery: temporal property", verdict
