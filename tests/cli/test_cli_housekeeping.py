@@ -45,9 +45,12 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """SIGINT in the middle of the inserts: the temporary folder goes too."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    # The child gets SIGINT's default action back: a make test started in the background by a
+    # shell without job control ignores SIGINT, the child would inherit that, and Python leaves an
+    # ignored SIGINT ignored (no KeyboardInterrupt: the run went on until the timeout).
     p = subprocess.Popen([sys.executable, "-m", "reference", "run", "--blocks", "100000", "--rows", "1"], cwd=ROOT,
                          env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert p.stdout.readline().startswith("[")  # a progress line: the run is under way
         p.send_signal(signal.SIGINT)
