@@ -20,6 +20,16 @@ def write_and_ack(s: ProtocolSystem, i: str, at: str) -> None:
     take(s, "ClientReceiveAck", (i,))
 
 
+def write_then_reassign(s: ProtocolSystem, i: str, p: str) -> tuple[str, str]:
+    """Insert i written and acknowledged through r1, then p REASSIGNed from its first owner to a
+    replica that does not own it: (source, target)."""
+    write_and_ack(s, i, "r1")
+    owners = read_assignment(s.admin, LAYOUT, PIDS[p]).owners
+    src, dst = sorted(owners)[0], next(r for r in s.names if r not in owners)
+    take(s, "AdminReassign", (p, src, dst))
+    return src, dst
+
+
 def test_a_clone_target_cancelled_while_down_drops_its_queued_fetches_on_restart():
     """The CLONE's fetches are queued on the target, the target crashes before running them, the
     migration is cancelled and ended on its behalf. Back up, it must drop the partition's queue
@@ -27,10 +37,7 @@ def test_a_clone_target_cancelled_while_down_drops_its_queued_fetches_on_restart
     them fetched the partition back onto a replica that does not keep it (NoForeignPartsInv)."""
     s = ProtocolSystem()
     try:
-        write_and_ack(s, "i2", "r1")
-        owners = read_assignment(s.admin, LAYOUT, PIDS["p2"]).owners
-        src, dst = sorted(owners)[0], next(r for r in s.names if r not in owners)
-        take(s, "AdminReassign", ("p2", src, dst))
+        src, dst = write_then_reassign(s, "i2", "p2")
         take(s, "ReplicaCloneFetch", ("p2",))
         assert any(e.partition == PIDS["p2"] for e in s.queue(dst)) and not s.stores[dst].names(PIDS["p2"])
         take(s, "ReplicaCrash", (dst,))
@@ -53,10 +60,7 @@ def test_a_query_whose_reader_crashes_fails_and_no_longer_holds_off_cleanup():
     died with the process, and the pin with it), so the CLEANUP removes nothing it still reads."""
     s = ProtocolSystem()
     try:
-        write_and_ack(s, "i1", "r1")
-        owners = read_assignment(s.admin, LAYOUT, PIDS["p1"]).owners
-        src, dst = sorted(owners)[0], next(r for r in s.names if r not in owners)
-        take(s, "AdminReassign", ("p1", src, dst))
+        src, _ = write_then_reassign(s, "i1", "p1")
         take(s, "ReplicaRefreshCache", (src, "p1"))
         take(s, "ClientStartQuery", ("q1", src))      # a local read: p1 routed to src
         assert s.routed(PIDS["p1"], src)
