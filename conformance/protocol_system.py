@@ -24,7 +24,7 @@ from reference.migration import (MigrationError, admin_reassign, coordinator_can
                                  drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
                                  replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
-from reference.query import client_query_fails, client_start_query, replica_read_partition
+from reference.query import client_query_fails, client_start_query, replica_read_partition, served_by
 from reference.rebalance import RebalanceError, system_rebalance
 from reference.recovery import replica_clone_if_lost
 from reference.log_entry import (ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING,
@@ -308,14 +308,12 @@ class ProtocolSystem:
         for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it
             if x["st"] == "sent" and x["at"] == r:
                 x["st"] = "unknown"
-        # A query with a subquery on the crashed replica fails with it: the spec's ClientQueryFails,
-        # enabled from this state on, taken at once. The spec would let the query wait and read
-        # from the replica once it is back, but the subquery died with the process, and so did the
-        # in-memory pin that holds off the leaver's CLEANUP (reference/query.py): a CLEANUP after
-        # the restart then removed data such a query still read (CleanupSafeInv, found by the
-        # directed walks; conformance/README.md).
+        # The queries it served die with it (spec ReplicaCrash, ServedBy): the subquery died with
+        # the process, and so did the in-memory pin that holds off the leaver's CLEANUP
+        # (reference/query.py). Before the spec said so, the directed walks found a CLEANUP after
+        # the restart removing data such a query still read (CleanupSafeInv; conformance/README.md).
         for x in self.qry.values():
-            if x["st"] == "running" and any(x["query"].routes[p] == r for p in x["query"].pending):
+            if x["st"] == "running" and served_by(x["query"], r):
                 client_query_fails(x["query"], self.reps)
                 x["st"] = "failed"
         return "crashed"

@@ -32,7 +32,7 @@ from reference.migration import (MigrationError, admin_reassign, coordinator_can
                                  drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
                                  replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
-from reference.query import client_query_fails, client_start_query, replica_read_partition
+from reference.query import client_query_fails, client_start_query, replica_read_partition, served_by
 from reference.rebalance import RebalanceError, system_rebalance
 from reference.recovery import replica_clone_if_lost
 from reference.repair import drop_replica, repair_start
@@ -424,6 +424,10 @@ class SpecSystem(Attempts):
         self.counts["crashes"] += 1
         self.ensemble.expire(rep.keeper.session_id)
         del self.reps[r], self.peers[r]
+        for x in self.qry.values():   # the queries it served die with it (ServedBy)
+            if x["st"] == "running" and served_by(x["query"], r):
+                client_query_fails(x["query"], self.reps)
+                x["st"] = "failed"
         return "crashed"
 
     def _clone_choices(self, r: str) -> list:

@@ -73,6 +73,13 @@ def unpin(reader: Replica, partition: str) -> None:
         reader.pins.pop(partition, None)
 
 
+def served_by(query: Query, replica: str) -> bool:
+    """The spec's ServedBy: the query started at `replica` or has a partition still to read there.
+    Both connections break when that replica's process dies, so the query fails with it (spec
+    ReplicaCrash): its pins were in that process's memory."""
+    return not query.done and (query.at == replica or any(query.routes[p] == replica for p in query.pending))
+
+
 def client_query_fails(query: Query, replicas: dict[str, Replica]) -> None:
     """ClientQueryFails: a chosen replica is gone; the other subqueries are cancelled."""
     for p in sorted(query.pending):

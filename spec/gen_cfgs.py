@@ -263,7 +263,7 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     # The query's own liveness (issue 18: ClientQueryFails's guard mutants broke no property): a
     # query routed to a replica that stays down must fail rather than wait, and one whose replicas
     # stay up must be answered. Without restart fairness, so a crash may last for ever.
-    "MCLivenessQuery": ("A query over two partitions ends, answered unless a replica it reads goes down; a crashed "
+    "MCLivenessQuery": ("A query over two partitions ends, answered unless a replica serving it goes down; a crashed "
                         "replica may stay down for good.",
                         dict(RESTART, Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2",
                              InsertPartition="InsertsP1P2", InitBlocks="{1, 2}"),

@@ -79,3 +79,24 @@ def test_a_query_whose_reader_crashes_fails_and_no_longer_holds_off_cleanup():
         assert s.invariants()["CleanupSafeInv"]
     finally:
         s.close()
+
+
+def test_a_query_whose_initiator_crashes_fails_and_releases_its_readers_pins():
+    """The spec's ReplicaCrash fails every query the replica served, the ones started there too:
+    the client's connection to it broke. A query started on a replica that does not own the
+    partition reads it remotely; that initiator crashes: the query failed, and the owner's pin
+    that held off its CLEANUP went with it (ClickHouse cancels a remote subquery whose initiator
+    hung up)."""
+    s = ProtocolSystem()
+    try:
+        write_and_ack(s, "i1", "r1")
+        owners = read_assignment(s.admin, LAYOUT, PIDS["p1"]).owners
+        initiator = next(r for r in s.names if r not in owners)
+        take(s, "ReplicaRefreshCache", (initiator, "p1"))
+        take(s, "ClientStartQuery", ("q1", initiator))
+        reader = s.qry["q1"]["query"].routes[PIDS["p1"]]
+        assert reader in owners and s.reps[reader].pins == {PIDS["p1"]: 1}
+        take(s, "ReplicaCrash", (initiator,))
+        assert s.qry["q1"]["st"] == "failed" and s.reps[reader].pins == {}
+    finally:
+        s.close()

@@ -6,7 +6,7 @@ from cluster_helpers import LAYOUT, P, drain
 
 from reference.assignment import Assignment, GuardFailed
 from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
-from reference.query import client_query_fails, client_start_query, replica_read_partition, select_all
+from reference.query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
 from reference.replica import Replica
 
 ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
@@ -140,3 +140,16 @@ def test_a_read_on_a_reader_restarted_since_the_query_started_releases_nothing(m
     restarted.load_map()
     reps["r1"] = restarted
     assert replica_read_partition(q, P, reps) == [ROW1] and restarted.pins == {} and q.done
+
+
+def test_a_query_is_served_by_its_initiator_and_its_readers_until_it_ends(make_cluster):
+    """ServedBy (spec ReplicaCrash): the replica a query started at, and each replica a partition
+    it has still to read is routed to; a read ends the reader's part, the last one the query's."""
+    _, reps = make_cluster()
+    remote = client_start_query(reps["r3"], choose=lambda _p, _owners: "r2", replicas=reps)
+    assert remote.routes == {P: "r2"}
+    assert [r for r in sorted(reps) if served_by(remote, r)] == ["r2", "r3"]
+    local = client_start_query(reps["r1"], replicas=reps)
+    assert [r for r in sorted(reps) if served_by(local, r)] == ["r1"]
+    replica_read_partition(remote, P, reps)
+    assert remote.done and not any(served_by(remote, r) for r in reps)

@@ -35,7 +35,7 @@ def test_an_ack_before_the_write_is_caught_by_acked_committed(tmp_path, kind):
 def test_a_query_failing_with_its_replicas_up_breaks_query_answered(tmp_path):
     """No invariant reads a failed query (R2 and R3 judge answers), so a ClientQueryFails without
     its down-replica guard broke nothing until QueryAnsweredProp (MCLivenessQuery): a query is
-    answered unless a replica it still has to read goes down."""
+    answered unless a replica serving it goes down."""
     mutant = next(m for m in ms.generate(SPEC.read_text().splitlines(), {"ClientQueryFails"})
                   if m.kind == "drop" and m.original.startswith("\\E p \\in qry[q].pending"))
     verdict = ms.run_mutant(mutant, ms.holding_models(["MCRestartQuery"]), budget=240, workdir=tmp_path, workers=1,
