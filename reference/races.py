@@ -37,10 +37,11 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   CLONE (a replica lost for good and repaired, as in `losing`): a CANCEL accepted where the
   coordinator must refuse it makes an owner drop its copy, one refused where it must be accepted
   leaves the CLONE to end otherwise;
-- in `deserting`, leavers of both kinds (the source of moves driven to SWITCH, the target of a
-  CLONE cancelled) go down and stay down past the down timeout again and again (`desert`), so
-  CLEANUP is done on their behalf many times a run; one of them, taken down from a settled
-  cluster, is lost for good (SYSTEM DROP REPLICA) and its partitions repaired;
+- in `deserting`, a replica that is a leaver of both kinds (the source of moves driven to SWITCH,
+  the target of a CLONE cancelled) goes down (`desert`) and comes back (`return`) only once no
+  migration awaits it as its leaver, so CLEANUP is done on its behalf several times a run; one of
+  them, taken down from a settled cluster, is lost for good (SYSTEM DROP REPLICA, `forsake`) and
+  its partitions repaired;
 - in `clients`, half the INSERTs and queries go through the reference's client API:
   client_send_insert (retries to random replicas with the same rows, so the same dedup ids; one
   answer, ok, failed or unknown, for the whole block) and select_all (routes and pins at the
@@ -159,12 +160,12 @@ PROFILES = {p.name: p for p in (
             describe="as racing, with CANCELs aimed at every migration state: a CLONE before and after its "
                      "fetch, after SWITCH, while CANCELLING, after the end, and a repair's CLONE (a replica "
                      "lost for good and repaired)"),
-    Profile("deserting", {"insert": 3, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3, "desert": 1.5,
-                          "restart": 0.5, "forsake": 1, "repair": 1},
-            {**_KINDS, "migrate": 5}, down_timeout=12, min_down=40,
+    Profile("deserting", {"insert": 3, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3, "desert": 3,
+                          "return": 1.5, "forsake": 1, "repair": 1},
+            {**_KINDS, "refresh": 2, "migrate": 5}, down_timeout=12, min_down=30,
             describe="as leaving, with leavers of both kinds (a source after SWITCH, a cancelled target) down "
-                     "past the down timeout (12 steps; 40 at least) again and again, one of them lost for good "
-                     "(SYSTEM DROP REPLICA) and repaired"),
+                     "past the down timeout (12 steps) until their CLEANUPs were done on their behalf (30 steps "
+                     "at least), again and again, one of them lost for good (SYSTEM DROP REPLICA) and repaired"),
     Profile("clients", {"insert": 2, "client_insert": 2, "step": 8, "reassign": 1.5, "cancel": 0.5, "query": 2,
                         "client_query": 2, "crash": 0.3, "restart": 0.6},
             _KINDS, describe="as racing, with half the INSERTs and queries through the reference's client API "
@@ -335,8 +336,11 @@ class Race:
         c = self.c
         aim = self.rng.choice(self.CANCEL_AIMS)
         if aim in ("ended", "repair"):
-            if aim == "repair" and c.gone:
-                c.repair()
+            if aim == "repair":
+                if not c.gone:
+                    self._lose()   # a repair needs a replica lost for good first
+                if c.gone:
+                    c.repair()
             pool = [p for p in sorted(c.admin.get_children(c.layout.migrations))
                     if self._is_aim(read_migration(c.admin, c.layout, p)[0], aim)]
             if not pool:
@@ -398,9 +402,9 @@ class Race:
 
     def _desert(self) -> None:
         """A leaver goes down and stays down past the down timeout (at least `min_down` steps; at
-        times for good, `_forsake`): half the time the source of up to two moves driven to SWITCH,
-        else the target of a CLONE cancelled (fetched or not), so each CLEANUP is done on its
-        behalf (replica_cleanup_for_down_leaver). `_strand` (leaving) downs the source of a move
+        times for good, `_forsake`): the source of up to two moves driven to SWITCH and the target
+        of a CLONE cancelled (fetched or not), so each CLEANUP is done on its behalf
+        (replica_cleanup_for_down_leaver). `_strand` (leaving) downs the source of a move
         random steps started, and never a cancelled target: the rule ran in few runs."""
         c = self.c
         if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
@@ -414,23 +418,20 @@ class Race:
             # write once down.
             c.settle()
             self.doomed = x
-        left = 0
-        if self.rng.random() < 0.5:
-            for _ in range(2):
-                p = self._start_move(src=x, owned_by=x)
-                if p and (self._drive(p, lambda m: m["state"] == "switched") or {}).get("state") == "switched":
-                    left += 1
-            kind = "source"
-        else:
-            p = self._start_move(dst=x)
-            if p:
-                if self.rng.random() < 0.5:
-                    self._drive(p, lambda m: m["fetched"])
-                left += self._cancel_of(p)
-            kind = "target"
+        left = []
+        for _ in range(2):
+            p = self._start_move(src=x, owned_by=x)
+            if p and (self._drive(p, lambda m: m["state"] == "switched") or {}).get("state") == "switched":
+                left.append("source")
+        p = self._start_move(dst=x)
+        if p:
+            if self.rng.random() < 0.5:
+                self._drive(p, lambda m: m["fetched"])
+            if self._cancel_of(p):
+                left.append("target")
         if left and x in c.replicas:
             self._down(x)
-            self._count(f"desert {kind}")
+            self._count(f"desert {' '.join(sorted(set(left)))}")
 
     def _forsake(self) -> None:
         """The leaver `_desert` doomed, down for `min_down` steps, is lost for good: SYSTEM DROP
@@ -441,16 +442,35 @@ class Race:
         x = self.doomed
         if c.gone or x not in c.down or len(c.replicas) + len(c.down) <= c.table.replication_factor + 1:
             return
-        if c.step - self.down_at[x] >= self.p.min_down:
+        if c.step - self.down_at[x] >= self.p.min_down and not self._awaited(x):
             c.drop_replica(x)
             self._count("forsake")
+
+    def _return(self) -> None:
+        """A deserted replica comes back, once `min_down` steps passed and no migration awaits it
+        as its leaver any more (every CLEANUP of its was done on its behalf); the doomed one never."""
+        c = self.c
+        back = sorted(n for n in c.down if n != self.doomed and c.step - self.down_at[n] >= self.p.min_down
+                      and not self._awaited(n))
+        if back:
+            c.add_replica(self.rng.choice(back))
+            self._count("return")
+
+    def _awaited(self, name: str) -> bool:
+        """A migration in flight has `name` as its leaver (the source after SWITCH, the target after CANCEL)."""
+        c = self.c
+        for p in migrations_in_flight(c.admin, c.layout):
+            mig, _ = read_migration(c.admin, c.layout, p)
+            if (mig["state"] == "switched" and mig["src"] == name) or (mig["state"] == "cancelling" and mig["dst"] == name):
+                return True
+        return False
 
     def _client_insert(self) -> None:
         """The next block through the reference's client API, client_send_insert (retries to random
         replicas, the same rows so the same dedup ids, one answer for the block), recorded as the
         client was told it: every sub-block ok, failed or unknown alike. An exception the API lets
-        through (an allocation refused: NotEnoughActiveReplicas) reaches the client as an error
-        after tries it cannot see: unknown."""
+        through (an allocation refused: NotEnoughActiveReplicas; or any other, logged as Cluster.insert
+        logs one) reaches the client as an error after tries it cannot see: unknown."""
         c = self.c
         nxt = next(self.work, None)
         if nxt is None:
@@ -462,6 +482,11 @@ class Race:
         except GuardFailed as e:
             told = "unknown"
             self._count(f"client insert raised {type(e).__name__}")
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - the server's exception reaches the client, as in Cluster.insert
+            c.failed("", "client insert", e)
+            told = "unknown"
         c.insert_answered(block_id, subs, {p: told for p in subs}, sent)
         self._count(f"client insert {told}")
         return None
