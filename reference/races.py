@@ -410,14 +410,14 @@ class Race:
         if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
             return
         x = self.rng.choice(sorted(c.replicas))
-        if self.doomed is None and not c.gone and not c.down and "forsake" in self.p.actions \
-                and self.rng.random() < 0.5:
+        for_good = (self.doomed is None and not c.gone and not c.down and "forsake" in self.p.actions
+                    and self.rng.random() < 0.5)
+        if for_good:
             # To be lost for good: only from a settled cluster with every replica up, as `_lose`, so
             # every row it holds is on another owner too (one acknowledged on it alone would be gone
-            # with it: F20's bound without insert_quorum, no checker's to excuse). It takes no
-            # write once down.
+            # with it: F20's bound without insert_quorum, no checker's to excuse). Between here and
+            # its going down only the moves below run; once down it takes no write.
             c.settle()
-            self.doomed = x
         left = []
         for _ in range(2):
             p = self._start_move(src=x, owned_by=x)
@@ -431,6 +431,7 @@ class Race:
                 left.append("target")
         if left and x in c.replicas:
             self._down(x)
+            self.doomed = x if for_good else self.doomed
             self._count(f"desert {' '.join(sorted(set(left)))}")
 
     def _forsake(self) -> None:
