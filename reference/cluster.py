@@ -19,7 +19,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from .assignment import GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
+from .assignment import (CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, read_assignment,
+                         selective_assignments_rows)
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
 from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
@@ -253,10 +254,7 @@ class Cluster:
     def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None) -> dict[str, str]:
         """ClientSendInsert with retries to random replicas (the first to `at` if given); returns
         partition -> ok/failed/unknown and records each sub-block in the history."""
-        sent = self.tick()
-        subs = self.table.split_by_partition(rows)
-        for p, sub in subs.items():
-            self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
+        sent, subs = self.insert_sent(rows)
         status = {p: "failed" for p in subs}
         for attempt in range(tries):
             receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
@@ -293,10 +291,25 @@ class Cluster:
                 self.background_step()  # time passes before the retry (maps may refresh)
             except KeeperError:
                 pass   # that replica's Keeper is away: its own thread copes with it
+        self.insert_answered(block_id, subs, status, sent)
+        return status
+
+    def insert_sent(self, rows: list[dict]) -> tuple[int, dict[str, list[dict]]]:
+        """A client's INSERT leaves: its step, and its sub-blocks by partition, each one's row_ids
+        noted under its dedup id (the ids a replica's queue names: query_lag reads them)."""
+        sent = self.tick()
+        subs = self.table.split_by_partition(rows)
+        for p, sub in subs.items():
+            self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
+        return sent, subs
+
+    def insert_answered(self, block_id: str, subs: dict[str, list[dict]], status: dict[str, str], sent: int) -> None:
+        """The client has its answer: each sub-block recorded with what the client was told of it
+        (ok, failed, unknown), for the checkers. Shared by every way a client sends (Cluster.insert,
+        races.py's client_send_insert)."""
         ack = self.tick()
         for p, sub in subs.items():
             self.history.insert(block_id, p, sub, status[p], sent, ack)
-        return status
 
     def drop_partition(self, partition: str) -> int:
         """ALTER TABLE ... DROP PARTITION, sent by a client to a serving replica: the DROP_RANGE
@@ -550,10 +563,7 @@ class Cluster:
                     pass
             q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader, replicas=self.replicas)
             if not sync:
-                unknown = [p for p in self.admin.get_children(self.layout.assignments)
-                           if p not in q.routes and (partitions is None or p in partitions)]
-                for p, ids in not_pulled(self.admin, self.layout, at, unknown).items():
-                    lag[p] = self._rows_of(ids)
+                lag = self.unpulled_lag(at, q.routes, partitions)
             routes = dict(q.routes)
             for p in sorted(q.pending):
                 for _ in range(self.rng.randint(0, interleave)):
@@ -565,7 +575,7 @@ class Cluster:
                 if sync:
                     self._sync_for_read(q, at, p)
                 else:
-                    lag[p] = lag.get(p, set()) | self._rows_of(in_flight(self.admin, self.layout, q.routes[p], p))
+                    lag[p] = lag.get(p, set()) | self.in_flight_lag(q.routes[p], p)
                 routes[p] = q.routes[p]
                 got[p] = replica_read_partition(q, p, self.replicas)
         except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
@@ -577,9 +587,26 @@ class Cluster:
             if q is not None:
                 client_query_fails(q, self.replicas)
             raise
-        self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "complete", partitions, lag)
+        self.query_answered(at, start, routes, got, "complete", partitions, lag)
         return q
+
+    def unpulled_lag(self, at: str, routes: dict[str, str], partitions: set[str] | None) -> dict[str, set[int]]:
+        """An unsynced query's lag of the partitions its map did not know (so did not route): the
+        rows of their INSERTs `at` has not pulled yet (reference/lag.py)."""
+        unknown = [p for p in self.admin.get_children(self.layout.assignments)
+                   if p not in routes and (partitions is None or p in partitions)]
+        return {p: self._rows_of(ids) for p, ids in not_pulled(self.admin, self.layout, at, unknown).items()}
+
+    def in_flight_lag(self, reader: str, partition: str) -> set[int]:
+        """An unsynced read's lag: the partition's rows still on their way to `reader` (reference/lag.py)."""
+        return self._rows_of(in_flight(self.admin, self.layout, reader, partition))
+
+    def query_answered(self, at: str, start: int, routes: dict, got: dict, status: str, partitions=None,
+                       lag: dict[str, set[int]] | None = None) -> None:
+        """The client has its answer: the query recorded with its reads, rows and lag, for the
+        checkers. Shared by every way a client reads (Cluster.query, races.py's select_all)."""
+        self.queries += 1
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status, partitions, lag)
 
     def _rows_of(self, block_ids) -> set[int]:
         return {r for b in block_ids for r in self.block_rows.get(b, ())}
@@ -620,8 +647,7 @@ class Cluster:
                 raise
             except Exception as e:  # noqa: BLE001 - its pins may stay; the query failed all the same
                 self.failed(at, "query fails", e)
-        self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, "failed", partitions)
+        self.query_answered(at, start, routes, got, "failed", partitions)
         return None
 
     # --- administration -----------------------------------------------------------------
@@ -710,7 +736,24 @@ class Cluster:
             self.settle()
 
     def assignment_rows(self) -> list[dict]:
-        return selective_assignments_rows(self.admin, self.layout)
+        """system.selective_assignments (History.snapshot). An assignment znode a broken step left
+        corrupt (a mutant's CANCEL after SWITCH names an owner as leaving) is logged and left out:
+        no replica can read an owner from it, so the checkers see the partition with none, rather
+        than the snapshot raising and the run leaving no history."""
+        try:
+            return selective_assignments_rows(self.admin, self.layout)
+        except CorruptAssignment:
+            pass
+        rows = []
+        for p in self.admin.get_children(self.layout.assignments):
+            try:
+                a = read_assignment(self.admin, self.layout, p)
+            except CorruptAssignment as e:
+                self.failed("", "read assignment", e)
+                continue
+            rows.append({"partition_id": p, "replicas": list(a.owners), "clone_target": a.target,
+                         "leaving_replica": a.leaving, "version": a.version})
+        return rows
 
     def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
         """A `reference run`'s last phase, whichever design: the replicas given back, settled, the

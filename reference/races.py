@@ -30,7 +30,23 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   comes back later (the down-leaver rule, issue 15);
 - in `allocating`, two allocators race on a new partition (spec/Assignment.tla): one reads
   (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
-  rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after.
+  rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after;
+- in `cancelling`, CANCELs aimed at each state a migration can be in (`aim_cancel`): a REASSIGN
+  driven by its own replicas' steps to a CLONE before or after its fetch, or past SWITCH, or
+  cancelled once already, then cancelled; and a CANCEL of an ended migration and of a repair's
+  CLONE (a replica lost for good and repaired, as in `losing`): a CANCEL accepted where the
+  coordinator must refuse it makes an owner drop its copy, one refused where it must be accepted
+  leaves the CLONE to end otherwise;
+- in `deserting`, a replica that is a leaver of both kinds (the source of moves driven to SWITCH,
+  the target of a CLONE cancelled) goes down (`desert`) and comes back (`return`) only once no
+  migration awaits it as its leaver, so CLEANUP is done on its behalf several times a run; one of
+  them, taken down from a settled cluster, is lost for good (SYSTEM DROP REPLICA, `forsake`) and
+  its partitions repaired;
+- in `clients`, half the INSERTs and queries go through the reference's client API:
+  client_send_insert (retries to random replicas with the same rows, so the same dedup ids; one
+  answer, ok, failed or unknown, for the whole block) and select_all (routes and pins at the
+  start, every partition read at once, unsynced), recorded by the same Cluster code as the
+  driver's own (Cluster.insert_answered, Cluster.query_answered), as the client was told.
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
@@ -59,7 +75,9 @@ from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, 
                          replica_commit_allocation)
 from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
-from .migration import MigrationError, coordinator_cancel, migrations_in_flight, read_migration
+from .insert import client_send_insert
+from .migration import IN_FLIGHT, MigrationError, coordinator_cancel, migrations_in_flight, read_migration
+from .query import select_all
 from .replica import InsertRejected
 
 
@@ -136,6 +154,23 @@ PROFILES = {p.name: p for p in (
             _KINDS, months=12,
             describe="as racing, with new partitions all through the run (12 months) and two allocators "
                      "racing on a new partition between the read and the write of its assignment"),
+    Profile("cancelling", {"insert": 3, "step": 6, "aim_cancel": 4, "cancel": 0.5, "query": 2, "crash": 0.2,
+                           "restart": 0.6, "lose": 0.2, "repair": 0.5},
+            _KINDS, max_down=1,
+            describe="as racing, with CANCELs aimed at every migration state: a CLONE before and after its "
+                     "fetch, after SWITCH, while CANCELLING, after the end, and a repair's CLONE (a replica "
+                     "lost for good and repaired)"),
+    Profile("deserting", {"insert": 3, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3, "desert": 3,
+                          "return": 1.5, "forsake": 1, "repair": 1},
+            {**_KINDS, "refresh": 2, "migrate": 5}, down_timeout=12, min_down=30,
+            describe="as leaving, with leavers of both kinds (a source after SWITCH, a cancelled target) down "
+                     "past the down timeout (12 steps) until their CLEANUPs were done on their behalf (30 steps "
+                     "at least), again and again, one of them lost for good (SYSTEM DROP REPLICA) and repaired"),
+    Profile("clients", {"insert": 2, "client_insert": 2, "step": 8, "reassign": 1.5, "cancel": 0.5, "query": 2,
+                        "client_query": 2, "crash": 0.3, "restart": 0.6},
+            _KINDS, describe="as racing, with half the INSERTs and queries through the reference's client API "
+                             "(client_send_insert: one answer for the block; select_all: every partition read "
+                             "at once), recorded as the client was told"),
 )}
 
 
@@ -172,6 +207,7 @@ class Race:
         self.rng = random.Random(f"race-{profile.name}-{seed}")
         self.counts: dict[str, int] = {}
         self.down_at: dict[str, int] = {}   # replica -> the step it went down
+        self.doomed: str | None = None      # the leaver `_desert` took down to be lost for good (`_forsake`)
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -249,34 +285,232 @@ class Race:
                 self._count("step")
                 return
 
-    def _reassign(self, p: str | None = None, dst: str | None = None) -> None:
+    def _reassign(self, p: str | None = None, dst: str | None = None, src: str | None = None) -> bool:
+        """REASSIGN of `p` (random by default) to `dst` from `src` (random by default); whether it started."""
         c = self.c
         partitions = sorted(c.admin.get_children(c.layout.assignments))
         if not partitions:
-            return
+            return False
         p = p or self.rng.choice(partitions)
         a = read_assignment(c.admin, c.layout, p)
         candidates = sorted(r for r in c.replicas if r not in a.owners)
         if not candidates or (dst is not None and dst not in candidates):
-            return
+            return False
         try:
-            c.reassign(p, dst or self.rng.choice(candidates), self.rng.choice(sorted(a.owners)))
+            c.reassign(p, dst or self.rng.choice(candidates), src or self.rng.choice(sorted(a.owners)))
             self._count("reassign")
+            return True
         except (MigrationError, GuardFailed):
             self._count("reassign refused")
+            return False
 
     def _cancel(self) -> None:
         c = self.c
         flying = migrations_in_flight(c.admin, c.layout)
         if not flying:
             return
-        p = self.rng.choice(sorted(flying))
+        self._cancel_of(self.rng.choice(sorted(flying)))
+
+    def _cancel_of(self, p: str) -> bool:
+        """ALTER TABLE ... CANCEL of `p`'s migration, whatever its state: whether it was accepted."""
+        c = self.c
         mig, _ = read_migration(c.admin, c.layout, p)
+        what = f"{mig['state']}{' fetched' if mig.get('fetched') else ''}{' repair' if mig['src'] is None else ''}"
         try:
             coordinator_cancel(c.admin, c.layout, p, target=c.replicas.get(mig["dst"]), bugs=c.bugs)
-            self._count(f"cancel in {mig['state']}{' fetched' if mig.get('fetched') else ''}")
+            self._count(f"cancel in {what}")
+            return True
         except GuardFailed:
-            self._count(f"cancel refused in {mig['state']}")
+            self._count(f"cancel refused in {what}")
+            return False
+
+    # Where `aim_cancel` aims: each state a CANCEL can meet (the coordinator accepts it only in
+    # CLONE, fetched or not, and never for a repair).
+    CANCEL_AIMS = ("clone", "fetched", "switched", "cancelling", "ended", "repair")
+
+    def _aim_cancel(self) -> None:
+        """A CANCEL aimed at one migration state, drawn from CANCEL_AIMS: a REASSIGN started and
+        driven to the state (_drive) before the CANCEL, or a migration already there (a repair, an
+        ended one). `_cancel` draws among the migrations in flight, which random steps leave mostly
+        in an unfetched CLONE: a CANCEL accepted after SWITCH or refused in CLONE changed no run."""
+        c = self.c
+        aim = self.rng.choice(self.CANCEL_AIMS)
+        if aim in ("ended", "repair"):
+            if aim == "repair":
+                if not c.gone:
+                    self._lose()   # a repair needs a replica lost for good first
+                if c.gone:
+                    c.repair()
+            pool = [p for p in sorted(c.admin.get_children(c.layout.migrations))
+                    if self._is_aim(read_migration(c.admin, c.layout, p)[0], aim)]
+            if not pool:
+                return self._count(f"aim {aim}: none")
+            self._cancel_of(self.rng.choice(pool))
+            return None
+        p = self._start_move()
+        if p is None:
+            return None
+        if aim == "fetched":
+            self._drive(p, lambda m: m["fetched"])
+        elif aim == "switched":
+            self._drive(p, lambda m: m["state"] == "switched")
+        elif aim == "cancelling":
+            self._cancel_of(p)
+        self._cancel_of(p)
+        return None
+
+    @staticmethod
+    def _is_aim(mig: dict | None, aim: str) -> bool:
+        if not mig:
+            return False
+        if aim == "repair":
+            return mig["state"] == "clone" and mig["src"] is None
+        return mig["state"] not in IN_FLIGHT
+
+    def _start_move(self, dst: str | None = None, src: str | None = None, owned_by: str | None = None) -> str | None:
+        """A REASSIGN of a partition with no migration in flight (owned by `owned_by`, kept by no
+        `dst`, if given); the partition if it started."""
+        c = self.c
+        flying = set(migrations_in_flight(c.admin, c.layout))
+        pool = []
+        for p in sorted(c.admin.get_children(c.layout.assignments)):
+            a = read_assignment(c.admin, c.layout, p)
+            if p in flying or (owned_by and owned_by not in a.owners) or (dst and dst in a.keepers()):
+                continue
+            pool.append(p)
+        if not pool:
+            return None
+        p = self.rng.choice(pool)
+        return p if self._reassign(p, dst, src) else None
+
+    def _drive(self, p: str, reached, budget: int = 30) -> dict | None:
+        """The migration's own replicas (its target and coordinator) pull, execute and take their
+        migration steps until `reached(mig)`, the migration ends or `budget` rounds are spent:
+        random background steps get a CLONE through its target's catch-up to SWITCH rarely
+        before a CANCEL or a crash comes. Returns the migration as it is then."""
+        c = self.c
+        for _ in range(budget):
+            mig, _ = read_migration(c.admin, c.layout, p)
+            if not mig or mig["state"] not in IN_FLIGHT or reached(mig):
+                return mig
+            c.read_in_flight()
+            for name in sorted({mig["dst"], mig["coord"]} & set(c.replicas)):
+                for kind in ("pull", "execute", "migrate"):
+                    if name in c.replicas and c._try(kind, c.replicas[name]):
+                        c.tick()
+        return read_migration(c.admin, c.layout, p)[0]
+
+    def _desert(self) -> None:
+        """A leaver goes down and stays down past the down timeout (at least `min_down` steps; at
+        times for good, `_forsake`): the source of up to two moves driven to SWITCH and the target
+        of a CLONE cancelled (fetched or not), so each CLEANUP is done on its behalf
+        (replica_cleanup_for_down_leaver). `_strand` (leaving) downs the source of a move
+        random steps started, and never a cancelled target: the rule ran in few runs."""
+        c = self.c
+        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
+            return
+        x = self.rng.choice(sorted(c.replicas))
+        for_good = (self.doomed is None and not c.gone and not c.down and "forsake" in self.p.actions
+                    and self.rng.random() < 0.5)
+        if for_good:
+            # To be lost for good: only from a settled cluster with every replica up, as `_lose`, so
+            # every row it holds is on another owner too (one acknowledged on it alone would be gone
+            # with it: F20's bound without insert_quorum, no checker's to excuse). Between here and
+            # its going down only the moves below run; once down it takes no write.
+            c.settle()
+        left = []
+        for _ in range(2):
+            p = self._start_move(src=x, owned_by=x)
+            if p and (self._drive(p, lambda m: m["state"] == "switched") or {}).get("state") == "switched":
+                left.append("source")
+        p = self._start_move(dst=x)
+        if p:
+            if self.rng.random() < 0.5:
+                self._drive(p, lambda m: m["fetched"])
+            if self._cancel_of(p):
+                left.append("target")
+        if left and x in c.replicas:
+            self._down(x)
+            self.doomed = x if for_good else self.doomed
+            self._count(f"desert {' '.join(sorted(set(left)))}")
+
+    def _forsake(self) -> None:
+        """The leaver `_desert` doomed, down for `min_down` steps, is lost for good: SYSTEM DROP
+        REPLICA (its disk gone with it), once per run and while a move remains possible (RF + 1
+        replicas left). The CLEANUPs done on its behalf meanwhile are what ended its migrations:
+        it never comes back to do them."""
+        c = self.c
+        x = self.doomed
+        if c.gone or x not in c.down or len(c.replicas) + len(c.down) <= c.table.replication_factor + 1:
+            return
+        if c.step - self.down_at[x] >= self.p.min_down and not self._awaited(x):
+            c.drop_replica(x)
+            self._count("forsake")
+
+    def _return(self) -> None:
+        """A deserted replica comes back, once `min_down` steps passed and no migration awaits it
+        as its leaver any more (every CLEANUP of its was done on its behalf); the doomed one never."""
+        c = self.c
+        back = sorted(n for n in c.down if n != self.doomed and c.step - self.down_at[n] >= self.p.min_down
+                      and not self._awaited(n))
+        if back:
+            c.add_replica(self.rng.choice(back))
+            self._count("return")
+
+    def _awaited(self, name: str) -> bool:
+        """A migration in flight has `name` as its leaver (the source after SWITCH, the target after CANCEL)."""
+        c = self.c
+        for p in migrations_in_flight(c.admin, c.layout):
+            mig, _ = read_migration(c.admin, c.layout, p)
+            if (mig["state"] == "switched" and mig["src"] == name) or (mig["state"] == "cancelling" and mig["dst"] == name):
+                return True
+        return False
+
+    def _client_insert(self) -> None:
+        """The next block through the reference's client API, client_send_insert (retries to random
+        replicas, the same rows so the same dedup ids, one answer for the block), recorded as the
+        client was told it: every sub-block ok, failed or unknown alike. An exception the API lets
+        through (an allocation refused: NotEnoughActiveReplicas; or any other, logged as Cluster.insert
+        logs one) reaches the client as an error after tries it cannot see: unknown."""
+        c = self.c
+        nxt = next(self.work, None)
+        if nxt is None:
+            return self._step()
+        block_id, rows = nxt
+        sent, subs = c.insert_sent(rows)
+        try:
+            told = client_send_insert(c.replicas, c.table, rows, rng=c.rng, faults=c._faults)
+        except GuardFailed as e:
+            told = "unknown"
+            self._count(f"client insert raised {type(e).__name__}")
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - the server's exception reaches the client, as in Cluster.insert
+            c.failed("", "client insert", e)
+            told = "unknown"
+        c.insert_answered(block_id, subs, {p: told for p in subs}, sent)
+        self._count(f"client insert {told}")
+        return None
+
+    def _client_query(self) -> None:
+        """An unsynced SELECT through the reference's client API, select_all (routes and pins at
+        the start, every partition read at once), recorded as Cluster.query records one, lag
+        included. select_all has no ClientQueryFails: a route to a replica that is not running
+        would raise with the other reads' pins left behind, so a map naming one is left to
+        Cluster.query."""
+        c = self.c
+        at = self.rng.choice(sorted(c.replicas))
+        rep = c.replicas[at]
+        if any(r not in c.replicas for a in rep.cache.values() for r in (*a.owners, a.target) if r):
+            return self._query()
+        start = c.tick()
+        q = select_all(rep, c.replicas, choose=c._choose_reader)
+        lag = c.unpulled_lag(at, q.routes, None)
+        for p, reader in q.routes.items():
+            lag[p] = lag.get(p, set()) | c.in_flight_lag(reader, p)
+        c.query_answered(at, start, q.routes, c.table.split_by_partition(q.rows), "complete", None, lag)
+        self._count("client query")
+        return None
 
     def _query(self) -> None:
         c = self.c
@@ -316,7 +550,8 @@ class Race:
 
     def _restart(self) -> None:
         c = self.c
-        long_enough = sorted(n for n in c.down if c.step - self.down_at.get(n, -math.inf) >= self.p.min_down)
+        long_enough = sorted(n for n in c.down if c.step - self.down_at.get(n, -math.inf) >= self.p.min_down
+                             and n != self.doomed)
         if not long_enough:
             return
         name = self.rng.choice(long_enough)
