@@ -99,17 +99,20 @@ def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[di
                        faults: Callable[[str, str], None] | None = None) -> str:
     """ClientSendInsert with retries to random replicas: "ok" once a try is acknowledged; once
     tries run out, "unknown" if any try was lost after its request went out (its rows may be
-    written: a later refusal is about that later try only), else "failed" (every try refused,
-    nothing written)."""
+    written: a later refusal is about that later try only) or if a try committed some of the
+    block's sub-blocks before another was refused (an INSERT is not atomic across partitions:
+    the committed parts stay, and the retries deduplicate them), else "failed" (every try
+    refused before it committed anything)."""
     rng = rng or random.Random(0)
     outcome = "failed"
+    committed: dict[str, str] = {}   # partition -> part, over every try (route_insert's `out`)
     for _ in range(tries):
         receiver = replicas[rng.choice(sorted(replicas))]
         try:
-            route_insert(receiver, table, rows, replicas, rng, faults)
+            route_insert(receiver, table, rows, replicas, rng, faults, out=committed)
             return "ok"
         except InsertRejected:
             pass
         except InsertOutcomeUnknown:
             outcome = "unknown"
-    return outcome
+    return "unknown" if committed else outcome

@@ -136,6 +136,26 @@ def test_a_lost_try_leaves_the_outcome_unknown_whatever_the_other_tries_say(reps
     assert not left
 
 
+def test_a_block_partly_committed_before_a_refusal_is_unknown_not_failed(reps):
+    """An INSERT is not atomic across partitions: a try commits the block's first sub-blocks and
+    is refused at a later one, every time. The committed parts stay (the retries deduplicate
+    them), so the client may not be told "failed", which promises no row of the block is
+    anywhere: its outcome is "unknown" (found by the `clients` racing profile, NoPhantomRowsInv)."""
+    last = sorted(EVENTS.split_by_partition(BLOCK))[-1]
+    refused = []
+
+    def faults(point, partition):
+        if point == "before_write" and partition == last:
+            refused.append(partition)
+            raise InsertRejected(f"no owner of {partition} is reachable")
+
+    assert client_send_insert(reps, EVENTS, BLOCK, tries=2, rng=random.Random(1), faults=faults) == "unknown"
+    assert len(refused) == 2
+    drain_all(reps)
+    written = {p for p, by_replica in rows_everywhere(reps).items() if any(by_replica.values())}
+    assert written == set(EVENTS.split_by_partition(BLOCK)) - {last}
+
+
 def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(reps, connect):
     """The receiver owns the partition but its session expired (read-only, TABLE_IS_READ_ONLY):
     nothing of the write can have been applied, so the sub-block goes to the other owner, as a

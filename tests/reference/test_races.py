@@ -242,16 +242,13 @@ def test_a_select_all_that_loses_a_row_is_refused_by_the_oracle(tmp_path, monkey
     assert "QueryNoMissingInv" in run["oracle_invariants"], run["oracle_sample"]
 
 
-@pytest.mark.xfail(strict=True, reason="client_send_insert tells 'failed' for a block whose first sub-blocks "
-                                       "were committed before a later one was refused on every try: a row of "
-                                       "a 'failed' INSERT is read back (NoPhantomRowsInv)")
 def test_client_send_insert_failed_means_nothing_written(tmp_path, monkeypatch):
-    """client_send_insert's docstring: "failed" (every try refused, nothing written). With replicas
+    """client_send_insert's docstring: "failed" (every try refused before it committed anything). With replicas
     crashing often (both owners of a partition down: each try refused at that sub-block, after the
     sub-blocks before it were written and are deduplicated on the retries) the history shows rows of
     a block the client was told failed. `clients` holds on seeds 0-9 (few crashes); this variant
-    does not on seed 1. A fix (e.g. "unknown" once a try committed a sub-block, route_insert's
-    `out`) makes this pass: then drop the xfail."""
+    did not on seed 1 until client_send_insert told "unknown" once a try had committed a
+    sub-block (test_insert.py has the unit case)."""
     import dataclasses
     from reference.races import PROFILES
     clients = PROFILES["clients"]
