@@ -34,6 +34,8 @@ DESCRIPTIONS = {
     "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
     "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
                          "property on a finite history)",
+    "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
+                       "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
@@ -190,6 +192,13 @@ def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def logical_errors(h: History, sample: int) -> dict:
+    """NoLogicalErrorsInv: every row of the `errors` table is a violation (reference/oracle.py's
+    logical_errors), read with the small tables."""
+    return {"holds": not h.errors, "violations": len(h.errors), "sample": h.errors[:sample],
+            "description": DESCRIPTIONS["NoLogicalErrorsInv"], "seconds": 0.0}
+
+
 def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
     """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
     the input's row counts. `progress` is called after the pass and as each invariant is decided."""
@@ -268,6 +277,9 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     report["MigrationsEndProp"] = migrations_end(spark, h, sample)
     if progress:
         progress("MigrationsEndProp", report["MigrationsEndProp"], report["MigrationsEndProp"]["seconds"])
+    report["NoLogicalErrorsInv"] = logical_errors(h, sample)
+    if progress:
+        progress("NoLogicalErrorsInv", report["NoLogicalErrorsInv"], 0.0)
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

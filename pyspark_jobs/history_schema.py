@@ -94,10 +94,11 @@ TABLES = {t.name: t for t in (
                           # SWITCH (NoForeignPartsInv, as the spec's Keepers and the oracle allow).
                           Column("clone_target", "string", nullable=True, optional=True)),
           must_have_rows="no assignments: the history has no final snapshot of the owners"),
-    # Unexpected exceptions a replica's step or a client call raised, logged while the run went on
-    # (reference/history.py). No invariant is judged on it: a history with errors is judged on
-    # what the replicas hold and the clients were told, as any other. Optional: older histories
-    # and real ClickHouse's have none.
+    # Unexpected exceptions a replica's step, a client call or an operator command raised, logged
+    # while the run went on (reference/history.py). Each row is a NoLogicalErrorsInv violation, as
+    # ClickHouse's CI fails on a LOGICAL_ERROR: a command or INSERT that raised simply did not
+    # happen, and the other invariants would hold on that history vacuously. Optional: older
+    # histories and real ClickHouse's have none.
     Table("errors", (Column("step", "long"), Column("replica", "string"), Column("action", "string"),
                      Column("error", "string"), Column("message", "string", nullable=True)),
           optional=True),

@@ -59,7 +59,8 @@ SCHEMAS = {
     # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
     # protocol raises none (tests/reference/test_races.py); a mutant that raises still leaves a
     # history for the checkers to judge. `replica`: the replica whose step or client call raised
-    # ("" for the administrator's). Optional for readers; the checkers judge no invariant on it.
+    # ("" for the administrator's). Optional for readers; every row is a NoLogicalErrorsInv violation
+    # to the checkers (ClickHouse's LOGICAL_ERROR: its CI fails a run that threw one).
     "errors": {"step": "int64", "replica": "string", "action": "string", "error": "string", "message": "string"},
 }
 STATUSES = ("ok", "failed", "unknown")

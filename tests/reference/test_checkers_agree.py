@@ -210,6 +210,42 @@ def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_al
         assert spark_counts == oracle == duckdb_check(folder)
         return {n: v for n, v in oracle.items() if v}
     stuck = verdicts()
-    assert set(stuck) == {"MigrationsEndProp"} and stuck["MigrationsEndProp"] == run["actions"]["reassign"]
+    assert set(stuck) == {"MigrationsEndProp", "NoLogicalErrorsInv"}   # each raise of SWITCH is a LOGICAL_ERROR
+    assert stuck["MigrationsEndProp"] == run["actions"]["reassign"] and stuck["NoLogicalErrorsInv"] == run["errors"]
     pq.write_table(pq.read_table(folder / "run.parquet").drop(["settled_step"]), folder / "run.parquet")
-    assert verdicts() == {}
+    assert verdicts() == {"NoLogicalErrorsInv": run["errors"]}
+
+
+def _read(folder: Path) -> History:
+    h = History()
+    for f in folder.glob("*.parquet"):
+        h.tables[f.stem] = pq.read_table(f).to_pylist()
+    return h
+
+
+def test_a_logical_error_is_a_violation_for_all_three(spark, tmp_path):
+    """NoLogicalErrorsInv, ClickHouse's LOGICAL_ERROR rule: a fixed-protocol history holds for the
+    oracle, the Spark job and DuckDB; the same history with one row in its `errors` table (an
+    operator's REASSIGN that raised, as a mutant calling _write with an argument missing does) is
+    refused by all three through that check alone, and DuckDB's command line exits 1."""
+    from pyspark_jobs.duckdb_check import main as duckdb_main
+    run = racing_history(tmp_path / "run", "churn", 0, steps=80, blocks=16)
+    clean = Path(run["history"])
+
+    def counts(folder: Path) -> dict:
+        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
+        with contextlib.redirect_stdout(io.StringIO()):
+            spark_report = check_folder(spark, str(folder), 3)
+        spark_counts = {n: r["violations"] for n, r in spark_report["invariants"].items()}
+        assert spark_counts == oracle == duckdb_check(folder)
+        assert spark_report["holds"] == (not any(oracle.values()))
+        return {n: v for n, v in oracle.items() if v}
+    assert run["errors"] == 0 and counts(clean) == {}
+    h = _read(clean)
+    h.error(17, "", "reassign", TypeError("_write() missing 1 required positional argument: 'version'"))
+    h.write(tmp_path / "raised")
+    assert counts(tmp_path / "raised") == {"NoLogicalErrorsInv": 1}
+    assert check(h, 2)["NoLogicalErrorsInv"] == [
+        "admin reassign raised TypeError at step 17: _write() missing 1 required positional argument: 'version'"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert duckdb_main([str(tmp_path / "raised")]) == 1 and duckdb_main([str(clean)]) == 0
