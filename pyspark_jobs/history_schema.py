@@ -102,6 +102,17 @@ TABLES = {t.name: t for t in (
     Table("errors", (Column("step", "long"), Column("replica", "string"), Column("action", "string"),
                      Column("error", "string"), Column("message", "string", nullable=True)),
           optional=True),
+    # Operator commands (REASSIGN, CANCEL), their outcome, and the guard inputs the harness read
+    # from Keeper right before each (reference/commands.py): CommandsFollowGuardsInv. Optional:
+    # older histories and real ClickHouse's record no commands.
+    Table("commands", (Column("step", "long"), Column("command", "string"), Column("partition_id", "string"),
+                       Column("src", "string", nullable=True), Column("dst", "string", nullable=True),
+                       Column("outcome", "string"), Column("reason", "string", nullable=True),
+                       Column("owners", "strings", nullable=True), Column("migration_state", "string"),
+                       Column("migration_src", "string", nullable=True), Column("src_active", "long"),
+                       Column("dst_active", "long"), Column("coordinator_active", "long"), Column("in_flight", "long"),
+                       Column("max_in_flight", "long")),
+          optional=True),
 )}
 
 KIND_NAMES = {"long": "an integer", "string": "a string", "strings": "a list of strings"}

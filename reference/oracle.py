@@ -19,17 +19,23 @@ explains, logged while the run went on) is a violation, as ClickHouse's CI fails
 server threw a LOGICAL_ERROR ("a bug in ClickHouse"; debug builds abort on it). Without it a
 mutant that makes a command or an INSERT raise leaves a history in which nothing happened, and
 every other invariant holds vacuously.
+
+CommandsFollowGuardsInv: every operator command of the optional `commands` table (REASSIGN,
+CANCEL) was accepted exactly when its spec action's guard held on what the harness read from
+Keeper before it (reference/commands.py), so a command a broken guard refuses shows too.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
-              "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv")
+              "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
+              "CommandsFollowGuardsInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -119,6 +125,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 f"of the table's {m['table_metadata_version']}")
     out["MigrationsEndProp"] = migrations_not_ended(t, last)
     out["NoLogicalErrorsInv"] = logical_errors(t)
+    out["CommandsFollowGuardsInv"] = commands_off_guard(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -185,6 +192,28 @@ def logical_errors(t: dict) -> list[str]:
     the operator's commands, which the history logs with no replica."""
     return [f"{e['replica'] or 'admin'} {e['action']} raised {e['error']} at step {e['step']}: {e['message'] or ''}"
             for e in t.get("errors", ())]
+
+
+# Per operator command, its spec action's guard on what the harness observed before it.
+GUARDS = {"REASSIGN": reassign_allowed, "CANCEL": cancel_allowed}
+
+
+def commands_off_guard(t: dict) -> list[str]:
+    """CommandsFollowGuardsInv: an operator command (table `commands`) was accepted exactly when
+    its spec action's guard held on the state the harness read before it (reference/commands.py):
+    accepted against the guard, or refused though it held, is a violation. A command that raised
+    is NoLogicalErrorsInv's (its errors row), not judged here; a history without the table
+    recorded no commands."""
+    out = []
+    for x in t.get("commands", ()):
+        if x["outcome"] not in (ACCEPTED, REFUSED):
+            continue
+        guard = x["command"] in GUARDS and GUARDS[x["command"]](x)
+        if (x["outcome"] == ACCEPTED) != guard:
+            out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
+                       f"{x['outcome']} though its guard {'held' if guard else 'did not hold'}"
+                       + (f": {x['reason']}" if x["reason"] else ""))
+    return out
 
 
 def violations(history: History, rf: int) -> list[str]:
