@@ -16,9 +16,12 @@ as mutmut's own workers do, so the mutant is live in every call the layer makes.
   step the mutant makes raise (logged in the history's errors table, reference/cluster.py), so a
   mutant that raises somewhere still leaves a history to judge. Verdicts: `racing` is the
   history's: `violation` (a history the checker refuses, a kill of the history layer; the
-  search stops there), `survived`, or `crash`/`timeout` when no run got to a history.
-  `racing_tests` is what test_races.py (seed 0) says: `raised` (a run logged an error), `no
-  queries`, `violation`, or `survived`; any but the last is a kill of `make test`.
+  search stops at a protocol invariant's refusal), `survived`, or `crash`/`timeout` when no run
+  got to a history. `racing_invariants`: the oracle's checks that refused it; a history refused
+  only through `NoLogicalErrorsInv` (an exception logged, ClickHouse's LOGICAL_ERROR) is a
+  kill, but the search goes on for a protocol invariant's, and the report counts such kills
+  apart. `racing_tests` is what test_races.py (seed 0) says: `raised` (a run logged an error),
+  `no queries`, `violation`, or `survived`; any but the last is a kill of `make test`.
   Only the runs that call the mutated function are made: which functions a (profile, seed) run
   calls is recorded once, on the unmutated code (a run is deterministic, so a mutant whose
   function it never calls runs it exactly as the fixed protocol, which holds). The profiles whose
@@ -122,14 +125,32 @@ def calls_by_run(runs: list[tuple[str, int]], modules: list[str]) -> dict[tuple[
 CALLS: dict[tuple[str, int], set[str]] = {}   # filled by main() before the children fork
 
 
+# The oracle's check that refuses a history for an exception logged in it (ClickHouse's
+# LOGICAL_ERROR), not for what the replicas hold or the clients were told: a kill through it alone
+# is told apart in `racing_invariants` and in the report.
+LOGICAL_ERRORS = "NoLogicalErrorsInv"
+
+
+def only_logical_errors(invariants) -> bool:
+    """A refusal by NoLogicalErrorsInv and by no protocol invariant."""
+    return set(invariants) == {LOGICAL_ERRORS}
+
+
 def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     """Every (seed, profile) run that calls the mutated function, seed 0 first (test_races.py's
-    runs) and the cheapest profile first; stops at the first history the oracle refuses."""
+    runs) and the cheapest profile first; stops at the first history the oracle refuses by a
+    protocol invariant. A history refused only through NoLogicalErrorsInv is a kill too, but the
+    search goes on (within --racing-seconds) for one a protocol invariant refuses, so that
+    `racing_invariants` says whether the history layer saw more than the exception."""
     from reference.races import racing_history
     fn = _mutated_function(key)
     runs = [(p, s) for s in SEEDS for p in RACING_PROFILES if fn in CALLS.get((p, s), {fn})]
     extra = {"racing_reached": sorted({p for p, s in runs if s == 0}), "racing_tests": SURVIVED}
     t0, ran, crashes, detail = time.monotonic(), 0, [], ""
+    logical: tuple[str, list[str]] | None = None   # the first refusal through NoLogicalErrorsInv alone
+
+    def refused(run: dict, where: str) -> tuple[str, list[str]]:
+        return f"{where}: {run['oracle_sample'][0][:160]}", run["oracle_invariants"]
     for profile, seed in runs:
         if seed and time.monotonic() - t0 > RACING_SECONDS:
             break
@@ -144,22 +165,31 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
         else:
             ran += 1
             if seed == 0 and extra["racing_tests"] == SURVIVED:
-                extra["racing_tests"] = (VIOLATION if run["oracle_violations"] else RAISED if run["errors"]
+                # test_races.py asserts no error was logged before it asks the oracle
+                extra["racing_tests"] = (RAISED if run["errors"] else VIOLATION if run["oracle_violations"]
                                          else NO_QUERIES if not run["actions"].get("query", 0) else SURVIVED)
                 if run["errors"]:
                     detail = f"{profile}/{seed} raised: {run['error_sample'][0][:160]}"
-            if run["oracle_violations"]:
-                if keep is not None:
+            if run["oracle_violations"] and (logical is None or not only_logical_errors(run["oracle_invariants"])):
+                if keep is not None:   # one history kept: the protocol invariant's when there is one
+                    for old in list(keep.iterdir()):
+                        shutil.rmtree(old)
                     shutil.copytree(folder / "history", keep / f"{profile}-{seed}")
-                extra["racing_runs"] = ran
+                if only_logical_errors(run["oracle_invariants"]):
+                    logical = refused(run, f"{profile}/{seed}")
+                    continue
+                extra.update(racing_runs=ran, racing_invariants=run["oracle_invariants"])
                 if crashes:
                     extra["racing_crash"] = crashes[0]
-                return VIOLATION, f"{profile}/{seed}: {run['oracle_sample'][0][:160]}", extra
+                return VIOLATION, refused(run, f"{profile}/{seed}")[0], extra
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     extra["racing_runs"] = ran
     if crashes:
         extra["racing_crash"] = crashes[0]
+    if logical:
+        extra["racing_invariants"] = logical[1]
+        return VIOLATION, logical[0], extra
     if crashes and not ran:
         return CRASH, crashes[0], extra
     return SURVIVED, detail, extra
@@ -345,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
             if layer in r and layer not in a.rerun:
                 continue
             if layer == "racing":   # the previous racing verdict's fields go with it
-                for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "racing_crash", "history", "spark",
-                          "spark_detail"):
+                for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "racing_crash",
+                          "racing_invariants", "history", "spark", "spark_detail"):
                     r.pop(f, None)
             keep = None
             if layer == "racing" and kept < a.keep_histories:

@@ -113,6 +113,15 @@ def layers_of(r: dict) -> set[str]:
     return out
 
 
+def history_only_logical_error(r: dict, layers: set[str]) -> bool:
+    """A history kill through NoLogicalErrorsInv alone (harness/mutation_layers.py's
+    `racing_invariants`): the mutant made something raise, which the history logged, and no
+    protocol invariant refused the history. Told apart because such a kill says the code broke,
+    not that the history shows a lost row or a wrong owner. Results written before the check
+    existed have no `racing_invariants`: their kills were protocol invariants'."""
+    return "history" in layers and set(r.get("racing_invariants", ())) == {"NoLogicalErrorsInv"}
+
+
 def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
     """Per module (reference/migration.py, ...): status counts, and every mutant not killed with its
     diff and its class: `message` (the rule: only an exception's text changed), `equivalent` or `gap`
@@ -270,22 +279,24 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
     equivalent is counted apart, no layer can kill it."""
     reading = load_reading() if reading is None else reading
     rows = ["| module | mutants run on the layers | of which equivalent (read) | killed by the tests | killed by a "
-            "history (racing runs, the Spark job's invariants) | of those, run by the Spark job: refused | protocol "
-            "machine run | killed by it | two layers, one a history | fewer than two layers (not equivalent) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "history (racing runs, the Spark job's invariants) | of those, only through NoLogicalErrorsInv | of those, "
+            "run by the Spark job: refused | protocol machine run | killed by it | two layers, one a history | of those, "
+            "the history only through NoLogicalErrorsInv | fewer than two layers (not equivalent) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     short: dict[str, Counter] = {}
     by_module: dict[str, list[dict]] = {}
     for k, r in layers.items():
         by_module.setdefault(r["module"], []).append({**r, "equivalent": reading.get(k, {}).get("verdict") == "equivalent"})
     for module, rs in sorted(by_module.items()):
         ls = [layers_of(r) for r in rs]
-        two = sum(1 for x in ls if len(x) >= 2 and "history" in x)
+        two = [len(x) >= 2 and "history" in x for x in ls]
         short[module] = Counter(r["function"] for r, x in zip(rs, ls) if len(x) < 2 and not r["equivalent"])
         spark = [r["spark"] for r in rs if "spark" in r]
+        logical = [history_only_logical_error(r, x) for r, x in zip(rs, ls)]
         rows.append(f"| `{module}` | {len(rs)} | {sum(r['equivalent'] for r in rs)} | {sum('tests' in x for x in ls)} "
-                    f"| {sum('history' in x for x in ls)} | {spark.count('killed')} of {len(spark)} "
-                    f"| {sum('protocol' in r for r in rs)} | {sum('conformance' in x for x in ls)} | {two} "
-                    f"| {sum(short[module].values())} |")
+                    f"| {sum('history' in x for x in ls)} | {sum(logical)} | {spark.count('killed')} of {len(spark)} "
+                    f"| {sum('protocol' in r for r in rs)} | {sum('conformance' in x for x in ls)} | {sum(two)} "
+                    f"| {sum(t and g for t, g in zip(two, logical))} | {sum(short[module].values())} |")
     text = "\n".join(rows) + "\n"
     for module, c in short.items():
         if c:
@@ -375,7 +386,12 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "killed by its history. *Tests*: mutmut's selection, or a racing run of `test_races.py` that "
                       "raises, runs no query or hangs; *history*: a racing run's history refused by the in-process "
                       "checker, which holds the Spark job's invariants (`tests/reference/test_checkers_agree.py`), "
-                      "MigrationsEndProp at the settled end among them; *protocol machine*: conformance's "
+                      "MigrationsEndProp at the settled end among them, CommandsFollowGuardsInv (each REASSIGN and CANCEL "
+                      "accepted exactly when its spec guard held on what the harness read from Keeper before it), "
+                      "and NoLogicalErrorsInv: every logged exception is a "
+                      "violation, as ClickHouse's CI fails on a LOGICAL_ERROR; *only through NoLogicalErrorsInv*: "
+                      "no protocol invariant refused any history the mutant's runs left (the mutant raises, "
+                      "nothing shows a lost row or a wrong owner); *protocol machine*: conformance's "
                       "whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]

@@ -34,6 +34,10 @@ DESCRIPTIONS = {
     "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
     "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
                          "property on a finite history)",
+    "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
+                       "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
+    "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
+                               "guard held on the state observed before it (table commands)",
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
@@ -190,6 +194,37 @@ def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def logical_errors(h: History, sample: int) -> dict:
+    """NoLogicalErrorsInv: every row of the `errors` table is a violation (reference/oracle.py's
+    logical_errors), read with the small tables."""
+    return {"holds": not h.errors, "violations": len(h.errors), "sample": h.errors[:sample],
+            "description": DESCRIPTIONS["NoLogicalErrorsInv"], "seconds": 0.0}
+
+
+def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
+    r"""CommandsFollowGuardsInv (reference/oracle.py's commands_off_guard): a command accepted
+    though its spec action's guard did not hold on the observed inputs, or refused though it did.
+    AdminReassign = dst active /\ StartMigration (assigned, no migration in flight, src an owner,
+    dst not, src active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a
+    repair, coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "commands" in h.sources and h.sources["commands"].rows:
+        c = F.col
+        reassign = (c("owners").isNotNull() & c("migration_state").isin("none", "done", "cancelled")
+                    & F.array_contains(c("owners"), c("src")) & ~F.array_contains(c("owners"), c("dst"))
+                    & (c("src_active") == 1) & (c("dst_active") == 1) & (c("in_flight") < c("max_in_flight")))
+        cancel = (c("migration_state") == "clone") & c("migration_src").isNotNull() & (c("coordinator_active") == 1)
+        guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
+                           F.lit(False))
+        off = (read_table(spark, h.sources["commands"]).filter(c("outcome").isin("accepted", "refused"))
+               .withColumn("guard_held", guard).filter((c("outcome") == "accepted") != c("guard_held"))
+               .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CommandsFollowGuardsInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
     """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
     the input's row counts. `progress` is called after the pass and as each invariant is decided."""
@@ -268,6 +303,12 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     report["MigrationsEndProp"] = migrations_end(spark, h, sample)
     if progress:
         progress("MigrationsEndProp", report["MigrationsEndProp"], report["MigrationsEndProp"]["seconds"])
+    report["NoLogicalErrorsInv"] = logical_errors(h, sample)
+    if progress:
+        progress("NoLogicalErrorsInv", report["NoLogicalErrorsInv"], 0.0)
+    report["CommandsFollowGuardsInv"] = commands_off_guard(spark, h, sample)
+    if progress:
+        progress("CommandsFollowGuardsInv", report["CommandsFollowGuardsInv"], report["CommandsFollowGuardsInv"]["seconds"])
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -90,6 +90,17 @@ QUERIES = {
         SELECT count(*) FROM migrations WHERE (SELECT max(settled_step) FROM settled) IS NOT NULL
         AND snapshot_step = (SELECT max(snapshot_step) FROM assignments)
         AND state NOT IN ('done', 'cancelled')""",
+    # reference/oracle.py's logical_errors: every row of the optional errors table
+    "NoLogicalErrorsInv": "SELECT count(*) FROM errors",
+    # reference/oracle.py's commands_off_guard: accepted exactly when the spec action's guard held
+    "CommandsFollowGuardsInv": """
+        SELECT count(*) FROM commands WHERE outcome IN ('accepted', 'refused') AND (outcome = 'accepted') <> coalesce(
+            CASE command
+            WHEN 'REASSIGN' THEN owners IS NOT NULL AND migration_state IN ('none', 'done', 'cancelled')
+                                 AND list_contains(owners, src) AND NOT list_contains(owners, dst)
+                                 AND src_active = 1 AND dst_active = 1 AND in_flight < max_in_flight
+            WHEN 'CANCEL' THEN migration_state = 'clone' AND migration_src IS NOT NULL AND coordinator_active = 1
+            END, false)""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
@@ -129,6 +140,19 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 if (folder / "migrations.parquet").exists()
                 else "CREATE VIEW migrations AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
                      "NULL::VARCHAR AS state, NULL::VARCHAR AS src, NULL::VARCHAR AS dst WHERE false")
+    # errors (exceptions logged while the run went on) is optional: absent, nothing raised
+    con.execute(f"CREATE VIEW errors AS SELECT * FROM read_parquet({_source(folder, 'errors')})"
+                if (folder / "errors.parquet").exists()
+                else "CREATE VIEW errors AS SELECT NULL::BIGINT AS step, NULL::VARCHAR AS replica, "
+                     "NULL::VARCHAR AS action, NULL::VARCHAR AS error, NULL::VARCHAR AS message WHERE false")
+    # commands (operator commands with their guard inputs) is optional: absent, none was recorded
+    con.execute(f"CREATE VIEW commands AS SELECT * FROM read_parquet({_source(folder, 'commands')})"
+                if (folder / "commands.parquet").exists()
+                else "CREATE VIEW commands AS SELECT NULL::BIGINT AS step, NULL::VARCHAR AS command, "
+                     "NULL::VARCHAR AS partition_id, NULL::VARCHAR AS src, NULL::VARCHAR AS dst, NULL::VARCHAR AS outcome, "
+                     "NULL::VARCHAR[] AS owners, NULL::VARCHAR AS migration_state, NULL::VARCHAR AS migration_src, "
+                     "NULL::BIGINT AS src_active, NULL::BIGINT AS dst_active, NULL::BIGINT AS coordinator_active, "
+                     "NULL::BIGINT AS in_flight, NULL::BIGINT AS max_in_flight WHERE false")
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
     con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")

@@ -94,12 +94,24 @@ TABLES = {t.name: t for t in (
                           # SWITCH (NoForeignPartsInv, as the spec's Keepers and the oracle allow).
                           Column("clone_target", "string", nullable=True, optional=True)),
           must_have_rows="no assignments: the history has no final snapshot of the owners"),
-    # Unexpected exceptions a replica's step or a client call raised, logged while the run went on
-    # (reference/history.py). No invariant is judged on it: a history with errors is judged on
-    # what the replicas hold and the clients were told, as any other. Optional: older histories
-    # and real ClickHouse's have none.
+    # Unexpected exceptions a replica's step, a client call or an operator command raised, logged
+    # while the run went on (reference/history.py). Each row is a NoLogicalErrorsInv violation, as
+    # ClickHouse's CI fails on a LOGICAL_ERROR: a command or INSERT that raised simply did not
+    # happen, and the other invariants would hold on that history vacuously. Optional: older
+    # histories and real ClickHouse's have none.
     Table("errors", (Column("step", "long"), Column("replica", "string"), Column("action", "string"),
                      Column("error", "string"), Column("message", "string", nullable=True)),
+          optional=True),
+    # Operator commands (REASSIGN, CANCEL), their outcome, and the guard inputs the harness read
+    # from Keeper right before each (reference/commands.py): CommandsFollowGuardsInv. Optional:
+    # older histories and real ClickHouse's record no commands.
+    Table("commands", (Column("step", "long"), Column("command", "string"), Column("partition_id", "string"),
+                       Column("src", "string", nullable=True), Column("dst", "string", nullable=True),
+                       Column("outcome", "string"), Column("reason", "string", nullable=True),
+                       Column("owners", "strings", nullable=True), Column("migration_state", "string"),
+                       Column("migration_src", "string", nullable=True), Column("src_active", "long"),
+                       Column("dst_active", "long"), Column("coordinator_active", "long"), Column("in_flight", "long"),
+                       Column("max_in_flight", "long")),
           optional=True),
 )}
 

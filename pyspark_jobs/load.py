@@ -171,6 +171,9 @@ class History:
     keepers: list = field(default_factory=list)
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
     settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
+    # Rows of the optional `errors` table (step, replica, action, error, message), by step: each is
+    # a NoLogicalErrorsInv violation. A small table: a racing run stops retrying a step after a few raises.
+    errors: list = field(default_factory=list)
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -225,11 +228,14 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     last_meta = max((r["snapshot_step"] for r in meta), default=None)
     metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
                 for r in meta if r["snapshot_step"] == last_meta]
+    errors = sorted(({c: r[c] for c in sources["errors"].table.names} for r in _small(spark, sources["errors"])),
+                    key=lambda e: (e["step"], e["replica"], e["action"])) \
+        if "errors" in sources and sources["errors"].rows else []   # an empty table (every fixed run's) costs no job
     done = sorted((r["start_step"], r["query_id"], r["partitions_requested"]) for r in queries
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
-                   metadata=metadata, keepers=keepers, settled_step=run[0]["settled_step"])
+                   metadata=metadata, keepers=keepers, settled_step=run[0]["settled_step"], errors=errors)
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

@@ -16,10 +16,12 @@ import random
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from .assignment import (CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, read_assignment,
+from . import commands
+from .assignment import (Assignment, CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, read_assignment,
                          selective_assignments_rows)
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
@@ -28,7 +30,7 @@ from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredE
 from .lag import in_flight, not_pulled
 from .layout import Layout
 from .log_entry import ALTER_METADATA, GET_PART
-from .migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
+from .migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
                         migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore
@@ -652,9 +654,37 @@ class Cluster:
 
     # --- administration -----------------------------------------------------------------
     def reassign(self, partition: str, dst: str, src: str | None = None) -> dict:
-        mig = admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
+        """ALTER TABLE ... REASSIGN PARTITION, recorded in the history's `commands` with what
+        Keeper said right before it (src defaults to the first owner, as admin_reassign's)."""
+        seen = commands.observe_reassign(self.admin, self.layout, partition, src, dst, self.max_concurrent)
+        with self._command("REASSIGN", seen):
+            mig = admin_reassign(self.admin, self.layout, partition, dst, src, self.max_concurrent)
         self._started(partition, mig["src"], dst)
         return mig
+
+    def cancel(self, partition: str) -> Assignment:
+        """The CANCEL of a partition's CLONE by its coordinator, recorded as `reassign` is."""
+        seen = commands.observe_cancel(self.admin, self.layout, partition, self.max_concurrent)
+        with self._command("CANCEL", seen):
+            return coordinator_cancel(self.admin, self.layout, partition, target=self.replicas.get(seen["dst"]),
+                                      bugs=self.bugs)
+
+    @contextmanager
+    def _command(self, command: str, seen: dict):
+        """Records the command's outcome: accepted, refused (the protocol's refusal: MigrationError,
+        GuardFailed) or raised (anything else, also logged in `errors` by the caller). A Keeper
+        fault leaves the command's fate unknown (its multi may have been applied): not recorded."""
+        try:
+            yield
+        except KEEPER_FAULTS:
+            raise
+        except (MigrationError, GuardFailed) as e:
+            self.history.command(self.step, command, seen, commands.REFUSED, str(e)[:300])
+            raise
+        except Exception as e:
+            self.history.command(self.step, command, seen, commands.RAISED, f"{type(e).__name__}: {str(e)[:280]}")
+            raise
+        self.history.command(self.step, command, seen, commands.ACCEPTED)
 
     def _started(self, partition: str, src: str, dst: str) -> None:
         self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,

@@ -59,8 +59,20 @@ SCHEMAS = {
     # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
     # protocol raises none (tests/reference/test_races.py); a mutant that raises still leaves a
     # history for the checkers to judge. `replica`: the replica whose step or client call raised
-    # ("" for the administrator's). Optional for readers; the checkers judge no invariant on it.
+    # ("" for the administrator's). Optional for readers; every row is a NoLogicalErrorsInv violation
+    # to the checkers (ClickHouse's LOGICAL_ERROR: its CI fails a run that threw one).
     "errors": {"step": "int64", "replica": "string", "action": "string", "error": "string", "message": "string"},
+    # Every operator command (REASSIGN, CANCEL) with its outcome (accepted, refused, raised) and
+    # the guard inputs the harness read from Keeper right before it (reference/commands.py): the
+    # owners (null: not assigned), the partition's migration (state "none": no znode), whether
+    # src, dst and the coordinator were active, the migrations in flight and the limit. The
+    # checkers judge that a command was accepted exactly when its spec action's guard held
+    # (CommandsFollowGuardsInv). Optional for readers: older histories record no commands.
+    "commands": {"step": "int64", "command": "string", "partition_id": "string", "src": "string", "dst": "string",
+                 "outcome": "string", "reason": "string", "owners": "list<string>", "migration_state": "string",
+                 "migration_src": "string", "migration_coordinator": "string", "src_active": "int64",
+                 "dst_active": "int64", "coordinator_active": "int64", "in_flight": "int64",
+                 "max_in_flight": "int64"},
 }
 STATUSES = ("ok", "failed", "unknown")
 
@@ -98,6 +110,12 @@ class History:
     def error(self, step: int, replica: str, action: str, exc: BaseException) -> None:
         self.tables["errors"].append({"step": step, "replica": replica, "action": action,
                                       "error": type(exc).__name__, "message": str(exc)[:300]})
+
+    def command(self, step: int, command: str, observed: dict, outcome: str, reason: str | None = None) -> None:
+        """An operator command at `step` (REASSIGN, CANCEL), what the harness observed before it
+        (reference/commands.observe) and how it ended."""
+        self.tables["commands"].append({"step": step, "command": command, **observed, "outcome": outcome,
+                                        "reason": reason})
 
     def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
         """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to

@@ -13,17 +13,29 @@ ended (issue 15); that history is kept in test_checkers_agree.py.
 A row a DROP PARTITION removed (table `drops`) is owed as the spec's LiveAcked says: to no owner
 after the drop, and to no query that started after it; a replica that still holds it at the end
 breaks DropsAppliedInv (F8: a CLONE target kept a part the drop removed elsewhere).
+
+NoLogicalErrorsInv: every row of the history's `errors` table (an exception no protocol refusal
+explains, logged while the run went on) is a violation, as ClickHouse's CI fails a run whose
+server threw a LOGICAL_ERROR ("a bug in ClickHouse"; debug builds abort on it). Without it a
+mutant that makes a command or an INSERT raise leaves a history in which nothing happened, and
+every other invariant holds vacuously.
+
+CommandsFollowGuardsInv: every operator command of the optional `commands` table (REASSIGN,
+CANCEL) was accepted exactly when its spec action's guard held on what the harness read from
+Keeper before it (reference/commands.py), so a command a broken guard refuses shows too.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
-              "GlobalEntriesAppliedInv", "MigrationsEndProp")
+              "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
+              "CommandsFollowGuardsInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -112,6 +124,8 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 f"{m['replica']} applied {m['metadata_version']} and queued {m['alters_queued']} ALTER_METADATA "
                 f"of the table's {m['table_metadata_version']}")
     out["MigrationsEndProp"] = migrations_not_ended(t, last)
+    out["NoLogicalErrorsInv"] = logical_errors(t)
+    out["CommandsFollowGuardsInv"] = commands_off_guard(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -170,6 +184,36 @@ def migrations_not_ended(t: dict, final: int | None) -> list[str]:
     return [f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} is still {m['state']} at the "
             f"settled end" for m in t.get("migrations", ())
             if m["snapshot_step"] == final and m["state"] not in MIGRATION_ENDED]
+
+
+def logical_errors(t: dict) -> list[str]:
+    """One line per row of the optional `errors` table: a step, client call or operator command
+    that raised where the protocol never does (ClickHouse's LOGICAL_ERROR). "admin" stands for
+    the operator's commands, which the history logs with no replica."""
+    return [f"{e['replica'] or 'admin'} {e['action']} raised {e['error']} at step {e['step']}: {e['message'] or ''}"
+            for e in t.get("errors", ())]
+
+
+# Per operator command, its spec action's guard on what the harness observed before it.
+GUARDS = {"REASSIGN": reassign_allowed, "CANCEL": cancel_allowed}
+
+
+def commands_off_guard(t: dict) -> list[str]:
+    """CommandsFollowGuardsInv: an operator command (table `commands`) was accepted exactly when
+    its spec action's guard held on the state the harness read before it (reference/commands.py):
+    accepted against the guard, or refused though it held, is a violation. A command that raised
+    is NoLogicalErrorsInv's (its errors row), not judged here; a history without the table
+    recorded no commands."""
+    out = []
+    for x in t.get("commands", ()):
+        if x["outcome"] not in (ACCEPTED, REFUSED):
+            continue
+        guard = x["command"] in GUARDS and GUARDS[x["command"]](x)
+        if (x["outcome"] == ACCEPTED) != guard:
+            out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
+                       f"{x['outcome']} though its guard {'held' if guard else 'did not hold'}"
+                       + (f": {x['reason']}" if x["reason"] else ""))
+    return out
 
 
 def violations(history: History, rf: int) -> list[str]:

@@ -76,7 +76,7 @@ from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, 
 from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
 from .insert import client_send_insert
-from .migration import IN_FLIGHT, MigrationError, coordinator_cancel, migrations_in_flight, read_migration
+from .migration import IN_FLIGHT, MigrationError, migrations_in_flight, read_migration
 from .query import select_all
 from .replica import InsertRejected
 
@@ -317,7 +317,7 @@ class Race:
         mig, _ = read_migration(c.admin, c.layout, p)
         what = f"{mig['state']}{' fetched' if mig.get('fetched') else ''}{' repair' if mig['src'] is None else ''}"
         try:
-            coordinator_cancel(c.admin, c.layout, p, target=c.replicas.get(mig["dst"]), bugs=c.bugs)
+            c.cancel(p)   # recorded in the history's commands, with what Keeper said before it
             self._count(f"cancel in {what}")
             return True
         except GuardFailed:

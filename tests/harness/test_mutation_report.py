@@ -103,7 +103,7 @@ def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make
     r = mr.reference_results(tmp_path, {}, loaded)["reference/migration.py"]
     assert (r["survived"], r["killed by layers"], r["not_killed"]) == (0, 2, [])
     assert [mr.layers_of(x) for x in loaded.values()] == [{"history", "conformance"}, {"tests"}]
-    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 of 0 | 1 | 1 | 1 | 1 |" in mr.layers_markdown(loaded, {})
+    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 | 0 of 0 | 1 | 1 | 1 | 0 | 1 |" in mr.layers_markdown(loaded, {})
 
 
 def test_a_racing_run_that_raises_and_then_a_history_refused_are_two_layers(tmp_path):
@@ -122,7 +122,28 @@ def test_a_racing_run_that_raises_and_then_a_history_refused_are_two_layers(tmp_
     path.write_text(json.dumps(layers))
     loaded = mr.load_layers(path, tmp_path)
     assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests"}]
-    assert "| `reference/migration.py` | 2 | 0 | 2 | 1 | 0 of 0 | 2 | 0 | 1 | 1 |" in mr.layers_markdown(loaded, {})
+    assert "| `reference/migration.py` | 2 | 0 | 2 | 1 | 0 | 0 of 0 | 2 | 0 | 1 | 0 | 1 |" in mr.layers_markdown(loaded, {})
+
+
+def test_a_history_refused_only_through_no_logical_errors_is_counted_apart(tmp_path):
+    """A mutant that makes a REASSIGN raise leaves a history refused by NoLogicalErrorsInv alone
+    (the exception logged, nothing lost): still a history kill, but its own column says so, in
+    the history kills and in the two-layer kills; one refused by a protocol invariant as well is
+    not counted there."""
+    _module(tmp_path, {"reference.migration.x_admin_reassign__mutmut_1": 0,
+                       "reference.migration.x_admin_reassign__mutmut_2": 0})
+    common = {"module": "reference/migration.py", "function": "admin_reassign", "before": "_write(k, p, m, v)",
+              "tests": "survived", "protocol": "survived", "racing": "violation", "racing_tests": "raised"}
+    layers = {"reference.migration.x_admin_reassign__mutmut_1": {**common, "after": "_write(k, p, m)",
+                                                                "racing_invariants": ["NoLogicalErrorsInv"]},
+              "reference.migration.x_admin_reassign__mutmut_2": {**common, "after": "_write(k, p, None, v)",
+                                                                "racing_invariants": ["NoLogicalErrorsInv",
+                                                                                      "OwnersCompleteInv"]}}
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps(layers))
+    loaded = mr.load_layers(path, tmp_path)
+    assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests", "history"}]
+    assert "| `reference/migration.py` | 2 | 0 | 2 | 2 | 1 | 0 of 0 | 2 | 0 | 2 | 1 | 0 |" in mr.layers_markdown(loaded, {})
 
 
 def test_the_section_replaces_only_its_own_markers():

@@ -210,6 +210,81 @@ def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_al
         assert spark_counts == oracle == duckdb_check(folder)
         return {n: v for n, v in oracle.items() if v}
     stuck = verdicts()
-    assert set(stuck) == {"MigrationsEndProp"} and stuck["MigrationsEndProp"] == run["actions"]["reassign"]
+    assert set(stuck) == {"MigrationsEndProp", "NoLogicalErrorsInv"}   # each raise of SWITCH is a LOGICAL_ERROR
+    assert stuck["MigrationsEndProp"] == run["actions"]["reassign"] and stuck["NoLogicalErrorsInv"] == run["errors"]
     pq.write_table(pq.read_table(folder / "run.parquet").drop(["settled_step"]), folder / "run.parquet")
-    assert verdicts() == {}
+    assert verdicts() == {"NoLogicalErrorsInv": run["errors"]}
+
+
+def _read(folder: Path) -> History:
+    h = History()
+    for f in folder.glob("*.parquet"):
+        h.tables[f.stem] = pq.read_table(f).to_pylist()
+    return h
+
+
+def test_a_logical_error_is_a_violation_for_all_three(spark, tmp_path):
+    """NoLogicalErrorsInv, ClickHouse's LOGICAL_ERROR rule: a fixed-protocol history holds for the
+    oracle, the Spark job and DuckDB; the same history with one row in its `errors` table (an
+    operator's REASSIGN that raised, as a mutant calling _write with an argument missing does) is
+    refused by all three through that check alone, and DuckDB's command line exits 1."""
+    from pyspark_jobs.duckdb_check import main as duckdb_main
+    run = racing_history(tmp_path / "run", "churn", 0, steps=80, blocks=16)
+    clean = Path(run["history"])
+
+    def counts(folder: Path) -> dict:
+        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
+        with contextlib.redirect_stdout(io.StringIO()):
+            spark_report = check_folder(spark, str(folder), 3)
+        spark_counts = {n: r["violations"] for n, r in spark_report["invariants"].items()}
+        assert spark_counts == oracle == duckdb_check(folder)
+        assert spark_report["holds"] == (not any(oracle.values()))
+        return {n: v for n, v in oracle.items() if v}
+    assert run["errors"] == 0 and counts(clean) == {}
+    h = _read(clean)
+    h.error(17, "", "reassign", TypeError("_write() missing 1 required positional argument: 'version'"))
+    h.write(tmp_path / "raised")
+    assert counts(tmp_path / "raised") == {"NoLogicalErrorsInv": 1}
+    assert check(h, 2)["NoLogicalErrorsInv"] == [
+        "admin reassign raised TypeError at step 17: _write() missing 1 required positional argument: 'version'"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert duckdb_main([str(tmp_path / "raised")]) == 1 and duckdb_main([str(clean)]) == 0
+
+
+def _refuses_every_reassign(*args, **kwargs):
+    # Stands in for admin_reassign's mutant `if dst not in known` -> `if dst in known`: every
+    # REASSIGN refused as if its target were unknown, though the spec's guard holds.
+    from reference.migration import MigrationError
+    raise MigrationError("unknown replica (a broken guard)")
+
+
+def test_a_reassign_refused_though_its_guard_held_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+    """CommandsFollowGuardsInv: the history records each operator command, its outcome and the
+    guard inputs the harness read from Keeper before it. On the fixed protocol every command
+    follows its guard (`churn` 0: REASSIGNs and their refusals alike). With every REASSIGN
+    refused, nothing moves and every other invariant holds, but the oracle, the Spark job and
+    DuckDB each count the refusals whose guard held, and only those. The same history without
+    the table (an older one) is not judged on commands."""
+    def counts(folder: Path) -> dict:
+        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
+        with contextlib.redirect_stdout(io.StringIO()):
+            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
+        assert spark_counts == oracle == duckdb_check(folder)
+        return {n: v for n, v in oracle.items() if v}
+    fixed = racing_history(tmp_path / "fixed", "churn", 0, steps=80, blocks=16)
+    commands = pq.read_table(Path(fixed["history"]) / "commands.parquet").to_pylist()
+    assert {x["outcome"] for x in commands if x["command"] == "REASSIGN"} >= {"accepted"}
+    assert counts(Path(fixed["history"])) == {}
+    monkeypatch.setattr("reference.cluster.admin_reassign", _refuses_every_reassign)
+    broken = racing_history(tmp_path / "broken", "churn", 0, steps=80, blocks=16)
+    folder = Path(broken["history"])
+    refused = [x for x in pq.read_table(folder / "commands.parquet").to_pylist() if x["outcome"] == "refused"]
+    assert refused and "reassign" not in broken["actions"]
+    held = [x for x in refused if x["src_active"] and x["dst_active"] and x["migration_state"] == "none"
+            and x["src"] in x["owners"] and x["dst"] not in x["owners"] and x["in_flight"] < x["max_in_flight"]]
+    assert held and counts(folder) == {"CommandsFollowGuardsInv": len(held)}
+    assert check(_read(folder), 2)["CommandsFollowGuardsInv"][0].endswith(
+        "refused though its guard held: unknown replica (a broken guard)")
+    (folder / "commands.parquet").unlink()
+    assert counts(folder) == {}
+

@@ -1,0 +1,88 @@
+"""Operator commands of a run and what the harness saw right before each (history table
+`commands`): ALTER TABLE ... REASSIGN PARTITION (spec AdminReassign) and the CANCEL of a CLONE
+(spec CoordinatorCancel), each with its outcome, so that the checkers can judge that a command was
+accepted exactly when its spec action's guard held (CommandsFollowGuardsInv).
+
+Without this table a command refused although the spec allows it (a mutant's `if dst in known`)
+leaves no trace: the history shows a run in which the operator simply moved nothing.
+
+The guard inputs are read here from Keeper directly (znodes and their JSON), not through
+reference/migration.py or reference/assignment.py: those are the code under test, and a broken
+reader would see what the broken command saw. What the harness cannot observe is left out of the
+guard: StartMigration's fault-domain half of AllowedOwner (the racing clusters have no fault
+domains, so every replica is its own) and aux_counts.migrations < MaxMigrations (a bound of the
+model's state space, no limit of the design).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .keeper import Keeper, NoNodeError
+from .layout import Layout
+
+# The spec's MigrationsInFlight states; a migration in any other state has ended (or never began).
+IN_FLIGHT = ("clone", "switched", "cancelling")
+# StartMigration's mig[p].st \in {"none", "done", "cancelled"}: a partition free to migrate.
+STARTABLE = ("none", "done", "cancelled")
+ACCEPTED, REFUSED, RAISED = "accepted", "refused", "raised"
+
+
+def _json(keeper: Keeper, path: str) -> dict | None:
+    try:
+        data, _ = keeper.get(path)
+    except NoNodeError:
+        return None
+    return json.loads(data)
+
+
+def _active(keeper: Keeper, layout: Layout, replica: str | None) -> int:
+    return int(replica is not None and keeper.exists(layout.is_active(replica)) is not None)
+
+
+def observe(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst: str | None,
+            max_in_flight: int) -> dict:
+    """The guard inputs of a command on `partition`, as Keeper holds them now: the owners (None:
+    not assigned), the migration's state ("none": no znode), source and coordinator, whether
+    src, dst and the coordinator are active, and the migrations in flight beside the limit."""
+    asg = _json(keeper, layout.assignment(partition))
+    mig = _json(keeper, layout.migration(partition)) or {}
+    in_flight = sum(1 for p in keeper.get_children(layout.migrations)
+                    if (_json(keeper, layout.migration(p)) or {}).get("state") in IN_FLIGHT)
+    return {"partition_id": partition, "src": src, "dst": dst,
+            "owners": sorted(asg["owners"]) if asg else None,
+            "migration_state": mig.get("state", "none"), "migration_src": mig.get("src"),
+            "migration_coordinator": mig.get("coord"),
+            "src_active": _active(keeper, layout, src), "dst_active": _active(keeper, layout, dst),
+            "coordinator_active": _active(keeper, layout, mig.get("coord")),
+            "in_flight": in_flight, "max_in_flight": max_in_flight}
+
+
+def observe_reassign(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst: str,
+                     max_in_flight: int) -> dict:
+    """observe() for a REASSIGN; no src given is the first owner, as ALTER TABLE ... REASSIGN's default."""
+    if src is None:
+        asg = _json(keeper, layout.assignment(partition))
+        src = asg["owners"][0] if asg and asg["owners"] else None
+    return observe(keeper, layout, partition, src, dst, max_in_flight)
+
+
+def observe_cancel(keeper: Keeper, layout: Layout, partition: str, max_in_flight: int) -> dict:
+    """observe() for a CANCEL: src and dst are the migration's (none when it has no znode)."""
+    mig = _json(keeper, layout.migration(partition)) or {}
+    return observe(keeper, layout, partition, mig.get("src"), mig.get("dst"), max_in_flight)
+
+
+def reassign_allowed(c: dict) -> bool:
+    """AdminReassign(p, src, dst) = dst \\in active /\\ StartMigration(p, src, dst), on what was
+    observed. The reference's limit of migrations in flight (max_concurrent) is StartMigration's
+    Cardinality(MigrationsInFlight) < MaxConcurrentMigrations: a refusal at the limit is justified."""
+    owners = c["owners"]
+    return (owners is not None and c["migration_state"] in STARTABLE and c["src"] in owners
+            and c["dst"] not in owners and bool(c["src_active"]) and bool(c["dst_active"])
+            and c["in_flight"] < c["max_in_flight"])
+
+
+def cancel_allowed(c: dict) -> bool:
+    """CoordinatorCancel(p): mig[p].st = "clone" /\\ mig[p].src # None /\\ mig[p].coord \\in active."""
+    return c["migration_state"] == "clone" and c["migration_src"] is not None and bool(c["coordinator_active"])
