@@ -41,6 +41,18 @@ class Walk:
 INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
 
 
+def unwritten(s: ProtocolSystem, p: str) -> set[str]:
+    """The INSERTs of partition p not sent yet or on their way (not written): those a migration of
+    p can still have written in its CLONE, or across its SWITCH."""
+    return {i for i, x in s.ins.items() if INSERT_PARTITION[i] == p and x["st"] in ("idle", "sent")}
+
+
+def cancels(s: ProtocolSystem, walk: Walk) -> bool:
+    """A cancelling walk cancels its first migration only: the next one (the bound allows two) runs
+    to its end, so that the walk still completes a migration with traffic around it."""
+    return walk.cancel and s.counts["migrations"] < 2
+
+
 def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """ALTER TABLE ... MOVE PARTITION (AdminReassign) of a partition that holds acknowledged rows:
     a migration of an empty partition has nothing to lose. In walks that query before the fetch,
@@ -56,9 +68,21 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
         if behind:
             return behind
     # Once per partition: a second migration right after a first (a CANCEL's, say) would make
-    # its target a keeper again before the first's window is used.
-    before = {p for p, st in s.migration_states().items() if st is not None}
-    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked - before]
+    # its target a keeper again before the first's window is used; once the CANCEL has ended
+    # (cancelled), that window is spent and the partition may move again.
+    before = {p for p, st in s.migration_states().items() if st not in (None, "cancelled")}
+    # A partition with INSERTs still to write, so that one lands in the CLONE: one (written in
+    # CLONE) when the SWITCH waits for writes, two otherwise (one written in CLONE, the last sent
+    # in CLONE and written after the SWITCH), when the table holds acknowledged rows elsewhere.
+    want = 1 if walk.switch_waits_for_writes else 2
+    tiers = (acked & {p for p in PIDS if len(unwritten(s, p)) >= want},
+             {p for p in PIDS if len(unwritten(s, p)) >= want} if acked else set(),
+             acked)
+    for tier in tiers:
+        out = [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in tier - before]
+        if out:
+            return out
+    return []
 
 
 def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -70,9 +94,11 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
     first: the window in which a map that lists the target may route to it (F5)."""
     migs = {p: read_migration(s.admin, LAYOUT, pid)[0] or {} for p, pid in PIDS.items()}
     idle_query = any(x["st"] == "idle" for x in s.qry.values())
-    # With walk.switch_waits_for_writes the SWITCH waits while an INSERT of the partition is on its
-    # way (a write during CLONE); without, it may come between the INSERT's send and its write (F6).
-    writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] == "sent"} if walk.switch_waits_for_writes else set()
+    # With walk.switch_waits_for_writes the SWITCH waits until every INSERT of the partition is
+    # written (each one a write during CLONE); without, until each is sent and only the last is
+    # still on its way: the SWITCH comes between its send and its write (F4, F6), after the
+    # others were written in CLONE.
+    writing = {p for p in PIDS if switch_waits(s, walk, p)}
     out = []
     for p, pid in PIDS.items():
         m = migs[p]
@@ -80,7 +106,7 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
         a = read_assignment(s.admin, LAYOUT, pid)
         stale = [(r, p) for r, q in enabled_of("ReplicaRefreshCache") if q == p
                  and (s.reps[r].cache.get(pid) is None or s.reps[r].cache[pid].version != a.version)]
-        if st == "clone" and not m["fetched"] and walk.cancel:
+        if st == "clone" and not m["fetched"] and cancels(s, walk):
             # The target's map sees the CLONE, then the CANCEL comes before the fetch: a target
             # that still thinks so keeps taking the partition's entries (F7).
             # It waits for an INSERT of the partition on its way: an entry the target then pulls.
@@ -124,7 +150,14 @@ def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
     migration runs."""
     out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a) if not write_waits(s, walk, a, params)]
     if all(x["st"] == "idle" for x in s.ins.values()):
-        out += [("ClientSendInsert", params) for params in enabled_of("ClientSendInsert")]
+        # The first INSERT leaves the partition that will migrate (migration_start) as many still
+        # to write as its windows take: one of a partition with two when the SWITCH waits for
+        # writes (the other is written in CLONE), one of another partition when it does not (both
+        # of the two are then written around the migration).
+        sends = enabled_of("ClientSendInsert")
+        two = {i for i, _ in sends if len(unwritten(s, INSERT_PARTITION[i])) >= 2}
+        first = [x for x in sends if (x[0] in two) == walk.switch_waits_for_writes] or sends
+        out += [("ClientSendInsert", params) for params in first]
     return out
 
 
@@ -193,11 +226,21 @@ def fresh(s: ProtocolSystem, r: str, p: str) -> bool:
 
 
 def write_waits(s: ProtocolSystem, walk: Walk, action: str, params: tuple) -> bool:
-    """Without walk.switch_waits_for_writes, it is the write that waits, here, for the SWITCH of
-    its partition: a write on a map the SWITCH made stale (F4), or one the source no longer
-    takes (F6)."""
-    return (not walk.switch_waits_for_writes and action == "ReplicaWriteInsert"
-            and s.migration_states()[INSERT_PARTITION[params[-1]]] == "clone")
+    """Without walk.switch_waits_for_writes, it is the partition's last INSERT still to write that
+    waits, here, for the SWITCH of its partition: a write on a map the SWITCH made stale (F4), or
+    one the source no longer takes (F6). The others are written in CLONE."""
+    if walk.switch_waits_for_writes or action != "ReplicaWriteInsert":
+        return False
+    p = INSERT_PARTITION[params[-1]]
+    return s.migration_states()[p] == "clone" and len(unwritten(s, p)) == 1
+
+
+def switch_waits(s: ProtocolSystem, walk: Walk, p: str) -> bool:
+    """The SWITCH of p holds off for its INSERTs (see migration_next_steps)."""
+    left = unwritten(s, p)
+    if walk.switch_waits_for_writes:
+        return bool(left)
+    return len(left) > 1 or any(s.ins[i]["st"] == "idle" for i in left)
 
 
 def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
