@@ -69,16 +69,12 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
             return behind
     # Once per partition: a second migration right after a first (a CANCEL's, say) would make
     # its target a keeper again before the first's window is used; once the CANCEL has ended
-    # (cancelled), that window is spent and the partition may move again.
-    before = {p for p, st in s.migration_states().items() if st not in (None, "cancelled")}
-    # A partition with INSERTs still to write, so that one lands in the CLONE: one (written in
-    # CLONE) when the SWITCH waits for writes, two otherwise (one written in CLONE, the last sent
-    # in CLONE and written after the SWITCH), when the table holds acknowledged rows elsewhere.
-    want = 1 if walk.switch_waits_for_writes else 2
-    tiers = (acked & {p for p in PIDS if len(unwritten(s, p)) >= want},
-             {p for p in PIDS if len(unwritten(s, p)) >= want} if acked else set(),
-             acked)
-    for tier in tiers:
+    # (cancelled) and every map has seen it, that window is spent and the partition may move again.
+    before = {p for p, st in s.migration_states().items() if st not in (None, "cancelled")} | {
+        p for p, pid in PIDS.items() if any(stale_map(s, r, p) for r in s.reps)}
+    # A partition with an INSERT still to write, so that one lands in the CLONE (or, in walks
+    # whose writes wait for the SWITCH, across it); else any that holds acknowledged rows.
+    for tier in ({p for p in acked if unwritten(s, p)}, acked):
         out = [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in tier - before]
         if out:
             return out
@@ -135,12 +131,27 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
             # Walks that query after the SWITCH keep the target's map stale until the queries
             # have started: it is the reader whose old map routes to the source (F6).
             keep_stale = m["dst"] if st == "switched" and not walk.query_before_fetch and idle_query else None
+            leaver = m["src"] if st == "switched" else m["dst"]
+            leaver_pulls = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
+            if st == "cancelling" and leaver_pulls:
+                # The cancelled target pulls what was logged before its map sees the CANCEL: its
+                # filter still takes the partition's entries, and a target dropped at the CANCEL
+                # fetches them back (F7); the fixed one keeps the partition until the CLEANUP.
+                keep_stale = leaver
             out += [("ReplicaRefreshCache", x) for x in stale if x[0] != keep_stale]
             # the leaver pulls: its filter stops taking the partition's entries once its map has
             # seen the SWITCH, and a stale reader routed to it then misses what they wrote (F6)
-            leaver = m["src"] if st == "switched" else m["dst"]
-            if not any(x[0] == leaver for x in stale):
-                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
+            if st == "cancelling" or not any(x[0] == leaver for x in stale):
+                out += leaver_pulls
+            if st == "cancelling":
+                out += [("ReplicaExecuteEntry", x) for x in enabled_of("ReplicaExecuteEntry") if x[0] == leaver]
+        elif st == "cancelled" and stale:
+            # Ended, but a map has not seen it (a CANCEL that ends at once, as F7's switch does: the
+            # fixed CANCEL ends at a CLEANUP that waits for every map). The old target pulls and
+            # executes first, as above, then the maps refresh.
+            target = [(x, params) for x in ("ReplicaPullLog", "ReplicaExecuteEntry") for params in enabled_of(x)
+                      if params[0] == m["dst"]]
+            out += target or [("ReplicaRefreshCache", x) for x in stale]
     return out
 
 
@@ -150,13 +161,10 @@ def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
     migration runs."""
     out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a) if not write_waits(s, walk, a, params)]
     if all(x["st"] == "idle" for x in s.ins.values()):
-        # The first INSERT leaves the partition that will migrate (migration_start) as many still
-        # to write as its windows take: one of a partition with two when the SWITCH waits for
-        # writes (the other is written in CLONE), one of another partition when it does not (both
-        # of the two are then written around the migration).
+        # The first INSERT leaves its partition another to write around the migration
+        # (migration_start moves a partition with acknowledged rows): one of a partition with two.
         sends = enabled_of("ClientSendInsert")
-        two = {i for i, _ in sends if len(unwritten(s, INSERT_PARTITION[i])) >= 2}
-        first = [x for x in sends if (x[0] in two) == walk.switch_waits_for_writes] or sends
+        first = [x for x in sends if len(unwritten(s, INSERT_PARTITION[x[0]])) >= 2] or sends
         out += [("ClientSendInsert", params) for params in first]
     return out
 
@@ -218,6 +226,12 @@ def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[
             if INSERT_PARTITION[params[-1]] in moving and not write_waits(s, walk, a, params):
                 out.append((a, params))
     return out
+
+
+def stale_map(s: ProtocolSystem, r: str, p: str) -> bool:
+    """r's map of p is behind Keeper's assignment."""
+    a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
+    return a is not None and (c is None or c.version != a.version)
 
 
 def fresh(s: ProtocolSystem, r: str, p: str) -> bool:
