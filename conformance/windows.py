@@ -70,8 +70,8 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
     # Once per partition: a second migration right after a first (a CANCEL's, say) would make
     # its target a keeper again before the first's window is used; once the CANCEL has ended
     # (cancelled) and every map has seen it, that window is spent and the partition may move again.
-    before = {p for p, st in s.migration_states().items() if st not in (None, "cancelled")} | {
-        p for p, pid in PIDS.items() if any(stale_map(s, r, p) for r in s.reps)}
+    before = {p for p, st in s.migration_states().items()
+              if st not in (None, "cancelled") or st == "cancelled" and any(stale_map(s, r, p) for r in s.reps)}
     # A partition with an INSERT still to write, so that one lands in the CLONE (or, in walks
     # whose writes wait for the SWITCH, across it); else any that holds acknowledged rows.
     for tier in ({p for p in acked if unwritten(s, p)}, acked):
