@@ -414,6 +414,14 @@ class ProtocolSystem:
         lost = {i for i in acked if PIDS[INSERT_PARTITION[i]] not in known and ptr >= self.first_idx(i, log)}
         self.qry[q] = {"st": "running" if query.pending else "done", "query": query, "expected": acked,
                        "seen": [], "dup": False, "lost": lost}
+        # A subquery routed to a replica that is down fails at once, as one on a replica that
+        # crashes does (_ReplicaCrash): no process holds the pin that keeps the leaver's CLEANUP
+        # off, so a CLEANUP after its restart removed data the query still read (CleanupSafeInv,
+        # found by issue 18's walks on the fixed reference in the thorough profile: a second
+        # migration of the partition away from the replica the query waited for).
+        if any(query.routes[p] not in self.reps for p in query.pending):
+            client_query_fails(query, self.reps)
+            self.qry[q]["st"] = "failed"
         return "started"
 
     def _ReplicaReadPartition(self, q, p):

@@ -41,6 +41,18 @@ class Walk:
 INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
 
 
+def unwritten(s: ProtocolSystem, p: str) -> set[str]:
+    """The INSERTs of partition p not sent yet or on their way (not written): those a migration of
+    p can still have written in its CLONE, or across its SWITCH."""
+    return {i for i, x in s.ins.items() if INSERT_PARTITION[i] == p and x["st"] in ("idle", "sent")}
+
+
+def cancels(s: ProtocolSystem, walk: Walk) -> bool:
+    """A cancelling walk cancels its first migration only: the next one (the bound allows two) runs
+    to its end, so that the walk still completes a migration with traffic around it."""
+    return walk.cancel and s.counts["migrations"] < 2
+
+
 def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """ALTER TABLE ... MOVE PARTITION (AdminReassign) of a partition that holds acknowledged rows:
     a migration of an empty partition has nothing to lose. In walks that query before the fetch,
@@ -56,9 +68,17 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
         if behind:
             return behind
     # Once per partition: a second migration right after a first (a CANCEL's, say) would make
-    # its target a keeper again before the first's window is used.
-    before = {p for p, st in s.migration_states().items() if st is not None}
-    return [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in acked - before]
+    # its target a keeper again before the first's window is used; once the CANCEL has ended
+    # (cancelled) and every map has seen it, that window is spent and the partition may move again.
+    before = {p for p, st in s.migration_states().items()
+              if st not in (None, "cancelled") or st == "cancelled" and any(stale_map(s, r, p) for r in s.reps)}
+    # A partition with an INSERT still to write, so that one lands in the CLONE (or, in walks
+    # whose writes wait for the SWITCH, across it); else any that holds acknowledged rows.
+    for tier in ({p for p in acked if unwritten(s, p)}, acked):
+        out = [("AdminReassign", params) for params in enabled_of("AdminReassign") if params[0] in tier - before]
+        if out:
+            return out
+    return []
 
 
 def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -70,9 +90,11 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
     first: the window in which a map that lists the target may route to it (F5)."""
     migs = {p: read_migration(s.admin, LAYOUT, pid)[0] or {} for p, pid in PIDS.items()}
     idle_query = any(x["st"] == "idle" for x in s.qry.values())
-    # With walk.switch_waits_for_writes the SWITCH waits while an INSERT of the partition is on its
-    # way (a write during CLONE); without, it may come between the INSERT's send and its write (F6).
-    writing = {INSERT_PARTITION[i] for i, x in s.ins.items() if x["st"] == "sent"} if walk.switch_waits_for_writes else set()
+    # With walk.switch_waits_for_writes the SWITCH waits until every INSERT of the partition is
+    # written (each one a write during CLONE); without, until each is sent and only the last is
+    # still on its way: the SWITCH comes between its send and its write (F4, F6), after the
+    # others were written in CLONE.
+    writing = {p for p in PIDS if switch_waits(s, walk, p)}
     out = []
     for p, pid in PIDS.items():
         m = migs[p]
@@ -80,7 +102,7 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
         a = read_assignment(s.admin, LAYOUT, pid)
         stale = [(r, p) for r, q in enabled_of("ReplicaRefreshCache") if q == p
                  and (s.reps[r].cache.get(pid) is None or s.reps[r].cache[pid].version != a.version)]
-        if st == "clone" and not m["fetched"] and walk.cancel:
+        if st == "clone" and not m["fetched"] and cancels(s, walk):
             # The target's map sees the CLONE, then the CANCEL comes before the fetch: a target
             # that still thinks so keeps taking the partition's entries (F7).
             # It waits for an INSERT of the partition on its way: an entry the target then pulls.
@@ -109,12 +131,27 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
             # Walks that query after the SWITCH keep the target's map stale until the queries
             # have started: it is the reader whose old map routes to the source (F6).
             keep_stale = m["dst"] if st == "switched" and not walk.query_before_fetch and idle_query else None
+            leaver = m["src"] if st == "switched" else m["dst"]
+            leaver_pulls = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
+            if st == "cancelling" and leaver_pulls:
+                # The cancelled target pulls what was logged before its map sees the CANCEL: its
+                # filter still takes the partition's entries, and a target dropped at the CANCEL
+                # fetches them back (F7); the fixed one keeps the partition until the CLEANUP.
+                keep_stale = leaver
             out += [("ReplicaRefreshCache", x) for x in stale if x[0] != keep_stale]
             # the leaver pulls: its filter stops taking the partition's entries once its map has
             # seen the SWITCH, and a stale reader routed to it then misses what they wrote (F6)
-            leaver = m["src"] if st == "switched" else m["dst"]
-            if not any(x[0] == leaver for x in stale):
-                out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == leaver]
+            if st == "cancelling" or not any(x[0] == leaver for x in stale):
+                out += leaver_pulls
+            if st == "cancelling":
+                out += [("ReplicaExecuteEntry", x) for x in enabled_of("ReplicaExecuteEntry") if x[0] == leaver]
+        elif st == "cancelled" and stale:
+            # Ended, but a map has not seen it (a CANCEL that ends at once, as F7's switch does: the
+            # fixed CANCEL ends at a CLEANUP that waits for every map). The old target pulls and
+            # executes first, as above, then the maps refresh.
+            target = [(x, params) for x in ("ReplicaPullLog", "ReplicaExecuteEntry") for params in enabled_of(x)
+                      if params[0] == m["dst"]]
+            out += target or [("ReplicaRefreshCache", x) for x in stale]
     return out
 
 
@@ -124,7 +161,11 @@ def insert_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
     migration runs."""
     out = [(a, params) for a in INSERT_ACTIONS for params in enabled_of(a) if not write_waits(s, walk, a, params)]
     if all(x["st"] == "idle" for x in s.ins.values()):
-        out += [("ClientSendInsert", params) for params in enabled_of("ClientSendInsert")]
+        # The first INSERT leaves its partition another to write around the migration
+        # (migration_start moves a partition with acknowledged rows): one of a partition with two.
+        sends = enabled_of("ClientSendInsert")
+        first = [x for x in sends if len(unwritten(s, INSERT_PARTITION[x[0]])) >= 2] or sends
+        out += [("ClientSendInsert", params) for params in first]
     return out
 
 
@@ -187,17 +228,33 @@ def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[
     return out
 
 
+def stale_map(s: ProtocolSystem, r: str, p: str) -> bool:
+    """r's map of p is behind Keeper's assignment."""
+    a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
+    return a is not None and (c is None or c.version != a.version)
+
+
 def fresh(s: ProtocolSystem, r: str, p: str) -> bool:
     a, c = read_assignment(s.admin, LAYOUT, PIDS[p]), s.reps[r].cache.get(PIDS[p])
     return a is not None and c is not None and c.version == a.version
 
 
 def write_waits(s: ProtocolSystem, walk: Walk, action: str, params: tuple) -> bool:
-    """Without walk.switch_waits_for_writes, it is the write that waits, here, for the SWITCH of
-    its partition: a write on a map the SWITCH made stale (F4), or one the source no longer
-    takes (F6)."""
-    return (not walk.switch_waits_for_writes and action == "ReplicaWriteInsert"
-            and s.migration_states()[INSERT_PARTITION[params[-1]]] == "clone")
+    """Without walk.switch_waits_for_writes, it is the partition's last INSERT still to write that
+    waits, here, for the SWITCH of its partition: a write on a map the SWITCH made stale (F4), or
+    one the source no longer takes (F6). The others are written in CLONE."""
+    if walk.switch_waits_for_writes or action != "ReplicaWriteInsert":
+        return False
+    p = INSERT_PARTITION[params[-1]]
+    return s.migration_states()[p] == "clone" and len(unwritten(s, p)) == 1
+
+
+def switch_waits(s: ProtocolSystem, walk: Walk, p: str) -> bool:
+    """The SWITCH of p holds off for its INSERTs (see migration_next_steps)."""
+    left = unwritten(s, p)
+    if walk.switch_waits_for_writes:
+        return bool(left)
+    return len(left) > 1 or any(s.ins[i]["st"] == "idle" for i in left)
 
 
 def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:

@@ -41,10 +41,11 @@ def test_every_switch_the_machine_drives_is_in_the_table():
 def test_ci_machine_holds_with_no_switch_and_completes_migrations_with_traffic():
     r = protocol_row(None, profile())
     assert not r["caught"], r["walk"]
-    # Most walks take a migration from CLONE to CLEANUP; a good share with an INSERT in CLONE and
-    # a query around the SWITCH (the uniform machine: 1 of ~43 and none).
-    assert r["migrations_completed"] * 3 >= r["walks"], r
-    assert r["migrations_completed_with_writes_and_queries"] * 8 >= r["walks"], r
+    # Most walks take a migration from CLONE to CLEANUP, and about half with an INSERT in CLONE and
+    # a query around the SWITCH (the uniform machine: 1 of ~43 and none; the directed walks before
+    # issue 18's weights and swarm: about a half and a quarter).
+    assert r["migrations_completed"] * 2 >= r["walks"], r
+    assert r["migrations_completed_with_writes_and_queries"] * 3 >= r["walks"], r
 
 
 @pytest.mark.parametrize("switch", PROTOCOL_SWITCHES)
