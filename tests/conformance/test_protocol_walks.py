@@ -100,6 +100,8 @@ def test_a_query_whose_initiator_crashes_fails_and_releases_its_readers_pins():
         assert reader in owners and s.reps[reader].pins == {PIDS["p1"]: 1}
         take(s, "ReplicaCrash", (initiator,))
         assert s.qry["q1"]["st"] == "failed" and s.reps[reader].pins == {}
+    finally:
+        s.close()
 
 
 # Found by the directed walks of issue 18 (a bug-variant run that re-moved a partition at once
