@@ -193,11 +193,9 @@ class SpecSystem(Attempts):
         self.reps[r] = rep
 
     def _drop_foreign(self, rep: Replica) -> None:
-        """The spec's ReplicaRestart drops what a CLEANUP done on the replica's behalf left; a
-        query the client still has routed to it for such a partition finds the data gone."""
-        part_of = {pid: part for part, pid in self.pid.items()}
-        for pid in drop_foreign_partitions(rep):
-            self.read_cleaned |= self.routed(part_of[pid], rep.name)
+        """The spec's ReplicaRestart drops what a CLEANUP done on the replica's behalf left (no
+        query waits for it any more: _ReplicaRestart failed the ones routed to it)."""
+        drop_foreign_partitions(rep)
 
     def close(self) -> None:
         pass  # nothing outside this process: the ensemble and the stores are in memory
@@ -454,6 +452,10 @@ class SpecSystem(Attempts):
     def _ReplicaRestart(self, r, choice=None):
         if r in self.reps:
             raise GuardFailed("ReplicaRestart", f"{r} is up")
+        for x in self.qry.values():   # a query that waited for r failed: its subquery was refused
+            if x["st"] == "running" and served_by(x["query"], r):
+                client_query_fails(x["query"], self.reps)
+                x["st"] = "failed"
         self._start(r, load="serve_before_map_loaded" not in self.bugs, sources=choice)
         return "restarted"
 

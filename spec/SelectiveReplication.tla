@@ -467,6 +467,8 @@ ReplicaReadPartition(q, p) ==
     /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The replica a partition was routed to is down: the query fails (an error, not a wrong result).
+\* It was down when the query started (one that goes down under a running query fails it at
+\* once: ReplicaCrash); the refused subquery fails the query at the latest when it comes back.
 ClientQueryFails(q) ==
     /\ Running(q)
     /\ \E p \in qry[q].pending : qry[q].routes[p] \notin active
@@ -767,20 +769,24 @@ CloneLostReplica(r) ==
 \* before it serves, it drops every partition it no longer keeps: a CLEANUP was done on its
 \* behalf while it was down (ReplicaCleanupForDownLeaver; reference drop_foreign_partitions).
 \* With restart_keeps_foreign_parts it keeps them. A lost replica's clone keeps only what it keeps.
+\* A query that routed a partition to r while r was down has failed by the time r is back: its
+\* subquery was sent when the query started and the connection was refused (ClientQueryFails
+\* may take it any time before). It never waits for r and reads from it after the restart: r
+\* took no pin for it, so a CLEANUP there could already have removed what it would read.
 ReplicaRestart(r) ==
     LET foreign(p) == p \in Partitions /\ r \notin Keepers(asg[p])
-        readHere == \E q \in Queries, p \in Partitions : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = r /\ foreign(p) IN
+        waitedFor(q) == Running(q) /\ \E p \in qry[q].pending : qry[q].routes[p] = r IN
     /\ r \notin active
     /\ r \notin gone    \* SYSTEM DROP REPLICA is for good: the replica never comes back (a new one has a new name)
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
-    /\ IF r \in lost THEN CloneLostReplica(r) /\ UNCHANGED inv_read_cleaned
-       ELSE IF Bug("restart_keeps_foreign_parts") THEN UNCHANGED <<ptr, queue, parts, meta, lost, inv_read_cleaned>>
+    /\ qry' = [q \in Queries |-> IF waitedFor(q) THEN [qry[q] EXCEPT !.st = "failed"] ELSE qry[q]]
+    /\ IF r \in lost THEN CloneLostReplica(r)
+       ELSE IF Bug("restart_keeps_foreign_parts") THEN UNCHANGED <<ptr, queue, parts, meta, lost>>
        ELSE /\ parts' = [parts EXCEPT ![r] = {x \in @ : ~foreign(x.p)}]
             /\ queue' = [queue EXCEPT ![r] = {e \in @ : ~foreign(e.p)}]
-            /\ inv_read_cleaned' = (inv_read_cleaned \/ readHere)
             /\ UNCHANGED <<ptr, meta, lost>>
-    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, aux_counts, gone>>
+    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* SYSTEM DROP REPLICA 'r': an operator removes a dead replica for good (ClickHouse refuses an
 \* active one). Its replicas/{r} subtree goes (queue, log_pointer as a holder of the log: the
