@@ -127,7 +127,10 @@ def replica_clone_if_lost(rep: Replica, sources: tuple[dict[str, str], str] | No
             k.create(f"{q}/queue-", data, sequential=True)
     # Metadata and drop points, from the sources' state (read over the interserver port).
     g_state = rep.peers[g].load_state() if g in rep.peers else {}
-    rep.metadata_version = g_state.get("metadata_version", rep.metadata_version)
+    # A source that never saved its state applied no ALTER: version 0, not the lost replica's own
+    # (kept with the source's log_pointer, before an ALTER it had applied, the re-pulled ALTER
+    # would count twice: GlobalEntriesAppliedInv, found by the conformance walks).
+    rep.metadata_version = g_state.get("metadata_version", 0)
     for p, s in src.items():
         state = g_state if whole_queue else (rep.peers[s].load_state() if s in rep.peers else {})
         if p in state.get("dropped", {}):

@@ -106,8 +106,11 @@ def test_a_query_whose_initiator_crashes_fails_and_releases_its_readers_pins():
 
 # Found by the directed walks of issue 18 (a bug-variant run that re-moved a partition at once
 # after its CANCEL reached it; shrunk here to 22 steps of the fixed reference, each enabled, no
-# migration left). Not triaged yet: reference (the lost replica's clone) or harness (how
-# GlobalEntriesAppliedInv reads a cloned replica). strict: the test fails once it is fixed.
+# migration left): r1, lost while down past the trimmed log, cloned from a peer whose log
+# pointer is behind the ALTER r1 had applied, and kept its own metadata_version 1 (the peer had
+# saved no state) with the pointer moved back before the ALTER (GlobalEntriesAppliedInv). Fixed
+# in reference/recovery.py: the source's version, 0 when it saved none, as the spec's
+# CloneLostReplica takes meta[g].
 LOST_REPLICA_BEHIND_ITS_PEERS = [
     ("ClientSendInsert", ("i3", "r2")), ("ReplicaAllocate", ("r2", "i3")), ("ReplicaForwardInsert", ("r2", "i3")),
     ("ReplicaAllocate", ("r1", "i3")), ("ReplicaWriteInsert", ("r1", "i3")), ("ClientAlterMetadata", ()),
@@ -119,9 +122,6 @@ LOST_REPLICA_BEHIND_ITS_PEERS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="r1, lost while down past the trimmed log, clones from a peer whose "
-                   "log pointer is behind the ALTER r1 applied, keeps metadata_version 1 with the pointer moved "
-                   "back before the ALTER: GlobalEntriesAppliedInv (not triaged)")
 def test_a_lost_replica_that_clones_from_a_peer_behind_it_keeps_its_global_entries_applied_once():
     s = ProtocolSystem(bounds=RETRIES_NOT_DROPS)
     try:
