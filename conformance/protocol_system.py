@@ -233,7 +233,9 @@ class ProtocolSystem:
                     pending_mut = any(e.type == MUTATE_PART and e.partition == pid for e in queued)
                     owed_by = lambda x: max([m.mutation for m in muts if m.min_block <= x.max_block  # noqa: E731
                                              and x.min_block <= m.max_block], default=0)
-                    mutations &= all(x.mutation >= owed_by(x) for x in names) or pending_mut
+                    fetching = [e.part for e in queued if e.type == GET_PART and e.partition == pid]  # MutatedPartQueued
+                    mutations &= pending_mut or all(x.mutation >= owed_by(x) or any(
+                        y.covers(x) and y.mutation >= owed_by(x) for y in fetching) for x in names)
                     point = self.drop_point(pid, passed)
                     pending_drop = any(e.type == DROP_RANGE and e.partition == pid for e in queued)
                     drops &= all(x.min_block > point for x in names) or pending_drop

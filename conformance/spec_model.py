@@ -211,6 +211,10 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
     def pending(r, kind, p):
         return any(e["type"] == kind and e["p"] == p for e in at(queue, r))
 
+    def mutated_part_queued(r, x):   # MutatedPartQueued
+        return any(e["type"] == "GET" and e["part"]["p"] == x["p"] and x["b"] <= e["part"]["b"]
+                   and e["part"]["mv"] >= v.mutations_owed(r, x) for e in at(queue, r))
+
     def alters_ok(r):
         passed = sum(e["type"] == "ALTER" for e in v.log[:at(s["ptr"], r)])
         return at(s["meta"], r)["alters"] + sum(e["type"] == "ALTER" for e in at(queue, r)) == passed
@@ -231,7 +235,7 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
         "CleanupSafeInv": not s["inv_read_cleaned"],
         "MigrationLimitInv": len(in_flight) <= m.bounds.get("MaxConcurrentMigrations", len(P)),
         "MutationsAppliedInv": all(not keeper(r, x) or x["mv"] >= v.mutations_owed(r, x) or pending(r, "MUTATE", x["p"])
-                                   for r in R for x in at(parts, r)),
+                                   or mutated_part_queued(r, x) for r in R for x in at(parts, r)),
         "DropsAppliedInv": all(not keeper(r, x) or all(b[1] > v.drop_point(x["p"], at(s["ptr"], r)) for b in x["b"])
                                or pending(r, "DROP", x["p"]) for r in R for x in at(parts, r)),
     }

@@ -33,7 +33,7 @@ from .log_entry import ALTER_METADATA, GET_PART
 from .migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
                         migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
-from .parts import PartStore
+from .parts import PartStore, covers_as_new
 from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
 from .recovery import replica_clone_if_lost
 from .rebalance import system_rebalance
@@ -198,7 +198,7 @@ class Cluster:
         dst = self.replicas[mig["dst"]]
         if mig["fetched"] and self.down and any(
                 e.type == GET_PART and e.part.partition == partition
-                and not any(have.covers(e.part) for store in self.stores.values()
+                and not any(covers_as_new(have, e.part) for store in self.stores.values()
                             for have in store.names(partition))
                 for _, e in dst.queue()):
             return self._down_long(partition, "catch-up")

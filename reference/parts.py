@@ -53,6 +53,12 @@ class PartName:
                 and other.max_block <= self.max_block)
 
 
+def covers_as_new(have: PartName, want: PartName) -> bool:
+    """ClickHouse's MergeTreePartInfo::contains as the queue uses it: `have` covers `want`'s block
+    range with a mutation at least as new, so `want` need not be fetched (spec CoversAsNew)."""
+    return have.covers(want) and have.mutation >= want.mutation
+
+
 def active_set(names) -> list[PartName]:
     """ClickHouse's ActiveDataPartSet: the parts no other covers with at least its mutation (an
     outdated part is covered by what replaced it)."""

@@ -23,7 +23,7 @@ from .log_entry import (ALTER_METADATA, ATTACH_PART, CLEAR_COLUMN, CLEAR_INDEX, 
                         LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
                         ReplaceRange, drop_range_name)
 from .mutations import MutationEntry, desired_version, mutate_rows, owed, row_function
-from .parts import PartName, PartStore
+from .parts import PartName, PartStore, covers_as_new
 from .table import check_partition_id
 
 
@@ -381,10 +381,12 @@ class Replica:
         if self._is_dropped(want):
             self.keeper.delete(path)  # made obsolete by a DROP_RANGE this replica executed
             return "dropped"
-        if any(have.covers(want) for have in self.store.names(want.partition)):
+        # ClickHouse's MergeTreePartInfo::contains: the block range and a mutation at least as new
+        # (a part all_1_1_0 here does not make a GET of all_1_1_0_5 done: spec CoversAsNew).
+        if any(covers_as_new(have, want) for have in self.store.names(want.partition)):
             self.keeper.delete(path)
             return "covered"
-        return self._fetch(path, want, source, lambda have: have.covers(want))
+        return self._fetch(path, want, source, lambda have: covers_as_new(have, want))
 
     def _fetch(self, path: str, want: PartName, source: str | None, serves) -> str:
         """Fetch a part a peer has that `serves` the entry (covers it; for a mutation, at least as

@@ -103,6 +103,11 @@ Keepers(a) == a.owners \cup ({a.target, a.leaving} \ {None})
 
 Covers(x, y) == x.p = y.p /\ y.b \subseteq x.b
 HasCovering(r, x) == \E y \in parts[r] : Covers(y, x)
+\* ClickHouse's MergeTreePartInfo::contains also wants the mutation at least as new: a replica
+\* holding all_1_1_0 still fetches all_1_1_0_5 (a lost replica's clone queues the source's
+\* mutated part beside its own older one: skipping the fetch as "covered" lost the mutation).
+CoversAsNew(y, x) == Covers(y, x) /\ y.mv >= x.mv
+HasNewerCovering(r, x) == \E y \in parts[r] : CoversAsNew(y, x)
 \* Adding a part removes the parts it covers, as a fetched or merged part does in MergeTree.
 AddPart(S, x) == {y \in S : ~Covers(x, y)} \cup {x}
 PartsOf(r, p) == {x \in parts[r] : x.p = p}
@@ -380,7 +385,7 @@ ReplicaExecuteEntry(r) ==
            /\ UNCHANGED parts
         \/ /\ e.type \in {"GET", "MERGE"}
            \* already covered here, or made obsolete by a DROP_RANGE r has executed
-           /\ HasCovering(r, e.part) \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
+           /\ HasNewerCovering(r, e.part) \/ \E blk \in e.part.b : blk[2] < meta[r].dropped[e.p]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED <<parts, meta, muts, trimmed, lost>>
         \/ \* DROP_RANGE: the parts in its range go, and so do the queued fetches, merges and
@@ -391,7 +396,7 @@ ReplicaExecuteEntry(r) ==
                                                                   /\ \A blk \in d.part.b : blk[2] < e.k)}]
            /\ meta' = [meta EXCEPT ![r].dropped[e.p] = Max({@, e.k})]
         \/ /\ e.type = "MERGE"
-           /\ ~HasCovering(r, e.part)
+           /\ ~HasNewerCovering(r, e.part)
            /\ LET srcs == {y \in PartsOf(r, e.p) : y.b \subseteq e.part.b} IN
               /\ UNION {x.b : x \in srcs} = e.part.b
               /\ parts' = [parts EXCEPT ![r] = AddPart(@, [e.part EXCEPT !.mv = Max({y.mv : y \in srcs})])]
@@ -420,9 +425,9 @@ ReplicaExecuteEntry(r) ==
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
            /\ UNCHANGED meta
         \/ /\ e.type \in {"GET", "MERGE"}
-           /\ ~HasCovering(r, e.part)
+           /\ ~HasNewerCovering(r, e.part)
            /\ \E s \in active \ {r} : \E y \in parts[s] :
-                /\ Covers(y, e.part)
+                /\ CoversAsNew(y, e.part)
                 \* a fetched part loses the blocks of drops r has already executed
                 /\ parts' = [parts EXCEPT ![r] = NoEmpty(AddPart(@, Trim(y, meta[r].dropped[e.p])))]
            /\ queue' = [queue EXCEPT ![r] = @ \ {e}]
@@ -894,10 +899,14 @@ QueryNoDuplicateInv ==
 
 \* A keeper never holds a part older than a mutation it has passed in the log and that was
 \* issued after the part's data, unless a mutation of that partition is still pending in its
-\* queue: replicas converge on mutations.
+\* queue, or a fetch of a part that covers it with that mutation applied (a lost replica's
+\* clone queues the source's mutated part and keeps its own until the fetch replaces it; the
+\* conformance walks found it): replicas converge on mutations.
+MutatedPartQueued(r, x) ==
+    \E e \in queue[r] : e.type = "GET" /\ Covers(e.part, x) /\ e.part.mv >= MutationsOwed(r, x)
 MutationsAppliedInv ==
     \A r \in Replicas : \A x \in parts[r] :
-        r \in Keepers(asg[x.p]) => x.mv >= MutationsOwed(r, x) \/ MutationPending(r, x.p)
+        r \in Keepers(asg[x.p]) => x.mv >= MutationsOwed(r, x) \/ MutationPending(r, x.p) \/ MutatedPartQueued(r, x)
 
 \* A keeper never holds blocks that a DROP_RANGE it has passed removed, unless a drop of that
 \* partition is still pending in its queue: dropped rows do not come back.
@@ -959,8 +968,8 @@ CloneWaitsOnDown(p) ==
     LET dst == mig[p].dst IN
     \/ dst \notin active
     \/ /\ mig[p].fetched /\ active # Replicas
-       /\ \E e \in queue[dst] : e.p = p /\ e.type = "GET" /\ ~HasCovering(dst, e.part)
-                                /\ \A s \in active \ {dst} : ~HasCovering(s, e.part)
+       /\ \E e \in queue[dst] : e.p = p /\ e.type = "GET" /\ ~HasNewerCovering(dst, e.part)
+                                /\ \A s \in active \ {dst} : ~HasNewerCovering(s, e.part)
 MigrationFairness ==
     \A p \in Partitions :
         /\ WF_vars(ReplicaCloneFetch(p)) /\ WF_vars(CoordinatorSwitch(p)) /\ WF_vars(ReplicaCleanup(p))

@@ -5,6 +5,7 @@ the spec's guard, allows it)."""
 import pytest
 
 from reference.assignment import read_assignment
+from reference.log_entry import GET_PART
 
 from conformance.protocol_system import LAYOUT, PIDS, RETRIES_NOT_DROPS, ProtocolSystem, enabled
 
@@ -134,7 +135,11 @@ def test_a_lost_replica_that_clones_from_a_peer_behind_it_keeps_its_global_entri
 
 # Found by the thorough fixed machine (walk 142 of 1000 with issue 18's walks, 864 before them),
 # shrunk to 21 steps, each enabled: r1 selects the mutation of p1, crashes, the log is trimmed
-# past it, and r1 comes back lost while p1 is in CLONE. Not triaged yet, as the walk above.
+# past it, and r1 comes back lost while p1 is in CLONE. Its clone source (the CLONE target r2)
+# had executed the MUTATE_PART: r1 queues a fetch of the mutated part and keeps its own older
+# one, which the fetch replaces. Not a protocol fault but an invariant too narrow: the spec's
+# MutationsAppliedInv excused a pending MUTATE_PART only, not a pending fetch of a part that
+# covers the old one with the mutation applied (MutatedPartQueued, in the spec now).
 LOST_REPLICA_WITH_A_MUTATION_UNDER_WAY = [
     ("ClientSendInsert", ("i1", "r3")), ("ReplicaAllocate", ("r3", "i1")), ("ReplicaWriteInsert", ("r3", "i1")),
     ("ClientMutate", ()), ("ClientSendInsert", ("i2", "r3")), ("ReplicaAllocate", ("r3", "i2")),
@@ -146,13 +151,15 @@ LOST_REPLICA_WITH_A_MUTATION_UNDER_WAY = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="r1, lost with a mutation it selected, comes back with "
-                   "MutationsAppliedInv broken (not triaged)")
 def test_a_lost_replica_with_a_mutation_under_way_comes_back_with_its_mutations_applied():
     s = ProtocolSystem(bounds=RETRIES_NOT_DROPS)
     try:
         for action, params in LOST_REPLICA_WITH_A_MUTATION_UNDER_WAY:
             take(s, action, params)
-        assert s.invariants()["MutationsAppliedInv"]
+        fetching = [e for e in s.queue("r1") if e.type == GET_PART and e.part.mutation > 0]
+        assert fetching and s.invariants()["MutationsAppliedInv"]
+        while enabled(s, "ReplicaExecuteEntry"):   # the fetches done, every kept part is mutated
+            take(s, "ReplicaExecuteEntry", enabled(s, "ReplicaExecuteEntry")[0])
+        assert not any(e.type == GET_PART for e in s.queue("r1")) and s.invariants()["MutationsAppliedInv"]
     finally:
         s.close()
