@@ -249,6 +249,13 @@ def test_a_logical_error_is_a_violation_for_all_three(spark, tmp_path):
         "admin reassign raised TypeError at step 17: _write() missing 1 required positional argument: 'version'"]
     with contextlib.redirect_stdout(io.StringIO()):
         assert duckdb_main([str(tmp_path / "raised")]) == 1 and duckdb_main([str(clean)]) == 0
+    # Every INSERT raised (a mutant of route_insert): nothing acknowledged. The Spark job refuses
+    # such a history as bad input ("nothing to prove") unless the servers logged LOGICAL_ERRORs,
+    # which are then the violation it reports, as the oracle and DuckDB do.
+    for row in h.tables["inserts"]:
+        row["status"] = "unknown"
+    h.write(tmp_path / "nothing_acknowledged")
+    assert counts(tmp_path / "nothing_acknowledged") == {"NoLogicalErrorsInv": 1}
 
 
 def _refuses_every_reassign(*args, **kwargs):
