@@ -38,6 +38,9 @@ DESCRIPTIONS = {
                        "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
     "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
                                "guard held on the state observed before it (table commands)",
+    "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
+                         "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
+                         "src -> dst (tables commands, migrations)",
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
@@ -225,6 +228,39 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
+    """CancelHonouredInv (reference/oracle.py's cancels_ignored): a migration snapshot later than
+    an accepted CANCEL of its partition (a snapshot at the CANCEL's step may precede it) that
+    shows neither cancelling nor cancelled, before the partition's next accepted REASSIGN (a
+    snapshot at its step may follow it) and before the first snapshot naming another src -> dst
+    (a repair). One violation per snapshot row, however many CANCELs it ignores. No tables, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("commands", "migrations")):
+        c = F.col
+        cmds = read_table(spark, h.sources["commands"]).filter(c("outcome") == "accepted")
+        cancels = cmds.filter(c("command") == "CANCEL").select(
+            "partition_id", c("step").alias("cancel_step"), c("src").alias("c_src"), c("dst").alias("c_dst")).distinct()
+        reassigns = cmds.filter(c("command") == "REASSIGN").select("partition_id", c("step").alias("r_step"))
+        snaps = read_table(spark, h.sources["migrations"]).select("partition_id", "snapshot_step", "state", "src", "dst")
+        cancel = ["partition_id", "cancel_step", "c_src", "c_dst"]
+        after = cancels.join(snaps, "partition_id").filter(c("snapshot_step") > c("cancel_step"))
+        # where the cancelled migration's snapshots end: the next accepted REASSIGN, another src -> dst
+        next_reassign = (cancels.join(reassigns, "partition_id").filter(c("r_step") > c("cancel_step"))
+                         .groupBy(*cancel).agg(F.min("r_step").alias("r_bound")))
+        other_pair = (after.filter(~(c("src").eqNullSafe(c("c_src")) & c("dst").eqNullSafe(c("c_dst"))))
+                      .groupBy(*cancel).agg(F.min("snapshot_step").alias("p_bound")))
+        ignored = (after.join(next_reassign, cancel, "left").join(other_pair, cancel, "left")
+                   .filter((c("r_bound").isNull() | (c("snapshot_step") < c("r_bound")))
+                           & (c("p_bound").isNull() | (c("snapshot_step") < c("p_bound")))
+                           & ~F.coalesce(c("state"), F.lit("")).isin("cancelling", "cancelled"))
+                   .groupBy("partition_id", "snapshot_step", "state", "src", "dst")
+                   .agg(F.min("cancel_step").alias("cancel_step")))
+        n, got = _sample(ignored, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CancelHonouredInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
     """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
     the input's row counts. `progress` is called after the pass and as each invariant is decided."""
@@ -309,6 +345,9 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     report["CommandsFollowGuardsInv"] = commands_off_guard(spark, h, sample)
     if progress:
         progress("CommandsFollowGuardsInv", report["CommandsFollowGuardsInv"], report["CommandsFollowGuardsInv"]["seconds"])
+    report["CancelHonouredInv"] = cancel_honoured(spark, h, sample)
+    if progress:
+        progress("CancelHonouredInv", report["CancelHonouredInv"], report["CancelHonouredInv"]["seconds"])
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

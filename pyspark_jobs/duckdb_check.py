@@ -101,6 +101,20 @@ QUERIES = {
                                  AND src_active = 1 AND dst_active = 1 AND in_flight < max_in_flight
             WHEN 'CANCEL' THEN migration_state = 'clone' AND migration_src IS NOT NULL AND coordinator_active = 1
             END, false)""",
+    # reference/oracle.py's cancels_ignored: after an accepted CANCEL (strictly later snapshots: one
+    # at its step may precede it) its migration is cancelling or cancelled, up to the partition's
+    # next accepted REASSIGN (a snapshot at its step may follow it) or another src -> dst (a repair)
+    "CancelHonouredInv": """
+        SELECT count(*) FROM (
+            SELECT DISTINCT m.partition_id, m.snapshot_step FROM migrations m
+            JOIN commands c ON c.partition_id = m.partition_id AND c.command = 'CANCEL' AND c.outcome = 'accepted'
+                           AND m.snapshot_step > c.step
+            WHERE coalesce(m.state, '') NOT IN ('cancelling', 'cancelled')
+            AND NOT EXISTS (SELECT 1 FROM commands r WHERE r.partition_id = c.partition_id AND r.command = 'REASSIGN'
+                            AND r.outcome = 'accepted' AND r.step > c.step AND r.step <= m.snapshot_step)
+            AND NOT EXISTS (SELECT 1 FROM migrations o WHERE o.partition_id = m.partition_id
+                            AND o.snapshot_step > c.step AND o.snapshot_step <= m.snapshot_step
+                            AND (o.src IS DISTINCT FROM c.src OR o.dst IS DISTINCT FROM c.dst)))""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",

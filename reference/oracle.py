@@ -23,6 +23,11 @@ every other invariant holds vacuously.
 CommandsFollowGuardsInv: every operator command of the optional `commands` table (REASSIGN,
 CANCEL) was accepted exactly when its spec action's guard held on what the harness read from
 Keeper before it (reference/commands.py), so a command a broken guard refuses shows too.
+
+CancelHonouredInv: a CANCEL the coordinator accepted is carried out (spec CoordinatorCancel: the
+migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Without it a CANCEL
+acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
+every other invariant holds.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from .history import History
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
-              "CommandsFollowGuardsInv")
+              "CommandsFollowGuardsInv", "CancelHonouredInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -126,6 +131,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["MigrationsEndProp"] = migrations_not_ended(t, last)
     out["NoLogicalErrorsInv"] = logical_errors(t)
     out["CommandsFollowGuardsInv"] = commands_off_guard(t)
+    out["CancelHonouredInv"] = cancels_ignored(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -214,6 +220,36 @@ def commands_off_guard(t: dict) -> list[str]:
                        f"{x['outcome']} though its guard {'held' if guard else 'did not hold'}"
                        + (f": {x['reason']}" if x["reason"] else ""))
     return out
+
+
+# What a migration may show once a CANCEL of it was accepted: CoordinatorCancel's state, then CLEANUP's.
+CANCEL_HONOURED = ("cancelling", "cancelled")
+
+
+def cancels_ignored(t: dict) -> list[str]:
+    """CancelHonouredInv: one line per migration snapshot (table `migrations`) of a partition whose
+    CANCEL was accepted at an earlier step (table `commands`) that shows the migration neither
+    cancelling nor cancelled. A snapshot at the CANCEL's own step may precede it (a CANCEL does
+    not tick the clock), so only later ones are judged. The CANCEL's migration ends where another
+    begins: at the partition's next accepted REASSIGN (a snapshot at its step may follow it), or
+    at the first snapshot naming another src -> dst (a repair, which no command records)."""
+    cmds = t.get("commands", ())
+    cancels = [x for x in cmds if x["command"] == "CANCEL" and x["outcome"] == ACCEPTED]
+    reassigns = [x for x in cmds if x["command"] == "REASSIGN" and x["outcome"] == ACCEPTED]
+    snaps = sorted(t.get("migrations", ()), key=lambda m: m["snapshot_step"])
+    ignored = {}   # (partition, snapshot_step) -> (the snapshot row, the latest CANCEL it ignores): one line each
+    for c in cancels:
+        p, at = c["partition_id"], c["step"]
+        until = min((r["step"] for r in reassigns if r["partition_id"] == p and r["step"] > at), default=None)
+        for m in snaps:
+            if m["partition_id"] != p or m["snapshot_step"] <= at:
+                continue
+            if (until is not None and m["snapshot_step"] >= until) or (m["src"], m["dst"]) != (c["src"], c["dst"]):
+                break
+            if m["state"] not in CANCEL_HONOURED:
+                ignored[p, m["snapshot_step"]] = (m, at)
+    return [f"{p}'s migration {m['src'] or '(repair)'} -> {m['dst']} is {m['state']} at step {step}, after its "
+            f"CANCEL accepted at step {at}" for (p, step), (m, at) in sorted(ignored.items())]
 
 
 def violations(history: History, rf: int) -> list[str]:

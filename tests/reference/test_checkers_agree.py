@@ -295,3 +295,42 @@ def test_a_reassign_refused_though_its_guard_held_is_a_violation_for_all_three(s
     (folder / "commands.parquet").unlink()
     assert counts(folder) == {}
 
+
+
+def _cancel_ignored(keeper, layout, partition, target=None, bugs=frozenset()):
+    # Stands in for coordinator_cancel's mutant `{**mig, "XXstateXX": "cancelling"}`: its guards
+    # and its write as the fixed one's, the state under a wrong key, so the CLONE goes on to SWITCH.
+    from reference.assignment import Assignment, read_assignment
+    from reference.migration import GuardFailed, _require_live_coordinator, _write
+    mig, version = read_migration(keeper, layout, partition)
+    if not mig or mig["state"] != "clone" or mig["src"] is None:
+        raise GuardFailed("CoordinatorCancel", f"{partition} is not a CLONE to cancel: {mig}")
+    _require_live_coordinator(keeper, layout, "CoordinatorCancel", partition, mig)
+    a = read_assignment(keeper, layout, partition)
+    new = Assignment(a.owners, target=None, leaving=mig["dst"])
+    _write(keeper, layout, partition, a, new, {**mig, "XXstateXX": "cancelling"}, version)
+    return new
+
+
+def test_a_cancel_acknowledged_and_ignored_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+    """CancelHonouredInv: on the fixed protocol (`cancelling` 0: CANCELs aimed at every state) each
+    accepted CANCEL's migration is cancelling or cancelled at every later snapshot, for the
+    oracle, the Spark job and DuckDB alike. With the CANCEL's state written under a wrong key, the
+    CANCEL is accepted and the migration stays in CLONE: all three count the same snapshots
+    showing it clone, switched or done after the CANCEL."""
+    def counts(folder: Path) -> dict:
+        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
+        with contextlib.redirect_stdout(io.StringIO()):
+            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
+        assert spark_counts == oracle == duckdb_check(folder)
+        return {n: v for n, v in oracle.items() if v}
+    fixed = racing_history(tmp_path / "fixed", "cancelling", 0, **SIZE)
+    accepted = [x for x in pq.read_table(Path(fixed["history"]) / "commands.parquet").to_pylist()
+                if x["command"] == "CANCEL" and x["outcome"] == "accepted"]
+    assert accepted and counts(Path(fixed["history"])) == {}
+    monkeypatch.setattr("reference.cluster.coordinator_cancel", _cancel_ignored)
+    broken = Path(racing_history(tmp_path / "broken", "cancelling", 0, **SIZE)["history"])
+    ignored = counts(broken)
+    assert ignored.get("CancelHonouredInv")
+    states = {line.split(" is ")[1].split(" at ")[0] for line in check(_read(broken), 2)["CancelHonouredInv"]}
+    assert "clone" in states and states <= {"clone", "switched", "done"}
