@@ -281,7 +281,7 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
     rows = ["| module | mutants run on the layers | of which equivalent (read) | killed by the tests | killed by a "
             "history (racing runs, the Spark job's invariants) | of those, only through NoLogicalErrorsInv | of those, "
             "run by the Spark job: refused | protocol machine run | killed by it | two layers, one a history | of those, "
-            "the history only through NoLogicalErrorsInv | fewer than two layers (not equivalent) |",
+            "the history only through NoLogicalErrorsInv | short of two layers, one a history (not equivalent) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     short: dict[str, Counter] = {}
     by_module: dict[str, list[dict]] = {}
@@ -290,7 +290,9 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
     for module, rs in sorted(by_module.items()):
         ls = [layers_of(r) for r in rs]
         two = [len(x) >= 2 and "history" in x for x in ls]
-        short[module] = Counter(r["function"] for r, x in zip(rs, ls) if len(x) < 2 and not r["equivalent"])
+        # issue 18's bar: two layers, one of them a history (two others, as tests and the protocol
+        # machine, fall short of it)
+        short[module] = Counter(r["function"] for r, t in zip(rs, two) if not t and not r["equivalent"])
         spark = [r["spark"] for r in rs if "spark" in r]
         logical = [history_only_logical_error(r, x) for r, x in zip(rs, ls)]
         rows.append(f"| `{module}` | {len(rs)} | {sum(r['equivalent'] for r in rs)} | {sum('tests' in x for x in ls)} "
@@ -300,7 +302,7 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
     text = "\n".join(rows) + "\n"
     for module, c in short.items():
         if c:
-            text += (f"\nKilled by fewer than two layers in `{module}`, by function: "
+            text += (f"\nShort of two layers, one a history, in `{module}`, by function: "
                      + ", ".join(f"`{f}` {n}" for f, n in c.most_common()) + ".\n")
     return text
 
@@ -388,6 +390,7 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "checker, which holds the Spark job's invariants (`tests/reference/test_checkers_agree.py`), "
                       "MigrationsEndProp at the settled end among them, CommandsFollowGuardsInv (each REASSIGN and CANCEL "
                       "accepted exactly when its spec guard held on what the harness read from Keeper before it), "
+                      "CancelHonouredInv (an accepted CANCEL's migration ends cancelled, never switched), "
                       "and NoLogicalErrorsInv: every logged exception is a "
                       "violation, as ClickHouse's CI fails on a LOGICAL_ERROR; *only through NoLogicalErrorsInv*: "
                       "no protocol invariant refused any history the mutant's runs left (the mutant raises, "
