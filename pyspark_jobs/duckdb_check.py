@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from pyspark_jobs.history_schema import TABLES
+
 # Parquet files or Spark's Parquet folders, both read by the glob.
 VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
 
@@ -121,6 +123,19 @@ QUERIES = {
 }
 
 
+OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands")
+SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
+
+
+def _optional_view(con, folder: Path, name: str) -> None:
+    """A view of an optional table; absent, an empty one with the history schema's columns."""
+    if (folder / f"{name}.parquet").exists():
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_source(folder, name)})")
+    else:
+        columns = ", ".join(f"NULL::{SQL_TYPES[c.kind]} AS {c.name}" for c in TABLES[name].columns)
+        con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
+
+
 def _source(folder: Path, table: str) -> str:
     p = folder / f"{table}.parquet"
     return f"'{p}/*.parquet'" if p.is_dir() else f"'{p}'"
@@ -133,40 +148,11 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con.execute(f"SET threads = {threads}")
     for t in VIEWS:
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({_source(folder, t)})")
-    # query_lag (rows a query is not owed by replication lag) is optional: absent, R2 is strict
-    lag = folder / "query_lag.parquet"
-    con.execute(f"CREATE VIEW query_lag AS SELECT * FROM read_parquet({_source(folder, 'query_lag')})" if lag.exists()
-                else "CREATE VIEW query_lag AS SELECT NULL::VARCHAR AS query_id, NULL::VARCHAR AS partition_id, "
-                     "NULL::BIGINT AS row_id WHERE false")
-    # drops (what each DROP PARTITION removed) is optional too: absent, nothing was dropped
-    con.execute(f"CREATE VIEW drops AS SELECT * FROM read_parquet({_source(folder, 'drops')})"
-                if (folder / "drops.parquet").exists()
-                else "CREATE VIEW drops AS SELECT NULL::VARCHAR AS partition_id, NULL::BIGINT AS row_id, "
-                     "NULL::BIGINT AS drop_step WHERE false")
-    con.execute(f"CREATE VIEW metadata AS SELECT * FROM read_parquet({_source(folder, 'metadata')})"
-                if (folder / "metadata.parquet").exists()
-                else "CREATE VIEW metadata AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS replica, "
-                     "NULL::BIGINT AS metadata_version, NULL::BIGINT AS alters_queued, "
-                     "NULL::BIGINT AS table_metadata_version WHERE false")
-    # migrations (each partition's migration state per snapshot) is optional: absent, the
-    # assignments' leaving_replica names every leaver
-    con.execute(f"CREATE VIEW migrations AS SELECT * FROM read_parquet({_source(folder, 'migrations')})"
-                if (folder / "migrations.parquet").exists()
-                else "CREATE VIEW migrations AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
-                     "NULL::VARCHAR AS state, NULL::VARCHAR AS src, NULL::VARCHAR AS dst WHERE false")
-    # errors (exceptions logged while the run went on) is optional: absent, nothing raised
-    con.execute(f"CREATE VIEW errors AS SELECT * FROM read_parquet({_source(folder, 'errors')})"
-                if (folder / "errors.parquet").exists()
-                else "CREATE VIEW errors AS SELECT NULL::BIGINT AS step, NULL::VARCHAR AS replica, "
-                     "NULL::VARCHAR AS action, NULL::VARCHAR AS error, NULL::VARCHAR AS message WHERE false")
-    # commands (operator commands with their guard inputs) is optional: absent, none was recorded
-    con.execute(f"CREATE VIEW commands AS SELECT * FROM read_parquet({_source(folder, 'commands')})"
-                if (folder / "commands.parquet").exists()
-                else "CREATE VIEW commands AS SELECT NULL::BIGINT AS step, NULL::VARCHAR AS command, "
-                     "NULL::VARCHAR AS partition_id, NULL::VARCHAR AS src, NULL::VARCHAR AS dst, NULL::VARCHAR AS outcome, "
-                     "NULL::VARCHAR[] AS owners, NULL::VARCHAR AS migration_state, NULL::VARCHAR AS migration_src, "
-                     "NULL::BIGINT AS src_active, NULL::BIGINT AS dst_active, NULL::BIGINT AS coordinator_active, "
-                     "NULL::BIGINT AS in_flight, NULL::BIGINT AS max_in_flight WHERE false")
+    # The optional tables, absent from older histories (and real ClickHouse's): query_lag (R2 is
+    # then strict), drops (nothing was dropped), metadata, migrations (the assignments'
+    # leaving_replica names every leaver), errors (nothing raised), commands (none recorded).
+    for name in OPTIONAL_VIEWS:
+        _optional_view(con, folder, name)
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)
     con.execute("CREATE VIEW live_ok AS SELECT partition_id, row_id FROM inserts i WHERE status = 'ok' AND NOT EXISTS "
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")
@@ -196,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m pyspark_jobs.duckdb_check HISTORY_DIR", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    counts = check(argv[0])
+    import duckdb
+    try:
+        counts = check(argv[0])
+    except (duckdb.IOException, duckdb.BinderException) as e:   # a table missing, or a column
+        print(f"duckdb_check: bad input: {argv[0]}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"violations": counts, "seconds": round(time.perf_counter() - t0, 2),
                       "peak_rss_mib": round(peak_kib / 1024)}))

@@ -223,6 +223,18 @@ def _read(folder: Path) -> History:
     return h
 
 
+def _three_agree(spark, folder: Path) -> dict:
+    """The oracle's, the Spark job's and DuckDB's violation counts on one history, asserted equal
+    (and the Spark job's verdict with them); the checks that found any, with their counts."""
+    oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
+    with contextlib.redirect_stdout(io.StringIO()):
+        spark_report = check_folder(spark, str(folder), 3)
+    spark_counts = {n: r["violations"] for n, r in spark_report["invariants"].items()}
+    assert spark_counts == oracle == duckdb_check(folder)
+    assert spark_report["holds"] == (not any(oracle.values()))
+    return {n: v for n, v in oracle.items() if v}
+
+
 def test_a_logical_error_is_a_violation_for_all_three(spark, tmp_path):
     """NoLogicalErrorsInv, ClickHouse's LOGICAL_ERROR rule: a fixed-protocol history holds for the
     oracle, the Spark job and DuckDB; the same history with one row in its `errors` table (an
@@ -233,13 +245,7 @@ def test_a_logical_error_is_a_violation_for_all_three(spark, tmp_path):
     clean = Path(run["history"])
 
     def counts(folder: Path) -> dict:
-        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
-        with contextlib.redirect_stdout(io.StringIO()):
-            spark_report = check_folder(spark, str(folder), 3)
-        spark_counts = {n: r["violations"] for n, r in spark_report["invariants"].items()}
-        assert spark_counts == oracle == duckdb_check(folder)
-        assert spark_report["holds"] == (not any(oracle.values()))
-        return {n: v for n, v in oracle.items() if v}
+        return _three_agree(spark, folder)
     assert run["errors"] == 0 and counts(clean) == {}
     h = _read(clean)
     h.error(17, "", "reassign", TypeError("_write() missing 1 required positional argument: 'version'"))
@@ -273,11 +279,7 @@ def test_a_reassign_refused_though_its_guard_held_is_a_violation_for_all_three(s
     DuckDB each count the refusals whose guard held, and only those. The same history without
     the table (an older one) is not judged on commands."""
     def counts(folder: Path) -> dict:
-        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
-        with contextlib.redirect_stdout(io.StringIO()):
-            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
-        assert spark_counts == oracle == duckdb_check(folder)
-        return {n: v for n, v in oracle.items() if v}
+        return _three_agree(spark, folder)
     fixed = racing_history(tmp_path / "fixed", "churn", 0, steps=80, blocks=16)
     commands = pq.read_table(Path(fixed["history"]) / "commands.parquet").to_pylist()
     assert {x["outcome"] for x in commands if x["command"] == "REASSIGN"} >= {"accepted"}
@@ -319,11 +321,7 @@ def test_a_cancel_acknowledged_and_ignored_is_a_violation_for_all_three(spark, t
     CANCEL is accepted and the migration stays in CLONE: all three count the same snapshots
     showing it clone, switched or done after the CANCEL."""
     def counts(folder: Path) -> dict:
-        oracle = {name: len(problems) for name, problems in check(_read(folder), 2).items()}
-        with contextlib.redirect_stdout(io.StringIO()):
-            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
-        assert spark_counts == oracle == duckdb_check(folder)
-        return {n: v for n, v in oracle.items() if v}
+        return _three_agree(spark, folder)
     fixed = racing_history(tmp_path / "fixed", "cancelling", 0, **SIZE)
     accepted = [x for x in pq.read_table(Path(fixed["history"]) / "commands.parquet").to_pylist()
                 if x["command"] == "CANCEL" and x["outcome"] == "accepted"]
