@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .keeper import BadVersionError, Keeper, NodeExistsError, NoNodeError
 from .layout import Layout
@@ -228,11 +229,19 @@ def cas_update(keeper: Keeper, layout: Layout, partition: str, change) -> Assign
             continue
 
 
-def selective_assignments_rows(keeper: Keeper, layout: Layout) -> list[dict]:
-    """Rows of system.selective_assignments."""
+def selective_assignments_rows(keeper: Keeper, layout: Layout,
+                               corrupt: Callable[[str, CorruptAssignment], None] | None = None) -> list[dict]:
+    """Rows of system.selective_assignments. A corrupt assignment znode raises, unless `corrupt`
+    is given: then it is told the partition and the error, and the row is left out."""
     rows = []
     for p in keeper.get_children(layout.assignments):
-        a = read_assignment(keeper, layout, p)
+        try:
+            a = read_assignment(keeper, layout, p)
+        except CorruptAssignment as e:
+            if corrupt is None:
+                raise
+            corrupt(p, e)
+            continue
         rows.append({"partition_id": p, "replicas": list(a.owners), "clone_target": a.target,
                      "leaving_replica": a.leaving, "version": a.version})
     return rows

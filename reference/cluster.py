@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import commands
-from .assignment import (Assignment, CorruptAssignment, GuardFailed, NotEnoughActiveReplicas, read_assignment,
-                         selective_assignments_rows)
+from .assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
 from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
@@ -770,20 +769,8 @@ class Cluster:
         corrupt (a mutant's CANCEL after SWITCH names an owner as leaving) is logged and left out:
         no replica can read an owner from it, so the checkers see the partition with none, rather
         than the snapshot raising and the run leaving no history."""
-        try:
-            return selective_assignments_rows(self.admin, self.layout)
-        except CorruptAssignment:
-            pass
-        rows = []
-        for p in self.admin.get_children(self.layout.assignments):
-            try:
-                a = read_assignment(self.admin, self.layout, p)
-            except CorruptAssignment as e:
-                self.failed("", "read assignment", e)
-                continue
-            rows.append({"partition_id": p, "replicas": list(a.owners), "clone_target": a.target,
-                         "leaving_replica": a.leaving, "version": a.version})
-        return rows
+        return selective_assignments_rows(self.admin, self.layout,
+                                          corrupt=lambda p, e: self.failed("", "read assignment", e))
 
     def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
         """A `reference run`'s last phase, whichever design: the replicas given back, settled, the

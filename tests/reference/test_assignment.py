@@ -38,6 +38,21 @@ def test_first_insert_allocates_rf_least_loaded(cluster):
     assert {r["partition_id"] for r in rows} == {"202401-0", "202401-1"}
 
 
+def test_a_corrupt_assignment_raises_unless_the_caller_takes_it(cluster):
+    """system.selective_assignments over a corrupt znode raises (an operator reading it must see
+    the problem); a caller that passes `corrupt` (Cluster's snapshot, to leave a history) is told
+    the partition and the error, and gets the other rows."""
+    _, admin, reps = cluster
+    replica_allocate(reps["r1"], LAYOUT, "r1", "202401-0", 2)
+    replica_allocate(reps["r1"], LAYOUT, "r1", "202401-1", 2)
+    admin.set(LAYOUT.assignment("202401-1"), b"not json")
+    with pytest.raises(CorruptAssignment, match="not JSON"):
+        selective_assignments_rows(admin, LAYOUT)
+    told = []
+    rows = selective_assignments_rows(admin, LAYOUT, corrupt=lambda p, e: told.append((p, type(e))))
+    assert [r["partition_id"] for r in rows] == ["202401-0"] and told == [("202401-1", CorruptAssignment)]
+
+
 def test_lost_race_adopts_the_winner(cluster):
     _, _, reps = cluster
     a = replica_choose_owners(reps["r1"], LAYOUT, "r1", "202401-7", 2, rng=random.Random(1))
