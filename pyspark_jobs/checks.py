@@ -283,10 +283,13 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
         """n: the violation count when the pass gave it exactly, None to count the rows."""
         t1 = time.perf_counter()
         n, got = (0, []) if n == 0 else _sample(getattr(rows, name)(), n, sample)
-        r = report[name] = {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
-                            "seconds": round(time.perf_counter() - t1, 2)}
+        record(name, {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
+                      "seconds": round(time.perf_counter() - t1, 2)})
+
+    def record(name: str, result: dict) -> None:
+        report[name] = result
         if progress:
-            progress(name, r, r["seconds"])
+            progress(name, result, result["seconds"])
 
     s = lambda key: sum(g.get(key) or 0 for g in groups)  # noqa: E731
     decide("OwnersCompleteInv", s("lost"))
@@ -312,11 +315,9 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
         if (p["acked"] and complete < h.replication_factor) or (pid in n_owners and owners != h.replication_factor):
             short.append({"partition_id": pid, "owners": owners, "complete_copies": complete,
                           "rf": h.replication_factor})
-    report["ReplicationFactorInv"] = {"holds": not short, "violations": len(short), "sample": short[:sample],
-                                      "description": DESCRIPTIONS["ReplicationFactorInv"],
-                                      "seconds": round(time.perf_counter() - t1, 2)}
-    if progress:
-        progress("ReplicationFactorInv", report["ReplicationFactorInv"], report["ReplicationFactorInv"]["seconds"])
+    record("ReplicationFactorInv", {"holds": not short, "violations": len(short), "sample": short[:sample],
+                                    "description": DESCRIPTIONS["ReplicationFactorInv"],
+                                    "seconds": round(time.perf_counter() - t1, 2)})
 
     # NoForeignPartsInv at every snapshot: the pass counted the part rows no keeper of their
     # snapshot holds; the (snapshot, replica, partition) triples are counted only when there are some.
@@ -332,22 +333,12 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     # GlobalEntriesAppliedInv: one row per replica, read with the small tables
     behind = [{"replica": r, "metadata_version": v, "alters_queued": q, "table_metadata_version": want}
               for r, v, q, want in h.metadata if v + q != want]
-    report["GlobalEntriesAppliedInv"] = {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
-                                         "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0}
-    if progress:
-        progress("GlobalEntriesAppliedInv", report["GlobalEntriesAppliedInv"], 0.0)
-    report["MigrationsEndProp"] = migrations_end(spark, h, sample)
-    if progress:
-        progress("MigrationsEndProp", report["MigrationsEndProp"], report["MigrationsEndProp"]["seconds"])
-    report["NoLogicalErrorsInv"] = logical_errors(h, sample)
-    if progress:
-        progress("NoLogicalErrorsInv", report["NoLogicalErrorsInv"], 0.0)
-    report["CommandsFollowGuardsInv"] = commands_off_guard(spark, h, sample)
-    if progress:
-        progress("CommandsFollowGuardsInv", report["CommandsFollowGuardsInv"], report["CommandsFollowGuardsInv"]["seconds"])
-    report["CancelHonouredInv"] = cancel_honoured(spark, h, sample)
-    if progress:
-        progress("CancelHonouredInv", report["CancelHonouredInv"], report["CancelHonouredInv"]["seconds"])
+    record("GlobalEntriesAppliedInv", {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
+                                       "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0})
+    record("MigrationsEndProp", migrations_end(spark, h, sample))
+    record("NoLogicalErrorsInv", logical_errors(h, sample))
+    record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
+    record("CancelHonouredInv", cancel_honoured(spark, h, sample))
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)
