@@ -30,6 +30,7 @@ from pathlib import Path
 
 from harness.bench_rebalance import splice
 from harness.cli_args import HOLDS, BadInput, Parser, run_main
+from harness.mutation_layers import only_logical_errors
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_JSON = REPO / "build" / "mutation" / "spec.json"
@@ -119,7 +120,7 @@ def history_only_logical_error(r: dict, layers: set[str]) -> bool:
     protocol invariant refused the history. Told apart because such a kill says the code broke,
     not that the history shows a lost row or a wrong owner. Results written before the check
     existed have no `racing_invariants`: their kills were protocol invariants'."""
-    return "history" in layers and set(r.get("racing_invariants", ())) == {"NoLogicalErrorsInv"}
+    return "history" in layers and only_logical_errors(r.get("racing_invariants", ()))
 
 
 def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
