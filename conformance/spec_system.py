@@ -422,10 +422,7 @@ class SpecSystem(Attempts):
         self.counts["crashes"] += 1
         self.ensemble.expire(rep.keeper.session_id)
         del self.reps[r], self.peers[r]
-        for x in self.qry.values():   # the queries it served die with it (ServedBy)
-            if x["st"] == "running" and served_by(x["query"], r):
-                client_query_fails(x["query"], self.reps)
-                x["st"] = "failed"
+        self._fail_served(r)   # the queries it served die with it
         return "crashed"
 
     def _clone_choices(self, r: str) -> list:
@@ -449,13 +446,18 @@ class SpecSystem(Attempts):
             out += [(src, g) for g in pool if ptr[g] == low]
         return out or [None]   # no source: the restart is refused (ReplicaRestart raises)
 
-    def _ReplicaRestart(self, r, choice=None):
-        if r in self.reps:
-            raise GuardFailed("ReplicaRestart", f"{r} is up")
-        for x in self.qry.values():   # a query that waited for r failed: its subquery was refused
+    def _fail_served(self, r: str) -> None:
+        """The spec's ReplicaCrash and ReplicaRestart: every running query r serves (ServedBy)
+        fails, its pins elsewhere released."""
+        for x in self.qry.values():
             if x["st"] == "running" and served_by(x["query"], r):
                 client_query_fails(x["query"], self.reps)
                 x["st"] = "failed"
+
+    def _ReplicaRestart(self, r, choice=None):
+        if r in self.reps:
+            raise GuardFailed("ReplicaRestart", f"{r} is up")
+        self._fail_served(r)   # a query that waited for r failed: its subquery was refused
         self._start(r, load="serve_before_map_loaded" not in self.bugs, sources=choice)
         return "restarted"
 

@@ -779,13 +779,13 @@ CloneLostReplica(r) ==
 \* may take it any time before). It never waits for r and reads from it after the restart: r
 \* took no pin for it, so a CLEANUP there could already have removed what it would read.
 ReplicaRestart(r) ==
-    LET foreign(p) == p \in Partitions /\ r \notin Keepers(asg[p])
-        waitedFor(q) == Running(q) /\ \E p \in qry[q].pending : qry[q].routes[p] = r IN
+    LET foreign(p) == p \in Partitions /\ r \notin Keepers(asg[p]) IN
     /\ r \notin active
     /\ r \notin gone    \* SYSTEM DROP REPLICA is for good: the replica never comes back (a new one has a new name)
     /\ active' = active \cup {r}
     /\ cache' = [cache EXCEPT ![r] = IF Bug("serve_before_map_loaded") THEN [p \in Partitions |-> NoAsg] ELSE asg]
-    /\ qry' = [q \in Queries |-> IF waitedFor(q) THEN [qry[q] EXCEPT !.st = "failed"] ELSE qry[q]]
+    \* (r was down: a running query ServedBy r is one routed to it, none started there)
+    /\ qry' = [q \in Queries |-> IF ServedBy(q, r) THEN [qry[q] EXCEPT !.st = "failed"] ELSE qry[q]]
     /\ IF r \in lost THEN CloneLostReplica(r)
        ELSE IF Bug("restart_keeps_foreign_parts") THEN UNCHANGED <<ptr, queue, parts, meta, lost>>
        ELSE /\ parts' = [parts EXCEPT ![r] = {x \in @ : ~foreign(x.p)}]
