@@ -46,7 +46,13 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   client_send_insert (retries to random replicas with the same rows, so the same dedup ids; one
   answer, ok, failed or unknown, for the whole block) and select_all (routes and pins at the
   start, every partition read at once, unsynced), recorded by the same Cluster code as the
-  driver's own (Cluster.insert_answered, Cluster.query_answered), as the client was told.
+  driver's own (Cluster.insert_answered, Cluster.query_answered), as the client was told;
+- in `overlapping`, up to MAX_OPEN_QUERIES SELECTs in flight at once, as a server's concurrent
+  queries are: each started on its replica's map as it is (about half pruned to some partitions),
+  its routes pinned at the start, its partitions read one at a time on later turns, across the
+  SWITCHes, CLEANUPs and crashes in between. Two queries pinning one partition on one replica is
+  what a pin count is for: a CLEANUP must wait for the last of them. A crash fails every open
+  query the replica served (ServedBy), as a broken connection does.
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
@@ -77,7 +83,7 @@ from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
 from .insert import client_send_insert
 from .migration import IN_FLIGHT, MigrationError, migrations_in_flight, read_migration
-from .query import select_all
+from .query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
 from .replica import InsertRejected
 
 
@@ -171,7 +177,30 @@ PROFILES = {p.name: p for p in (
             _KINDS, describe="as racing, with half the INSERTs and queries through the reference's client API "
                              "(client_send_insert: one answer for the block; select_all: every partition read "
                              "at once), recorded as the client was told"),
+    Profile("overlapping", {"insert": 1.5, "step": 10, "reassign": 1, "cancel": 0.05, "open_query": 1,
+                            "read_query": 1.5, "read_across_switch": 3, "crash": 0.15, "restart": 0.6},
+            {"refresh": 2, "pull": 5, "execute": 5, "migrate": 5, "merge": 0.2, "cleanup": 0.5}, interleave=6,
+            attempts=8, months=1, buckets=4,
+            describe="as churn, with several SELECTs in flight at once, each read a partition at a time over "
+                     "later turns (pinned at the start, some pruned), some pinned on a move's source before "
+                     "its SWITCH: CLEANUPs waiting on the last of several pins, crashes failing the queries "
+                     "they served"),
 )}
+
+# SELECTs in flight at once in `overlapping` (Race._open_query).
+MAX_OPEN_QUERIES = 4
+
+
+@dataclass
+class OpenQuery:
+    """A SELECT started and not yet answered: what Cluster.query keeps on its stack, kept across
+    loop turns (routes and rows so far, the partitions asked for, the rows excused as lag)."""
+    q: object                       # reference.query.Query
+    at: str
+    start: int
+    partitions: set[str] | None
+    lag: dict[str, set[int]]
+    got: dict[str, list[dict]] = field(default_factory=dict)
 
 
 # Loop turns between two snapshots taken during the race (0: none but the race's end and the
@@ -208,6 +237,7 @@ class Race:
         self.counts: dict[str, int] = {}
         self.down_at: dict[str, int] = {}   # replica -> the step it went down
         self.doomed: str | None = None      # the leaver `_desert` took down to be lost for good (`_forsake`)
+        self.open: list[OpenQuery] = []     # SELECTs in flight (`overlapping`)
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -454,7 +484,7 @@ class Race:
         back = sorted(n for n in c.down if n != self.doomed and c.step - self.down_at[n] >= self.p.min_down
                       and not self._awaited(n))
         if back:
-            c.add_replica(self.rng.choice(back))
+            self._up(self.rng.choice(back))
             self._count("return")
 
     def _awaited(self, name: str) -> bool:
@@ -518,6 +548,107 @@ class Race:
         q = c.query(at=at, interleave=self.p.interleave, sync=False)
         self._count("query" if q is not None else "query failed")
 
+    def _open_query(self) -> None:
+        """ClientStartQuery at a random replica, on its map as it is (unsynced): every routed
+        partition pinned at once, as a distributed query sends its subqueries; about half the
+        queries are pruned to some partitions (a WHERE on the partition key). The reads come on
+        later turns (`_read_query`). At MAX_OPEN_QUERIES in flight, one is read instead."""
+        c = self.c
+        if len(self.open) >= MAX_OPEN_QUERIES:
+            return self._read_query()
+        at = self.rng.choice(sorted(c.replicas))
+        known = sorted(c.admin.get_children(c.layout.assignments))
+        partitions = (set(self.rng.sample(known, self.rng.randint(1, len(known))))
+                      if known and self.rng.random() < 0.5 else None)
+        # Each partition read from a random owner (ClickHouse's default load_balancing = random),
+        # not the local one first as Cluster.query does: the source of a move is read from by
+        # queries started anywhere, so its CLEANUP meets their pins.
+        self._open(at, partitions, lambda _, owners: self.rng.choice(sorted(owners)))
+        return None
+
+    def _open(self, at: str, partitions: set[str] | None, choose) -> None:
+        c = self.c
+        start = c.tick()
+        q = client_start_query(c.replicas[at], partitions, choose=choose, replicas=c.replicas)
+        o = OpenQuery(q, at, start, partitions, c.unpulled_lag(at, q.routes, partitions))
+        self.open.append(o)
+        self._count("open query")
+        if q.done:   # nothing routed: answered at once
+            self._answer(o, "complete")
+        return None
+
+    def _read_across_switch(self) -> None:
+        """One or two SELECTs of one partition routed to a move's source while it is in CLONE, the
+        move then driven to SWITCH; the reads come on later turns. The source's CLEANUP must wait
+        for the last of them: its copy is the one they were told to read."""
+        c = self.c
+        p = self._start_move()
+        if p is None:
+            return
+        src = read_migration(c.admin, c.layout, p)[0]["src"]
+        for _ in range(self.rng.randint(1, 2)):   # two: the CLEANUP must wait for the last pin
+            at = self.rng.choice(sorted(c.replicas))
+            self._open(at, {p}, lambda _, owners: src if src in owners else self.rng.choice(sorted(owners)))
+        if (self._drive(p, lambda m: m["state"] == "switched") or {}).get("state") != "switched":
+            return
+        # Every map catches up on the SWITCH (each replica watches its assignments) and the source
+        # tries its CLEANUP: only the queries' pins hold it off now.
+        for name in sorted(c.replicas):
+            if c._try("refresh", c.replicas[name]):
+                c.tick()
+        if src in c.replicas and c._try("migrate", c.replicas[src]):
+            c.tick()
+
+    def _read_query(self) -> None:
+        """One partition of an open query read from the replica it was routed to (its pin released
+        by the read); the query answered once its last partition is read. A reader that is not
+        running fails it (ClientQueryFails). Up to `interleave` background steps come first, as
+        before each read of Cluster.query: the protocol moves while the query waits.
+        """
+        if not self.open:
+            return self._open_query()
+        o = self.rng.choice(self.open)
+        p = self.rng.choice(sorted(o.q.pending))
+        for _ in range(self.rng.randint(0, self.p.interleave)):
+            self.c.background_step()
+        self._read(o, p)
+        return None
+
+    def _read(self, o: OpenQuery, p: str) -> None:
+        c = self.c
+        reader = o.q.routes[p]
+        if reader not in c.replicas:
+            return self._answer(o, "failed")
+        try:
+            o.lag[p] = o.lag.get(p, set()) | c.in_flight_lag(reader, p)
+            o.got[p] = replica_read_partition(o.q, p, c.replicas)
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - as Cluster.query: the server's exception fails the query
+            c.failed(o.at, "query", e)
+            return self._answer(o, "failed")
+        if o.q.done:
+            self._answer(o, "complete")
+        return None
+
+    def _answer(self, o: OpenQuery, status: str) -> None:
+        """The client's answer, recorded as Cluster.query records one; a failed query's other pins
+        released (ClientQueryFails)."""
+        c = self.c
+        self.open.remove(o)
+        if status == "failed":
+            client_query_fails(o.q, c.replicas)
+        routes = {p: o.q.routes[p] for p in o.got}
+        c.query_answered(o.at, o.start, routes, o.got, status, o.partitions, o.lag if status == "complete" else None)
+        self._count("query" if status == "complete" else "query failed")   # as `_query` counts
+
+    def _close_open_queries(self) -> None:
+        """At the race's end every open query reads the rest of its partitions (or fails), in a
+        fixed order: no pin outlives the race."""
+        while self.open:
+            o = self.open[0]
+            self._read(o, sorted(o.q.pending)[0])
+
     def _crash(self) -> None:
         c = self.c
         if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
@@ -528,6 +659,19 @@ class Race:
     def _down(self, name: str) -> None:
         self.c.crash_replica(name)
         self.down_at[name] = self.c.step
+        self._fail_served(name)
+
+    def _up(self, name: str) -> None:
+        """ReplicaRestart: first every open query routed a partition to `name` while it was down
+        fails (its subquery's connection was refused; the new process holds no pin of it)."""
+        self._fail_served(name)
+        self.c.add_replica(name)
+
+    def _fail_served(self, name: str) -> None:
+        """ReplicaCrash fails every open query `name` served (its initiator, or a reader of a
+        partition still to read): the pins were in that process's memory."""
+        for o in [o for o in self.open if served_by(o.q, name)]:
+            self._answer(o, "failed")
 
     def _strand(self) -> None:
         """A migration's source goes down in CLONE or after SWITCH: the coordinator (the source)
@@ -555,7 +699,7 @@ class Race:
         if not long_enough:
             return
         name = self.rng.choice(long_enough)
-        c.add_replica(name)
+        self._up(name)
         self._count("restart")
         if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
             self._query()
@@ -612,6 +756,7 @@ class Race:
         c.settle()
         name = self.rng.choice(sorted(c.replicas))
         c.crash_replica(name)
+        self._fail_served(name)
         c.drop_replica(name)
         self._count("lose")
 
@@ -634,6 +779,7 @@ class Race:
         enabled: the state stays as it is) or `max_steps` are spent; settled; a synced query per
         replica. Whatever is still in flight is the history's to show (MigrationsEndProp)."""
         c = self.c
+        self._close_open_queries()
         # The race's own end, before the restarts and settling below undo what they undo: a
         # restart (and a map refresh) drops a partition the replica no longer keeps, so a foreign
         # copy (F7) is in this snapshot and no later one. The checkers judge NoForeignPartsInv on
@@ -653,7 +799,7 @@ class Race:
 
     def _restart_all(self) -> None:
         for name in sorted(self.c.down):
-            self.c.add_replica(name)
+            self._up(name)
 
     def _migrations_end(self, max_steps: int) -> None:
         c = self.c

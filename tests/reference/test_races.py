@@ -259,3 +259,39 @@ def test_client_send_insert_failed_means_nothing_written(tmp_path, monkeypatch):
     monkeypatch.setitem(PROFILES, "clients_crashing", crashing)
     run = racing_history(tmp_path, "clients_crashing", 1, **SMALL)
     assert run["oracle_violations"] == 0, run["oracle_sample"]
+
+
+def test_overlapping_queries_hold_pins_across_cleanup(tmp_path, monkeypatch):
+    """`overlapping` (small): SELECTs in flight across turns, some pinned on a move's source before
+    its SWITCH, so the source's CLEANUP is refused for their pins while the fixed protocol holds;
+    a CLEANUP that does not wait for the pins (its map wait kept) drops the copy a pinned query
+    was told to read, and the oracle sees the rows it missed."""
+    import reference.cluster
+    from reference.assignment import GuardFailed
+    cleanup = reference.cluster.replica_cleanup
+    waited = []
+
+    def noted(leaver, partition, bugs=frozenset()):
+        try:
+            return cleanup(leaver, partition, bugs)
+        except GuardFailed as e:
+            waited.append("running queries" in e.reason)
+            raise
+    monkeypatch.setattr("reference.cluster.replica_cleanup", noted)
+    run = racing_history(tmp_path / "fixed", "overlapping", 2, **SMALL)
+    assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
+    assert any(waited) and run["actions"].get("query", 0) > 0, (waited, run["actions"])
+
+    class Unpinned(dict):
+        def get(self, partition, default=None):
+            return None
+
+    def ignoring_pins(leaver, partition, bugs=frozenset()):
+        pins, leaver.pins = leaver.pins, Unpinned(leaver.pins)
+        try:
+            return cleanup(leaver, partition, bugs)
+        finally:
+            leaver.pins = pins
+    monkeypatch.setattr("reference.cluster.replica_cleanup", ignoring_pins)
+    run = racing_history(tmp_path / "unpinned", "overlapping", 2, **SMALL)
+    assert "QueryNoMissingInv" in run["oracle_invariants"], run["oracle_sample"]
