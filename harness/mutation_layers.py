@@ -66,7 +66,7 @@ MIGRATION = ["reference.migration.*"]
 # cancelling, deserting and clients (0.5-1.1 s a small run, seeds 0-3) come early: they aim at
 # what the others reach rarely (a CANCEL in each state, CLEANUP for a down leaver, the client API),
 # so a mutant there meets them within its racing seconds.
-RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "altering", "dropping", "leaving",
+RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "altering", "dropping", "leaving",
                    "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
 LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300}

@@ -47,6 +47,9 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   answer, ok, failed or unknown, for the whole block) and select_all (routes and pins at the
   start, every partition read at once, unsynced), recorded by the same Cluster code as the
   driver's own (Cluster.insert_answered, Cluster.query_answered), as the client was told;
+- in `refusing`, `clients` with replicas crashing often: every try of a block refused, some after
+  the block's first sub-blocks were committed (an INSERT is not atomic across partitions): the
+  client told "failed" must find none of its rows anywhere, told "unknown" may;
 - in `overlapping`, up to MAX_OPEN_QUERIES SELECTs in flight at once, as a server's concurrent
   queries are: each started on its replica's map as it is (about half pruned to some partitions),
   its routes pinned at the start, its partitions read one at a time on later turns, across the
@@ -177,6 +180,12 @@ PROFILES = {p.name: p for p in (
             _KINDS, describe="as racing, with half the INSERTs and queries through the reference's client API "
                              "(client_send_insert: one answer for the block; select_all: every partition read "
                              "at once), recorded as the client was told"),
+    Profile("refusing", {"insert": 2, "client_insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.5, "query": 2,
+                         "client_query": 2, "crash": 1.5, "restart": 0.8},
+            _KINDS, max_down=2,
+            describe="as clients, with replicas crashing often (two down at once): a block's tries through "
+                     "client_send_insert are all refused, some after its first sub-blocks were committed, "
+                     "so the client is told failed or unknown"),
     Profile("overlapping", {"insert": 1.5, "step": 10, "reassign": 1, "cancel": 0.05, "open_query": 1,
                             "read_query": 1.5, "read_across_switch": 3, "crash": 0.15, "restart": 0.6},
             {"refresh": 2, "pull": 5, "execute": 5, "migrate": 5, "merge": 0.2, "cleanup": 0.5}, interleave=6,

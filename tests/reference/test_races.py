@@ -250,15 +250,17 @@ def test_client_send_insert_failed_means_nothing_written(tmp_path, monkeypatch):
     sub-blocks before it were written and are deduplicated on the retries) the history shows rows of
     a block the client was told failed. `clients` holds on seeds 0-9 (few crashes); this variant
     did not on seed 1 until client_send_insert told "unknown" once a try had committed a
-    sub-block (test_insert.py has the unit case)."""
-    import dataclasses
-    from reference.races import PROFILES
-    clients = PROFILES["clients"]
-    crashing = dataclasses.replace(clients, name="clients_crashing", max_down=2,
-                                   actions={**clients.actions, "crash": 1.5, "restart": 0.8, "client_insert": 4})
-    monkeypatch.setitem(PROFILES, "clients_crashing", crashing)
-    run = racing_history(tmp_path, "clients_crashing", 1, **SMALL)
-    assert run["oracle_violations"] == 0, run["oracle_sample"]
+    sub-block (test_insert.py has the unit case). `refusing` is that variant; on its seed 0 a block
+    is told "failed", and a client_send_insert that forgets what a try committed (route_insert's
+    `out`) tells "failed" of a block with rows written."""
+    run = racing_history(tmp_path / "fixed", "refusing", 0, **SMALL)
+    assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
+    assert run["actions"].get("client insert failed", 0) > 0, run["actions"]
+    import reference.insert
+    route = reference.insert.route_insert
+    monkeypatch.setattr("reference.insert.route_insert", lambda *a, out=None, **k: route(*a, **k))
+    forgetting = racing_history(tmp_path / "forgetting", "refusing", 0, **SMALL)
+    assert "NoPhantomRowsInv" in forgetting["oracle_invariants"], forgetting["oracle_sample"]
 
 
 def test_overlapping_queries_hold_pins_across_cleanup(tmp_path, monkeypatch):
