@@ -83,6 +83,7 @@ class Cluster:
         # own steps instead (reference/races.py), so the rule acts within a run, at the same step
         # of the same seed whatever the machine's load.
         self.down_timeout, self.clock = down_timeout, clock
+        self.settle_budget: int | None = None   # steps one settle may take (None: no bound; races.py sets one)
         self._down_since: dict[tuple[str, str], float] = {}
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
@@ -509,7 +510,9 @@ class Cluster:
         return None
 
     def settle(self, max_rounds: int = 10_000) -> int:
-        """Run every background step until none is enabled (idle); returns the steps taken."""
+        """Run every background step until none is enabled (idle); returns the steps taken.
+        With `settle_budget`, a settle that takes more steps raises: one step enabled for ever (a
+        livelock) would otherwise spin in the inner loop below and the run would never end."""
         taken = 0
         for _ in range(max_rounds):
             progress = 0
@@ -520,6 +523,9 @@ class Cluster:
                     while self._try(kind, rep):
                         self.tick()
                         progress += 1
+                        if self.settle_budget is not None and taken + progress > self.settle_budget:
+                            raise RuntimeError(f"cluster did not settle in {self.settle_budget} steps: "
+                                               f"{kind} on {rep.name} is still enabled (a livelock)")
             taken += progress
             if not progress:
                 return taken

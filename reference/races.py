@@ -196,6 +196,9 @@ PROFILES = {p.name: p for p in (
                      "they served"),
 )}
 
+# Steps one Cluster.settle may take in a racing run (racing_cluster): 100x the most measured.
+SETTLE_BUDGET = 30_000
+
 # SELECTs in flight at once in `overlapping` (Race._open_query).
 MAX_OPEN_QUERIES = 4
 
@@ -832,6 +835,9 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
                 fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, down_timeout=profile.down_timeout,
                 **kw)
     c.clock = lambda: c.step   # the race's time is its steps (module docstring)
+    # A settle of these runs takes at most ~300 steps (every profile, seeds 0-1, teeth.SIZE; 2026-11-24):
+    # far past that a step is enabled for ever, and the run ends with it logged rather than hang.
+    c.settle_budget = SETTLE_BUDGET
     return c
 
 
