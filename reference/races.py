@@ -71,9 +71,9 @@ number of steps, so a run acts the same at any machine load. In the profiles wit
 infinite (the rule never acts), as it never did within a run's seconds of wall clock.
 
 Every SNAPSHOT_EVERY loop turns, and at the race's end before anything is restarted, a snapshot is
-taken: NoForeignPartsInv is judged on each. Then every replica is restarted (re-established when read-only), the migrations run
-to their end, the cluster settles and one synced query per replica is made: the final snapshot is
-the settled state every invariant judges. A migration that cannot end (no step is enabled any
+taken: NoForeignPartsInv is judged on each. Then every replica is restarted (re-established when
+read-only), the migrations run to their end, the cluster settles and one synced query per replica
+is made: the final snapshot is the settled state every invariant judges. A migration that cannot end (no step is enabled any
 more, or the wind-down's step budget is spent) is left in flight: the history shows it, and
 MigrationsEndProp is judged on it.
 
