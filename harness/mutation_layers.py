@@ -65,9 +65,10 @@ MIGRATION = ["reference.migration.*"]
 # (seconds of one core here, seed 0 and 1 of the small runs, with this module's child overhead).
 # cancelling, deserting and clients (0.5-1.1 s a small run, seeds 0-3) come early: they aim at
 # what the others reach rarely (a CANCEL in each state, CLEANUP for a down leaver, the client API),
-# so a mutant there meets them within its racing seconds.
-RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "altering", "dropping", "leaving",
-                   "lossy", "losing", "racing", "stale", "allocating", "thin")
+# so a mutant there meets them within its racing seconds; so does expiring (0.3-1 s), the only one
+# whose Keeper sessions expire, so the only one that runs route_insert's read-only fall-back.
+RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
+                   "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
 LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300}
 SEEDS = (0, 1, 2)

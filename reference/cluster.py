@@ -25,10 +25,10 @@ from .assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, select
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
 from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
-from .keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
+from .keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, SessionExpiredError
 from .lag import in_flight, not_pulled
 from .layout import Layout
-from .log_entry import ALTER_METADATA, GET_PART
+from .log_entry import ALTER_METADATA, GET_PART, LogEntry
 from .migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
                         migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                         replica_clone_fetch, replica_take_over_migration)
@@ -188,19 +188,19 @@ class Cluster:
     def _timeout(self) -> str:
         return f"{self.down_timeout:g} " + ("s" if self.clock is time.monotonic else "ticks of its clock")
 
-    def _clone_waits_on_down(self, partition: str, mig: dict) -> bool:
+    def _clone_waits_on_down(self, partition: str, mig: dict, keeper: Keeper) -> bool:
         """A CLONE to cancel: its target has been down for down_timeout, or its target has waited
         that long on a GET_PART of the partition that no active replica can serve while some
         replica is down (the only copy may be there: without a restart the CLONE would wait for
-        ever; TLC found it, spec CloneWaitsOnDown)."""
+        ever; TLC found it, spec CloneWaitsOnDown). The target's queue is read in `keeper`, the
+        session of the replica taking the step: the target's own may have expired."""
         if mig["dst"] not in self.replicas:
             return self._down_long(partition, mig["dst"])
-        dst = self.replicas[mig["dst"]]
         if mig["fetched"] and self.down and any(
                 e.type == GET_PART and e.part.partition == partition
                 and not any(covers_as_new(have, e.part) for store in self.stores.values()
                             for have in store.names(partition))
-                for _, e in dst.queue()):
+                for e in self._queue_seen(mig["dst"], keeper)):
             return self._down_long(partition, "catch-up")
         self._down_since.pop((partition, "catch-up"), None)
         return False
@@ -359,6 +359,11 @@ class Cluster:
             raise ValueError(f"unknown step kind {kind!r}")
         if self.step_errors.get((rep.name, kind), 0) >= MAX_STEP_ERRORS:
             return None
+        if rep.keeper.expired:
+            # Read-only: when its session expired, ClickHouse's restarting thread stopped the
+            # replica's background tasks (partialShutdown); they run again once it re-establishes
+            # the session (reestablish). Not enabled, as a step of a crashed replica is not.
+            return None
         try:
             return self._run_step(kind, rep, random_choice)
         except KEEPER_FAULTS:
@@ -466,7 +471,7 @@ class Cluster:
             leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
             try:
                 # A replica the migration needs stays down: after down_timeout it ends without it.
-                if mig["state"] == "clone" and self._clone_waits_on_down(p, mig):
+                if mig["state"] == "clone" and self._clone_waits_on_down(p, mig, rep.keeper):
                     if mig["coord"] not in self.replicas:
                         replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
@@ -819,8 +824,21 @@ class Cluster:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
         table_version = self.admin.exists(self.layout.columns).version
         return [{"replica": name, "metadata_version": rep.metadata_version,
-                 "alters_queued": sum(e.type == ALTER_METADATA for _, e in rep.queue()),
+                 "alters_queued": sum(e.type == ALTER_METADATA for e in self._queue_seen(name)),
                  "table_metadata_version": table_version} for name, rep in sorted(self.replicas.items())]
+
+    def _queue_seen(self, name: str, keeper: Keeper | None = None) -> list[LogEntry]:
+        """A replica's queue as another session reads it from Keeper (what Replica.queue reads, in
+        `keeper`, the administrator's by default): the replica's own session may have expired."""
+        keeper = keeper or self.admin
+        q = self.layout.queue(name)
+        out = []
+        for n in keeper.get_children(q):
+            try:
+                out.append(LogEntry.parse(keeper.get(f"{q}/{n}")[0], f"{q}/{n}"))
+            except NoNodeError:
+                continue
+        return out
 
     def alter_metadata(self, change: str) -> int:
         """ALTER TABLE ... ADD COLUMN sent to a serving replica: /columns and an ALTER_METADATA entry

@@ -55,16 +55,25 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   its routes pinned at the start, its partitions read one at a time on later turns, across the
   SWITCHes, CLEANUPs and crashes in between. Two queries pinning one partition on one replica is
   what a pin count is for: a CLEANUP must wait for the last of them. A crash fails every open
-  query the replica served (ServedBy), as a broken connection does.
+  query the replica served (ServedBy), as a broken connection does;
+- in `expiring`, replicas' Keeper sessions expire (the in-memory keeper's own expiry: is_active
+  goes, every request of the session fails) and are re-established some turns later, as
+  ClickHouse's restarting thread does (Cluster.reestablish: a new session, the map reloaded
+  first); meanwhile the replica is read-only and its background tasks stop. INSERTs are sent to
+  a replica that does not own a partition of the block, so it forwards: a forward meets an owner
+  whose session expired (it goes to another owner), and a session expires between the map read
+  and the write, the writer's or the receiver's own (the sub-block goes to another owner the map
+  names, or is refused when none is writable). New partitions keep appearing (12 months), so a
+  writer's map often does not have the partition yet.
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
 infinite (the rule never acts), as it never did within a run's seconds of wall clock.
 
 Every SNAPSHOT_EVERY loop turns, and at the race's end before anything is restarted, a snapshot is
-taken: NoForeignPartsInv is judged on each. Then every replica is restarted, the migrations run
-to their end, the cluster settles and one synced query per replica is made: the final snapshot is
-the settled state every invariant judges. A migration that cannot end (no step is enabled any
+taken: NoForeignPartsInv is judged on each. Then every replica is restarted (re-established when
+read-only), the migrations run to their end, the cluster settles and one synced query per replica
+is made: the final snapshot is the settled state every invariant judges. A migration that cannot end (no step is enabled any
 more, or the wind-down's step budget is spent) is left in flight: the history shows it, and
 MigrationsEndProp is judged on it.
 
@@ -78,6 +87,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass, field
 
 from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
@@ -194,6 +204,12 @@ PROFILES = {p.name: p for p in (
                      "later turns (pinned at the start, some pruned), some pinned on a move's source before "
                      "its SWITCH: CLEANUPs waiting on the last of several pins, crashes failing the queries "
                      "they served"),
+    Profile("expiring", {"insert": 1, "forward": 4, "expire": 0.7, "reestablish": 3, "step": 8, "reassign": 1,
+                         "cancel": 0.3, "query": 2, "crash": 0.8, "restart": 0.6},
+            _KINDS, max_down=1, months=12,
+            describe="as racing, with Keeper sessions expiring and re-established (read-only replicas) while "
+                     "INSERTs are forwarded by non-owners: a forward meets an expired owner, a session expires "
+                     "between the map read and the write, and new partitions (12 months) miss from writers' maps"),
 )}
 
 # Steps one Cluster.settle may take in a racing run (racing_cluster): 100x the most measured.
@@ -508,6 +524,84 @@ class Race:
                 return True
         return False
 
+    def _expire(self) -> None:
+        """A running replica's Keeper session expires (a partition from Keeper longer than the
+        session timeout): read-only until `_reestablish` gives it a new session."""
+        c = self.c
+        live = sorted(n for n, r in c.replicas.items() if not r.keeper.expired)
+        if len(live) == len(c.replicas):   # one at a time (the forwards' own expire more)
+            self._expire_session(self.rng.choice(live))
+            self._count("expire")
+
+    def _expire_session(self, name: str) -> None:
+        keeper = self.c.replicas[name].keeper
+        if hasattr(keeper, "ensemble"):   # the in-memory keeper: expired at once
+            keeper.ensemble.expire(keeper.session_id)
+            return
+        keeper.expire_session()           # ZooKeeper: the client hears of it by an event
+        deadline = time.monotonic() + 20
+        while not keeper.expired and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _reestablish(self) -> None:
+        """ClickHouse's restarting thread: a replica whose session expired gets a new one
+        (Cluster.reestablish: is_active again, the map reloaded before it serves)."""
+        c = self.c
+        expired = sorted(n for n, r in c.replicas.items() if r.keeper.expired)
+        if expired:
+            c.reestablish(self.rng.choice(expired))
+            self._count("reestablish")
+
+    def _forward(self) -> None:
+        """The next block sent to a replica that does not own one of its partitions (Keeper's
+        assignment; a new partition: any serving replica), so that sub-block is forwarded. At
+        times an owner's session expires before (the forward must go to another owner), and, for
+        half the blocks, a session may expire between each sub-block's map read and its write
+        (route_insert's before_write point): the receiver's own when its map makes it an owner
+        (it writes the sub-block itself), else an owner's in its map, or every owner's."""
+        c = self.c
+        nxt = next(self.work, None)
+        if nxt is None:
+            return self._step()
+        block_id, rows = nxt
+        p = self.rng.choice(sorted(c.table.split_by_partition(rows)))
+        a = read_assignment(c.admin, c.layout, p)
+        owners = set(a.owners) if a else set()
+        serving = c.serving()
+        at = self.rng.choice(sorted(set(serving) - owners) or serving)
+        if a and self.rng.random() < 0.3:
+            live = sorted(o for o in owners if o in c.replicas and not c.replicas[o].keeper.expired)
+            if live:
+                self._expire_session(self.rng.choice(live))
+                self._count("expire an owner before the forward")
+        if self.rng.random() < 0.5:
+            return self._send(block_id, rows, at=at)
+
+        def blip(where: str, partition: str, _faults=c._faults) -> None:
+            if where == "before_write" and at in c.replicas and self.rng.random() < 0.4:
+                known = c.replicas[at].cache.get(partition)
+                live = sorted(o for o in (known.owners if known else ()) if o in c.replicas
+                              and not c.replicas[o].keeper.expired)
+                if live:
+                    every = self.rng.random() < 0.2
+                    if every:
+                        targets = live
+                    else:   # the receiver writes what it owns itself; else one of the owners does
+                        targets = [at if at in live else self.rng.choice(live)]
+                    for o in targets:
+                        self._expire_session(o)
+                    self._count("expire every owner before the write" if every else
+                                "expire the receiver before its write" if targets == [at] else
+                                "expire an owner before the write")
+            _faults(where, partition)
+        # Cluster.insert passes its own `_faults` to route_insert: this call's goes first
+        c._faults = blip
+        try:
+            self._send(block_id, rows, at=at)
+        finally:
+            del c._faults
+        return None
+
     def _client_insert(self) -> None:
         """The next block through the reference's client API, client_send_insert (retries to random
         replicas, the same rows so the same dedup ids, one answer for the block), recorded as the
@@ -810,6 +904,8 @@ class Race:
             c.query(at=r)
 
     def _restart_all(self) -> None:
+        for name in sorted(n for n, r in self.c.replicas.items() if r.keeper.expired):
+            self.c.reestablish(name)   # its restarting thread, before anything else
         for name in sorted(self.c.down):
             self._up(name)
 

@@ -247,6 +247,31 @@ def test_a_clone_waiting_on_a_part_only_a_down_replica_has_is_cancelled(connect,
         c.close()
 
 
+def test_a_coordinator_reads_the_queue_of_a_clone_target_whose_session_expired(connect, tmp_path):
+    """Found by the `expiring` racing profile (size 150/30, seed 7): with a replica down, the
+    down-timeout rule reads a fetched CLONE's target queue (CloneWaitsOnDown). It read it in the
+    target's own session, so a coordinator's migrate step raised SessionExpiredError when the
+    target was read-only, and the run stopped; the coordinator reads it in its own session. The
+    read-only target takes no step until its session is re-established."""
+    c = _cluster(connect, tmp_path, seed=5)
+    try:
+        p = _owned_by(c, {"r1", "r2"})
+        c.reassign(p, "r3", "r1")
+        c.read_in_flight()
+        assert c._try("migrate", c.replicas["r3"]).startswith("ReplicaCloneFetch")
+        c.crash_replica("r2")
+        _expire(connect, c, "r3")
+        c.read_in_flight()
+        assert c._try("migrate", c.replicas["r3"]) is None   # read-only: its tasks wait
+        c._try("migrate", c.replicas["r1"])   # the coordinator's step: it raised SessionExpiredError
+        c.reestablish("r3")
+        c.add_replica("r2")
+        _exact(c)
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize("bugs, kept", [(frozenset(), False), (frozenset({"restart_keeps_foreign_parts"}), True)])
 def test_restart_keeps_foreign_parts_is_the_leaver_keeping_what_was_cleaned_up_for_it(connect, tmp_path, bugs, kept):
     """The broken variant of the down-leaver rule: the source, down while its CLEANUP was done on
