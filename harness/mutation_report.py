@@ -427,9 +427,11 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "(a bug switch of `reference/bugs.py` on, the profile and seed whose history the checkers "
                       "refuse with it) the mutant's history is refused by other invariants than the unmutated "
                       "code's on the same run (held instead of refused, or another invariant), by the in-process "
-                      "checker and, once `--spark` has judged both histories, by the Spark job: a mutant of code "
+                      "checker and, once `--spark` has judged both histories, by the Spark job. Mostly mutants of code "
                       "only a variant runs (the switch's name renamed, `in` turned to `not in`, the variant's own "
-                      "branch broken), equivalent on the fixed protocol; such a kill through NoLogicalErrorsInv "
+                      "branch broken), equivalent on the fixed protocol; a few are of code the fixed protocol runs "
+                      "too that no racing run showed (the teeth run larger: `teeth.SIZE`), which a racing workload "
+                      "should show on the fixed protocol instead. Such a kill through NoLogicalErrorsInv "
                       "alone (the mutant raised where the variant ran) is counted in that column too; "
                       "*protocol machine*: conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
