@@ -1,7 +1,7 @@
 """Which layers kill each mutant of the migration and routing code (issue 18: "every migration and
 routing mutant killed by at least two layers, one of them the Spark job on a history").
 
-    python -m harness.mutation_layers [--layers racing,protocol] [--only GLOB] [--keep-histories N]
+    python -m harness.mutation_layers [--layers racing,protocol,teeth] [--only GLOB] [--keep-histories N]
 
 Runs on mutmut's trampolined copy of the sources (mutants/, made by `mutmut run`): one process
 imports everything once, then forks a child per mutant and layer with `MUTANT_UNDER_TEST` set,
@@ -29,6 +29,19 @@ as mutmut's own workers do, so the mutant is live in every call the layer makes.
 - `protocol`: conformance's whole-protocol Hypothesis machine (conformance/machines.py
   protocol_machine, the `ci` profile `make test` runs), its steps' guards and the spec's invariants
   checked on the reference after each step.
+- `teeth`: the broken variants' teeth (pyspark_jobs/teeth.py TEETH: per bug switch of
+  reference/bugs.py, a racing profile and seed, at teeth.SIZE, whose history the checkers refuse
+  with the switch on). A mutant of code that only a variant runs (`if "switch_without_catchup" not
+  in bugs ...`, the switch's string renamed, the variant's own branch broken) is equivalent on the
+  fixed protocol, which the racing layer runs; it changes what the switch-on run shows. For a
+  mutant whose function names a switch (a string constant of its original's body), each such
+  switch's tooth is run with the switch on, the switches on the mutated line first, and the
+  oracle's refused-invariant set compared with the unmutated code's on the same run (computed once
+  in the parent, `teeth_unmutated_invariants`): a different set is `violation`, a kill of the
+  history layer on a switch-on run (`teeth_detail`, `teeth_invariants`); the same set on every
+  tooth `survived`; `crash` when no run of the mutant left a history. Mutants whose function names
+  no switch are not run (nothing recorded). A mutant that turns a variant on in the fixed protocol
+  (`in` -> `not in`) turns it off with the switch on, so the tooth's run differs too.
 
 The mutants: migration.py whole, and the routing functions of query.py and insert.py; a mutant
 whose only change is an exception's text (harness.mutation_report.message_only) is skipped as
@@ -38,7 +51,11 @@ build/mutation/layers.json keyed by mutmut's name and by module, function and th
 
 `--keep-histories N` keeps the histories of the first N racing kills (the one that killed) under build/mutation/histories/
 for the Spark job (`.venv/bin/spark-submit pyspark_jobs/spark_check.py --input DIR`), whose verdicts
-`--spark` then records beside the oracle's.
+`--spark` then records beside the oracle's. The teeth layer keeps its kills' histories under the same
+budget (histories/teeth/<mutant>/), and each unmutated tooth's history it compared with once
+(histories/teeth-unmutated/<switch>-<profile>-<seed>/); `--spark` judges both and records
+`teeth_spark`: `killed` when the job's failing invariants on the mutant's history differ from
+its failing invariants on the unmutated tooth's.
 """
 
 from __future__ import annotations
@@ -70,7 +87,7 @@ MIGRATION = ["reference.migration.*"]
 RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
                    "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
-LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300}
+LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300, "teeth": 300}
 SEEDS = (0, 1, 2)
 RACING_SECONDS = 10.0   # per mutant, the seeds after 0 only while its racing runs took less
 
@@ -204,7 +221,107 @@ def _protocol(key: str, keep: Path | None) -> tuple[str, str, dict]:
     return (KILLED, r["error"][:200], {}) if r["failed"] else (SURVIVED, "", {})
 
 
-LAYERS = {"racing": _racing, "protocol": _protocol}
+def switches_named(module: str, keys: list[str], switches, diffs: dict, root: Path = MUTANTS) -> dict[str, list[str]]:
+    """Per mutant, the bug switches (of `switches`) its function names: string constants in the body
+    of mutmut's copy of the original (`x_<fn>__mutmut_orig`), the docstring left out; the mutated
+    line's own switches first (a renamed switch is on the original's line, not the mutant's)."""
+    import ast
+    path = root / module
+    if not path.is_file():
+        return {}
+    funcs = {n.name: n for n in ast.walk(ast.parse(path.read_text()))
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.endswith("__mutmut_orig")}
+    out = {}
+    for key in keys:
+        orig = funcs.get(key.split(".")[-1].rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+        if orig is None:
+            continue
+        body = orig.body[1:] if (orig.body and isinstance(orig.body[0], ast.Expr)
+                                 and isinstance(orig.body[0].value, ast.Constant)) else orig.body
+        named = {c.value for b in body for c in ast.walk(b) if isinstance(c, ast.Constant) and c.value in switches}
+        if named:
+            before = diffs.get(key, ("",))[0]
+            out[key] = sorted(named, key=lambda sw: (f'"{sw}"' not in before, sw))
+    return out
+
+
+# Filled by main() before the children fork: per mutant, the teeth to run (switches_named's order),
+# and per tooth (switch, profile, seed) the unmutated code's run: the oracle's refused invariants
+# and the kept history (or the error that left no history).
+TEETH_OF: dict[str, list] = {}
+TEETH_BASE: dict[tuple[str, str, int], dict] = {}
+
+
+def teeth_unmutated(teeth, keep: Path | None) -> dict[tuple[str, str, int], dict]:
+    """Each tooth's run on the unmutated code (the switch on): its refused invariants, its history
+    kept under `keep` if given."""
+    from pyspark_jobs.teeth import SIZE
+    from reference.races import racing_history
+    out = {}
+    for t in teeth:
+        folder = Path(tempfile.mkdtemp(prefix="mutlayer-tooth-"))
+        try:
+            run = racing_history(folder, t.profile, t.seed, bugs=frozenset({t.switch}), **SIZE)
+        except Exception as e:  # noqa: BLE001 - a tooth with no history: its mutants are not judged by it
+            out[(t.switch, t.profile, t.seed)] = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
+            continue
+        else:
+            base = {"invariants": run["oracle_invariants"], "seconds": run["seconds"]}
+            if keep is not None:
+                dst = keep / f"{t.switch}-{t.profile}-{t.seed}"
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(folder / "history", dst)
+                base["history"] = str(dst)
+            out[(t.switch, t.profile, t.seed)] = base
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def _teeth(key: str, keep: Path | None) -> tuple[str, str, dict]:
+    """The teeth of the switches the mutant's function names, run with the mutant live, each
+    compared with the unmutated code's run of the same tooth; stops at the first that differs."""
+    from pyspark_jobs.teeth import SIZE
+    from reference.races import racing_history
+    extra: dict = {"teeth_run": []}
+    crashes = []
+    for t in TEETH_OF.get(key, []):
+        where = f"{t.switch} {t.profile}/{t.seed}"
+        base = TEETH_BASE.get((t.switch, t.profile, t.seed), {})
+        if "invariants" not in base:
+            continue
+        extra["teeth_run"].append(where)
+        folder = Path(tempfile.mkdtemp(prefix="mutlayer-teeth-"))
+        try:
+            run = racing_history(folder, t.profile, t.seed, bugs=frozenset({t.switch}), **SIZE)
+        except Exception as e:  # noqa: BLE001 - no history: no verdict of this tooth
+            crashes.append(f"{where}: {type(e).__name__}: {str(e)[:160]}")
+            continue
+        else:
+            if run["oracle_invariants"] != base["invariants"]:
+                if keep is not None:
+                    shutil.copytree(folder / "history", keep / f"{t.switch}-{t.profile}-{t.seed}")
+                extra.update(teeth_tooth=where, teeth_invariants=run["oracle_invariants"],
+                             teeth_unmutated_invariants=base["invariants"])
+                if "history" in base:
+                    extra["teeth_unmutated_history"] = base["history"]
+                if crashes:
+                    extra["teeth_crash"] = crashes[0]
+                sample = f": {run['oracle_sample'][0][:120]}" if run["oracle_sample"] else ""
+                return (VIOLATION, f"{where}: unmutated refused by {base['invariants'] or 'none (holds)'}, "
+                        f"mutant by {run['oracle_invariants'] or 'none (holds)'}{sample}", extra)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not extra["teeth_run"]:
+        return CRASH, "no tooth of its switches left a history on the unmutated code", extra
+    if crashes:
+        extra["teeth_crash"] = crashes[0]
+        if len(crashes) == len(extra["teeth_run"]):
+            return CRASH, crashes[0], extra
+    return SURVIVED, "", extra
+
+
+LAYERS = {"racing": _racing, "protocol": _protocol, "teeth": _teeth}
 
 
 def _in_child(layer: str, key: str, keep: Path | None, timeout_s: int) -> tuple[str, str, dict]:
@@ -266,33 +383,63 @@ def sync_unmutated() -> list[str]:
     return copied
 
 
-def _spark(out: Path, batch: int = 50) -> int:
-    """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on the kept histories not yet
-    judged by it, `batch` histories per job (one JVM start each: a start costs more than a small
-    history's check). `spark`: `killed` if the job refuses the history as the in-process oracle did,
-    with the invariants it found (`spark_detail`)."""
+class SparkFailed(Exception):
+    pass
+
+
+def spark_verdicts(histories: list[str], batch: int = 50):
+    """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on `histories`, `batch` per job
+    (one JVM start each: a start costs more than a small history's check); yields per job
+    {history: (holds, sorted failing invariants)}. Raises SparkFailed if a job ends without a report."""
     import subprocess
-    results = json.loads(out.read_text())
-    todo = sorted((r["history"], key) for key, r in results.items() if r.get("history") and "spark" not in r)
-    for i in range(0, len(todo), batch):
-        part = todo[i:i + batch]
+    for i in range(0, len(histories), batch):
+        part = histories[i:i + batch]
         with tempfile.TemporaryDirectory(prefix="mutlayer-spark-") as tmp:
             report = Path(tmp) / "report.json"
-            args = [a for h, _ in part for a in ("--input", h)]
+            args = [a for h in part for a in ("--input", h)]
             p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
                                 *args, "--report", str(report)], capture_output=True, text=True)
             if p.returncode not in (0, 1) or not report.is_file():
-                print(f"mutation_layers: spark_check exit {p.returncode}: "
-                      f"{(p.stderr.strip().splitlines() or [''])[-1][:300]}", file=sys.stderr)
-                return 3
+                raise SparkFailed(f"spark_check exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}")
             by_input = {r["input"]: r for r in json.loads(report.read_text())["results"]}
-        for history, key in part:
-            r, verdict = results[key], by_input[history]
-            failing = sorted(n for n, inv in verdict["invariants"].items() if not inv["holds"])
-            r["spark"] = SURVIVED if verdict["holds"] else KILLED
-            r["spark_detail"] = ", ".join(failing)
-            print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
+        yield {h: (by_input[h]["holds"], sorted(n for n, inv in by_input[h]["invariants"].items() if not inv["holds"]))
+               for h in part}
+
+
+def _spark(out: Path, batch: int = 50) -> int:
+    """The Spark job on the kept histories not yet judged by it. `spark`: `killed` if the job refuses
+    a racing kill's history as the in-process oracle did, with the invariants it found
+    (`spark_detail`). `teeth_spark`: `killed` if the job's failing invariants on a teeth kill's
+    history differ from its failing invariants on the unmutated tooth's history (both judged in the
+    same jobs), `teeth_spark_detail` both sets."""
+    results = json.loads(out.read_text())
+    todo = sorted((r["history"], key) for key, r in results.items() if r.get("history") and "spark" not in r)
+    try:
+        for verdicts in spark_verdicts([h for h, _ in todo], batch):
+            for history, key in todo:
+                if history in verdicts:
+                    r, (holds, failing) = results[key], verdicts[history]
+                    r["spark"] = SURVIVED if holds else KILLED
+                    r["spark_detail"] = ", ".join(failing)
+                    print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
+            out.write_text(json.dumps(results, indent=1, sort_keys=True))
+        teeth = sorted(key for key, r in results.items()
+                       if r.get("teeth_history") and r.get("teeth_unmutated_history") and "teeth_spark" not in r)
+        histories = sorted({results[k][f] for k in teeth for f in ("teeth_history", "teeth_unmutated_history")})
+        verdicts = {}
+        for part in spark_verdicts(histories, batch):
+            verdicts.update(part)
+        for key in teeth:
+            r = results[key]
+            mutant, unmutated = verdicts[r["teeth_history"]][1], verdicts[r["teeth_unmutated_history"]][1]
+            r["teeth_spark"] = KILLED if mutant != unmutated else SURVIVED
+            r["teeth_spark_detail"] = (f"mutant: {', '.join(mutant) or 'none (holds)'}; "
+                                       f"unmutated: {', '.join(unmutated) or 'none (holds)'}")
+            print(f"{key}: teeth_spark {r['teeth_spark']} ({r['teeth_spark_detail']})", flush=True)
         out.write_text(json.dumps(results, indent=1, sort_keys=True))
+    except SparkFailed as e:
+        print(f"mutation_layers: {e}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -300,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     global SEEDS, RACING_SECONDS   # read by the forked children
     import argparse
     ap = argparse.ArgumentParser(prog="python -m harness.mutation_layers", description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", default="racing,protocol")
+    ap.add_argument("--layers", default="racing,protocol,teeth")
     ap.add_argument("--only", action="append", help="mutant name glob (default: migration.py and the routing code)")
     ap.add_argument("--sample", type=int, default=0, metavar="N",
                     help="run N mutants drawn at random (seeded) of those not changing only a text; 0: all")
@@ -327,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     # This checkout's report module (mutants/ holds a copy made when mutmut started), imported
     # before mutants/ goes first on the path; it imports nothing of reference/.
     from harness.mutation_report import _STATUS, function_of, mutant_diffs
+    from pyspark_jobs.teeth import TEETH   # this checkout's, as the report module
     if a.spark:
         return _spark(a.out)
     synced = sync_unmutated()
@@ -358,7 +506,24 @@ def main(argv: list[str] | None = None) -> int:
         # A survivor costs every racing profile (about 10 s here) and a full protocol machine (about
         # 10 s): all of migration.py's and the routing code's mutants take hours, a sample minutes.
         todo = sorted(random.Random(a.seed).sample(todo, min(a.sample, len(todo))))
-    kept = sum(1 for r in results.values() if r.get("history"))
+    kept = sum(1 for r in results.values() if r.get("history")) + sum(1 for r in results.values() if r.get("teeth_history"))
+    if "teeth" in layers:
+        t_teeth = time.monotonic()
+        switches = {t.switch for t in TEETH}
+        for module in {m for m, _, _ in todo}:
+            named = switches_named(module, [k for m, k, _ in todo if m == module], switches, diffs)
+            TEETH_OF.update({k: [t for sw in sws for t in TEETH if t.switch == sw] for k, sws in named.items()})
+        needed = sorted({t for ts in TEETH_OF.values() for t in ts}, key=lambda t: (t.switch, t.profile, t.seed))
+        base_keep = None
+        if a.keep_histories:
+            base_keep = HISTORIES / "teeth-unmutated"
+            base_keep.mkdir(parents=True, exist_ok=True)
+        TEETH_BASE.update(teeth_unmutated(needed, base_keep))
+        for (sw, profile, seed), b in sorted(TEETH_BASE.items()):
+            print(f"tooth {sw} {profile}/{seed} unmutated: "
+                  + (f"refused by {b['invariants']} ({b['seconds']} s)" if "invariants" in b else f"no history: {b['error']}"),
+                  flush=True)
+        print(f"{len(needed)} teeth run on the unmutated code in {time.monotonic() - t_teeth:.0f}s", flush=True)
     if "racing" in layers:
         t_calls = time.monotonic()
         modules = sorted({k.rsplit(".", 1)[0] for _, k, _ in todo})
@@ -375,13 +540,18 @@ def main(argv: list[str] | None = None) -> int:
         for layer in layers:
             if layer in r and layer not in a.rerun:
                 continue
+            if layer == "teeth" and key not in TEETH_OF:
+                continue   # its function names no switch
             if layer == "racing":   # the previous racing verdict's fields go with it
                 for f in ("racing_detail", "racing_tests", "racing_reached", "racing_runs", "racing_crash",
                           "racing_invariants", "history", "spark", "spark_detail"):
                     r.pop(f, None)
+            if layer == "teeth":
+                for f in [f for f in r if f.startswith("teeth_")]:
+                    r.pop(f)
             keep = None
-            if layer == "racing" and kept < a.keep_histories:
-                keep = HISTORIES / key.split(".")[-1]
+            if layer in ("racing", "teeth") and kept < a.keep_histories:
+                keep = HISTORIES / ("teeth" if layer == "teeth" else "") / key.split(".")[-1]
                 shutil.rmtree(keep, ignore_errors=True)
                 keep.mkdir(parents=True)
             verdict, detail, extra = _in_child(layer, key, keep, LAYER_TIMEOUT_S[layer])
@@ -391,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                 r[f"{layer}_detail"] = detail
             if keep is not None:
                 if verdict == VIOLATION:
-                    r["history"] = str(next(keep.iterdir()))
+                    r["teeth_history" if layer == "teeth" else "history"] = str(next(keep.iterdir()))
                     kept += 1
                 else:
                     shutil.rmtree(keep, ignore_errors=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from harness.bench_rebalance import splice
 from harness.cli_args import HOLDS, BadInput, Parser, run_main
-from harness.mutation_layers import only_logical_errors
+from harness.mutation_layers import LOGICAL_ERRORS, only_logical_errors
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_JSON = REPO / "build" / "mutation" / "spec.json"
@@ -97,17 +97,25 @@ def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS) -> dict[tuple[st
     return out
 
 
+def tooth_kill(r: dict) -> bool:
+    """A kill by the teeth layer (harness/mutation_layers.py): on a broken variant's tooth, the
+    switch on, the oracle refused the mutant's history by other invariants than the unmutated
+    code's, and the Spark job, once it has judged both histories (`teeth_spark`), told them apart too."""
+    return r.get("teeth") == "violation" and r.get("teeth_spark", "killed") == "killed"
+
+
 def layers_of(r: dict) -> set[str]:
     """The layers that kill one mutant of layers.json: `tests` (mutmut's selection, or a racing run
     of test_races.py that raises, runs no query or hangs), `history` (a racing history the checker
-    refuses: the Spark job's invariants), `conformance` (the protocol machine). A racing run that
+    refuses: the Spark job's invariants; or a broken variant's tooth whose history the mutant
+    changes, tooth_kill), `conformance` (the protocol machine). A racing run that
     raises goes on to a history since issue 18 (`racing_tests` says what test_races.py saw), so
     one mutant may be killed by the tests and by a history; before, `racing` was `crash` alone."""
     out = set()
     if (r.get("tests") in ("killed", "timeout") or r.get("racing") in ("crash", "no queries", "timeout")
             or r.get("racing_tests") in ("raised", "crash", "no queries")):
         out.add("tests")
-    if r.get("racing") == "violation":
+    if r.get("racing") == "violation" or tooth_kill(r):
         out.add("history")
     if r.get("protocol") in ("killed", "timeout"):
         out.add("conformance")
@@ -119,8 +127,19 @@ def history_only_logical_error(r: dict, layers: set[str]) -> bool:
     `racing_invariants`): the mutant made something raise, which the history logged, and no
     protocol invariant refused the history. Told apart because such a kill says the code broke,
     not that the history shows a lost row or a wrong owner. Results written before the check
-    existed have no `racing_invariants`: their kills were protocol invariants'."""
+    existed have no `racing_invariants`: their kills were protocol invariants'. A kill through a
+    tooth alone counts here when NoLogicalErrorsInv is all the mutant's history is refused by and
+    the unmutated tooth's is not (the mutant raised where the variant ran; what the variant broke
+    may then not show, as the step never completed)."""
+    if history_only_through_tooth(r, layers):
+        return only_logical_errors(set(r.get("teeth_invariants", ())) - set(r.get("teeth_unmutated_invariants", ())))
     return "history" in layers and only_logical_errors(r.get("racing_invariants", ()))
+
+
+def history_only_through_tooth(r: dict, layers: set[str]) -> bool:
+    """A history kill by a broken variant's tooth and by no racing run of the fixed protocol: the
+    mutant changes only what a switch-on run shows (code only a variant runs)."""
+    return "history" in layers and r.get("racing") != "violation"
 
 
 def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
@@ -280,10 +299,12 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
     equivalent is counted apart, no layer can kill it."""
     reading = load_reading() if reading is None else reading
     rows = ["| module | mutants run on the layers | of which equivalent (read) | killed by the tests | killed by a "
-            "history (racing runs, the Spark job's invariants) | of those, only through NoLogicalErrorsInv | of those, "
+            "history (racing runs or a broken variant's tooth, the Spark job's invariants) | of those, only through NoLogicalErrorsInv | of those, "
+            "only through a broken variant's tooth | of those, "
             "run by the Spark job: refused | protocol machine run | killed by it | two layers, one a history | of those, "
-            "the history only through NoLogicalErrorsInv | short of two layers, one a history (not equivalent) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "the history only through NoLogicalErrorsInv | of those, the history only through a broken variant's tooth "
+            "| short of two layers, one a history (not equivalent) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     short: dict[str, Counter] = {}
     by_module: dict[str, list[dict]] = {}
     for k, r in layers.items():
@@ -294,12 +315,16 @@ def layers_markdown(layers: dict[tuple, dict], reading: dict | None = None) -> s
         # issue 18's bar: two layers, one of them a history (two others, as tests and the protocol
         # machine, fall short of it)
         short[module] = Counter(r["function"] for r, t in zip(rs, two) if not t and not r["equivalent"])
-        spark = [r["spark"] for r in rs if "spark" in r]
+        tooth = [history_only_through_tooth(r, x) for r, x in zip(rs, ls)]
+        # the Spark job's verdict on the history that killed: the racing run's, or the tooth's
+        spark = [r["teeth_spark"] if t else r["spark"] for r, t in zip(rs, tooth) if ("teeth_spark" if t else "spark") in r]
         logical = [history_only_logical_error(r, x) for r, x in zip(rs, ls)]
         rows.append(f"| `{module}` | {len(rs)} | {sum(r['equivalent'] for r in rs)} | {sum('tests' in x for x in ls)} "
-                    f"| {sum('history' in x for x in ls)} | {sum(logical)} | {spark.count('killed')} of {len(spark)} "
+                    f"| {sum('history' in x for x in ls)} | {sum(logical)} | {sum(tooth)} "
+                    f"| {spark.count('killed')} of {len(spark)} "
                     f"| {sum('protocol' in r for r in rs)} | {sum('conformance' in x for x in ls)} | {sum(two)} "
-                    f"| {sum(t and g for t, g in zip(two, logical))} | {sum(short[module].values())} |")
+                    f"| {sum(t and g for t, g in zip(two, logical))} | {sum(t and g for t, g in zip(two, tooth))} "
+                    f"| {sum(short[module].values())} |")
     text = "\n".join(rows) + "\n"
     for module, c in short.items():
         if c:
@@ -384,7 +409,9 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "is an exception's text left out; the racing layer re-run with `--layers racing --rerun racing "
                       "--racing-seconds 20 --keep-histories 1000`: every profile at seed 0, then seeds 1 and 2 "
                       "within 20 s a mutant, only the runs that call the mutated function), then `python -m "
-                      "harness.mutation_layers --spark` for the kept histories. A racing run goes on past a step "
+                      "harness.mutation_layers --spark` for the kept histories; the teeth layer run with `--layers teeth "
+                      "--keep-histories 1000` on every mutant of the sample whose function names a bug switch "
+                      "(then `--spark` again). A racing run goes on past a step "
                       "the mutant makes raise (the history's errors table), so a mutant that raises can still be "
                       "killed by its history. *Tests*: mutmut's selection, or a racing run of `test_races.py` that "
                       "raises, runs no query or hangs; *history*: a racing run's history refused by the in-process "
@@ -395,8 +422,18 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "and NoLogicalErrorsInv: every logged exception is a "
                       "violation, as ClickHouse's CI fails on a LOGICAL_ERROR; *only through NoLogicalErrorsInv*: "
                       "no protocol invariant refused any history the mutant's runs left (the mutant raises, "
-                      "nothing shows a lost row or a wrong owner); *protocol machine*: conformance's "
-                      "whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
+                      "nothing shows a lost row or a wrong owner); *only through a broken variant's tooth*: no racing "
+                      "run of the fixed protocol refused the mutant's history, but on a tooth of `pyspark_jobs/teeth.py` "
+                      "(a bug switch of `reference/bugs.py` on, the profile and seed whose history the checkers "
+                      "refuse with it) the mutant's history is refused by other invariants than the unmutated "
+                      "code's on the same run (held instead of refused, or another invariant), by the in-process "
+                      "checker and, once `--spark` has judged both histories, by the Spark job. Mostly mutants of code "
+                      "only a variant runs (the switch's name renamed, `in` turned to `not in`, the variant's own "
+                      "branch broken), equivalent on the fixed protocol; a few are of code the fixed protocol runs "
+                      "too that no racing run showed (the teeth run larger: `teeth.SIZE`), which a racing workload "
+                      "should show on the fixed protocol instead. Such a kill through NoLogicalErrorsInv "
+                      "alone (the mutant raised where the variant ran) is counted in that column too; "
+                      "*protocol machine*: conformance's whole-protocol machine, `ci` profile.\n", layers_markdown(layers)]
     if spec:
         parts += ["### Spec layer (TLC on guard mutants)\n", spec_markdown(spec), SPEC_READING]
     return "\n".join(parts)

@@ -103,7 +103,7 @@ def test_a_survivor_a_racing_run_or_the_protocol_machine_kills_is_killed_by_make
     r = mr.reference_results(tmp_path, {}, loaded)["reference/migration.py"]
     assert (r["survived"], r["killed by layers"], r["not_killed"]) == (0, 2, [])
     assert [mr.layers_of(x) for x in loaded.values()] == [{"history", "conformance"}, {"tests"}]
-    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 | 0 of 0 | 1 | 1 | 1 | 0 | 1 |" in mr.layers_markdown(loaded, {})
+    assert "| `reference/migration.py` | 2 | 0 | 1 | 1 | 0 | 0 | 0 of 0 | 1 | 1 | 1 | 0 | 0 | 1 |" in mr.layers_markdown(loaded, {})
 
 
 def test_a_racing_run_that_raises_and_then_a_history_refused_are_two_layers(tmp_path):
@@ -122,7 +122,7 @@ def test_a_racing_run_that_raises_and_then_a_history_refused_are_two_layers(tmp_
     path.write_text(json.dumps(layers))
     loaded = mr.load_layers(path, tmp_path)
     assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests"}]
-    assert "| `reference/migration.py` | 2 | 0 | 2 | 1 | 0 | 0 of 0 | 2 | 0 | 1 | 0 | 1 |" in mr.layers_markdown(loaded, {})
+    assert "| `reference/migration.py` | 2 | 0 | 2 | 1 | 0 | 0 | 0 of 0 | 2 | 0 | 1 | 0 | 0 | 1 |" in mr.layers_markdown(loaded, {})
 
 
 def test_a_history_refused_only_through_no_logical_errors_is_counted_apart(tmp_path):
@@ -143,7 +143,39 @@ def test_a_history_refused_only_through_no_logical_errors_is_counted_apart(tmp_p
     path.write_text(json.dumps(layers))
     loaded = mr.load_layers(path, tmp_path)
     assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests", "history"}]
-    assert "| `reference/migration.py` | 2 | 0 | 2 | 2 | 1 | 0 of 0 | 2 | 0 | 2 | 1 | 0 |" in mr.layers_markdown(loaded, {})
+    assert "| `reference/migration.py` | 2 | 0 | 2 | 2 | 1 | 0 | 0 of 0 | 2 | 0 | 2 | 1 | 0 | 0 |" in mr.layers_markdown(loaded, {})
+
+
+def test_a_broken_variants_tooth_the_mutant_changes_is_a_history_kill_counted_apart(tmp_path):
+    """A mutant of code only a variant runs (the switch's name renamed) is equivalent on the fixed
+    protocol, which the racing runs run; on the switch's tooth its history differs from the
+    unmutated code's (held, where the variant's is refused): a history kill, with the tests two
+    layers, counted in the tooth's own columns. Once the Spark job has judged both histories, it
+    must tell them apart too (teeth_spark), or the kill does not count; a tooth kill where the
+    mutant only raised (NoLogicalErrorsInv is all it adds) goes in that column as well."""
+    keys = [f"reference.migration.x_switch__mutmut_{n}" for n in (1, 2, 3, 4, 5)]
+    _module(tmp_path, dict.fromkeys(keys, 1))   # killed by mutmut's tests
+    common = {"module": "reference/migration.py", "function": "switch", "tests": "killed", "racing": "survived",
+              "protocol": "survived", "teeth_unmutated_invariants": ["OwnersCompleteInv"]}
+    before = 'if "switch_without_catchup" not in bugs:'
+    layers = {keys[0]: {**common, "before": before, "after": 'if "SWITCH_WITHOUT_CATCHUP" not in bugs:',
+                        "teeth": "violation", "teeth_invariants": []},
+              keys[1]: {**common, "before": before, "after": 'if "XXswitch_without_catchupXX" not in bugs:',
+                        "teeth": "violation", "teeth_invariants": [], "teeth_spark": "killed"},
+              keys[2]: {**common, "before": before, "after": 'if "switch_without_catchup" in bugs:',
+                        "teeth": "violation", "teeth_invariants": [], "teeth_spark": "survived"},
+              keys[3]: {**common, "before": "x = f(a)", "after": "x = f(None)",
+                        "teeth": "violation", "teeth_invariants": ["NoLogicalErrorsInv"]},
+              keys[4]: {**common, "before": "y = g(a)", "after": "y = g(None)", "teeth": "survived"}}
+    path = tmp_path / "layers.json"
+    path.write_text(json.dumps(layers))
+    loaded = mr.load_layers(path, tmp_path)
+    assert [mr.layers_of(x) for x in loaded.values()] == [{"tests", "history"}, {"tests", "history"}, {"tests"},
+                                                          {"tests", "history"}, {"tests"}]
+    # 5 run, 5 by the tests, 3 by a history, 1 of them only NoLogicalErrorsInv, 3 only a tooth, the
+    # Spark job refused the one it judged of those; 3 two layers (1, 3); 2 short
+    assert ("| `reference/migration.py` | 5 | 0 | 5 | 3 | 1 | 3 | 1 of 1 | 5 | 0 | 3 | 1 | 3 | 2 |"
+            in mr.layers_markdown(loaded, {}))
 
 
 def test_the_section_replaces_only_its_own_markers():
