@@ -60,7 +60,7 @@ bench: setup
 # layers take 2-3 h here); the spec run is the first pass of the one in BENCHMARKS.md.
 mutation: setup
 	-@$(VENV)/bin/mutmut run --max-children 2
-	-@$(PY) -m harness.mutation_layers --sample 240 --seed 18 --keep-histories 4
+	-@$(PY) -m harness.mutation_layers --sample 240 --seed 18 --keep-histories 1000   # every kill's history, for the Spark job (~20 MB)
 	-@$(PY) -m harness.mutation_layers --spark
 	-@$(PY) -m harness.mutation_spec $(ARGS)
 	@$(PY) -m harness.mutation_report
