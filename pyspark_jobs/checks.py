@@ -293,8 +293,8 @@ def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:
 
         def prev(x: str):
             return F.lag(x).over(order)
-        same = (F.coalesce(prev("waits"), F.lit(False)) & c("waits") & prev("state").eqNullSafe(c("state"))
-                & prev("src").eqNullSafe(c("src")) & prev("dst").eqNullSafe(c("dst")) & prev("who").eqNullSafe(c("who")))
+        same = reduce(lambda a, b: a & b, [prev(x).eqNullSafe(c(x)) for x in ("state", "src", "dst", "who")],
+                      F.coalesce(prev("waits"), F.lit(False)) & c("waits"))
         waits = (rows.withColumn("wait", F.sum(F.when(same, 0).otherwise(1)).over(
                      order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
                  .withColumn("since", F.min("snapshot_step").over(Window.partitionBy("partition_id", "wait")))

@@ -132,8 +132,9 @@ QUERIES = {
                           AND NOT EXISTS (SELECT 1 FROM metadata u WHERE u.snapshot_step = m.snapshot_step
                                           AND u.replica = m.who), false) AS waits FROM m),
              l AS (SELECT *, coalesce(lag(waits) OVER o, false) AND waits
-                             AND lag(state) OVER o IS NOT DISTINCT FROM state AND lag(src) OVER o IS NOT DISTINCT FROM src
-                             AND lag(dst) OVER o IS NOT DISTINCT FROM dst AND lag(who) OVER o IS NOT DISTINCT FROM who AS same
+                             AND lag(state) OVER o IS NOT DISTINCT FROM state
+                             AND lag(src) OVER o IS NOT DISTINCT FROM src AND lag(dst) OVER o IS NOT DISTINCT FROM dst
+                             AND lag(who) OVER o IS NOT DISTINCT FROM who AS same
                    FROM w WINDOW o AS (PARTITION BY partition_id ORDER BY snapshot_step)),
              i AS (SELECT *, sum(CASE WHEN same THEN 0 ELSE 1 END) OVER (
                        PARTITION BY partition_id ORDER BY snapshot_step ROWS UNBOUNDED PRECEDING) AS wait FROM l),

@@ -269,10 +269,11 @@ def cancels_ignored(t: dict) -> list[str]:
 # and `deserting` (12), seeds 0-59 at mutation_layers.SMALL and teeth.SIZE (240 runs, snapshots
 # 70-330 steps apart): no wait seen longer than the timeout itself (the longest: 29 steps on a
 # leaver in `leaving`, 18 on a coordinator). Counted without maps_behind, leaver waits reach 356
-# steps beyond the timeout (teeth `deserting`: a target's map of one partition not refreshed for
-# hundreds of steps), which no grace told from a broken rule. With 60, the limit (90 steps in
-# `leaving`, 72 in `deserting`) is 61 steps above the longest wait the fixed protocol showed in
-# either. With the rule broken, seeds 0-29 (0-14 for 16 and 17) at the small size: CLEANUP on a down leaver's behalf always refused (migration mutant
+# steps beyond the timeout (seeds 0-29, teeth `deserting`: a target's map of one partition not
+# refreshed for hundreds of steps), which no grace told from a broken rule. With 60, the limit
+# (90 steps in `leaving`, 72 in `deserting`) is 61 steps above the longest wait the fixed
+# protocol showed in either. With the rule broken, seeds 0-29 (0-14 for 16 and 17) at the small
+# size: CLEANUP on a down leaver's behalf always refused (migration mutant
 # x_replica_cleanup_for_down_leaver 13) 21 of 60 runs over 60 (deserting 0, 1, 2: 232, 193, 115
 # beyond); refused when cancelling (16, 17) 9 of 30 (deserting 0, 1: 100, 101); no take-over
 # (x_replica_take_over_migration 14, 47) 18 and 17 of 60 (leaving 1, 2: 88 and 77, 97 and 74).
@@ -306,7 +307,8 @@ def down_waits(t: dict) -> list[dict]:
             else:
                 who = m.get("coordinator") if m["state"] == "clone" else None
             up = running.get(m["snapshot_step"])
-            key = (m["state"], m["src"], m["dst"], who) if who is not None and up is not None and who not in up else None
+            down = who is not None and up is not None and who not in up
+            key = (m["state"], m["src"], m["dst"], who) if down else None
             if key is None:
                 prev = None
                 continue
