@@ -419,6 +419,8 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                       "MigrationsEndProp at the settled end among them, CommandsFollowGuardsInv (each REASSIGN and CANCEL "
                       "accepted exactly when its spec guard held on what the harness read from Keeper before it), "
                       "CancelHonouredInv (an accepted CANCEL's migration ends cancelled, never switched), "
+                      "DownWaitBoundedProp (no migration is seen waiting on a down leaver or coordinator much "
+                      "longer than the down timeout), "
                       "and NoLogicalErrorsInv: every logged exception is a "
                       "violation, as ClickHouse's CI fails on a LOGICAL_ERROR; *only through NoLogicalErrorsInv*: "
                       "no protocol invariant refused any history the mutant's runs left (the mutant raises, "

@@ -13,11 +13,12 @@ import time
 from functools import reduce
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pyspark_jobs import facts
 from pyspark_jobs.facts import KEYS, Facts, bits_of, shift
+from pyspark_jobs.history_schema import DOWN_WAIT_GRACE
 from pyspark_jobs.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
 from pyspark_jobs.local_frame import local_frame
 
@@ -41,6 +42,9 @@ DESCRIPTIONS = {
     "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
                          "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
                          "src -> dst (tables commands, migrations)",
+    "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
+                           "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
+                           "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
@@ -261,6 +265,46 @@ def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:
+    """DownWaitBoundedProp (reference/oracle.py's down_waits_too_long): per partition, its
+    migration snapshots in step order; one waits on a down replica when its Leaver (switched:
+    src, cancelling: dst; only once maps_behind is an empty list) or, in CLONE, its coordinator
+    is not among the snapshot's running replicas (metadata rows; a snapshot with none shows no
+    one down). A run of consecutive waiting snapshots with the same state, src, dst and replica
+    is one wait, from its first snapshot; each snapshot more than down_timeout + DOWN_WAIT_GRACE
+    steps after it is a violation. Not judged without run.down_timeout, migrations or metadata."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if h.down_timeout is not None and all(t in h.sources and h.sources[t].rows for t in ("migrations", "metadata")):
+        c = F.col
+        limit = h.down_timeout + DOWN_WAIT_GRACE
+        running = read_table(spark, h.sources["metadata"]).select("snapshot_step", c("replica").alias("who")).distinct()
+        observed = running.select("snapshot_step").distinct().withColumn("observed", F.lit(True))
+        maps_seen = c("maps_behind").isNotNull() & (F.size("maps_behind") == 0)
+        who = (F.when((c("state") == "switched") & maps_seen, c("src"))
+               .when((c("state") == "cancelling") & maps_seen, c("dst"))
+               .when(c("state") == "clone", c("coordinator")))
+        rows = (read_table(spark, h.sources["migrations"])
+                .select("partition_id", "snapshot_step", "state", "src", "dst", who.alias("who"))
+                .join(F.broadcast(observed), "snapshot_step", "left")
+                .join(F.broadcast(running.withColumn("up", F.lit(True))), ["snapshot_step", "who"], "left")
+                .withColumn("waits", c("who").isNotNull() & c("observed").isNotNull() & c("up").isNull()))
+        order = Window.partitionBy("partition_id").orderBy("snapshot_step")
+
+        def prev(x: str):
+            return F.lag(x).over(order)
+        same = reduce(lambda a, b: a & b, [prev(x).eqNullSafe(c(x)) for x in ("state", "src", "dst", "who")],
+                      F.coalesce(prev("waits"), F.lit(False)) & c("waits"))
+        waits = (rows.withColumn("wait", F.sum(F.when(same, 0).otherwise(1)).over(
+                     order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+                 .withColumn("since", F.min("snapshot_step").over(Window.partitionBy("partition_id", "wait")))
+                 .filter(c("waits") & (c("snapshot_step") - c("since") > limit))
+                 .select("partition_id", "snapshot_step", "state", "src", "dst", "who", "since"))
+        n, got = _sample(waits, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["DownWaitBoundedProp"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
     """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
     the input's row counts. `progress` is called after the pass and as each invariant is decided."""
@@ -339,6 +383,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("NoLogicalErrorsInv", logical_errors(h, sample))
     record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
     record("CancelHonouredInv", cancel_honoured(spark, h, sample))
+    record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark_jobs.history_schema import TABLES
+from pyspark_jobs.history_schema import DOWN_WAIT_GRACE, TABLES
 
 # Parquet files or Spark's Parquet folders, both read by the glob.
 VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
@@ -117,6 +117,30 @@ QUERIES = {
             AND NOT EXISTS (SELECT 1 FROM migrations o WHERE o.partition_id = m.partition_id
                             AND o.snapshot_step > c.step AND o.snapshot_step <= m.snapshot_step
                             AND (o.src IS DISTINCT FROM c.src OR o.dst IS DISTINCT FROM c.dst)))""",
+    # reference/oracle.py's down_waits_too_long: per partition, consecutive migration snapshots
+    # waiting on the same down replica (its leaver once no map is behind; a CLONE's coordinator)
+    # are one wait, from its first snapshot; a snapshot more than down_timeout + the grace after it
+    "DownWaitBoundedProp": f"""
+        WITH observed AS (SELECT DISTINCT snapshot_step FROM metadata),
+             m AS (SELECT partition_id, snapshot_step, state, src, dst,
+                          CASE WHEN state = 'switched' AND len(maps_behind) = 0 THEN src
+                               WHEN state = 'cancelling' AND len(maps_behind) = 0 THEN dst
+                               WHEN state = 'clone' THEN coordinator END AS who
+                   FROM migrations),
+             w AS (SELECT m.*, coalesce(who IS NOT NULL
+                          AND snapshot_step IN (SELECT snapshot_step FROM observed)
+                          AND NOT EXISTS (SELECT 1 FROM metadata u WHERE u.snapshot_step = m.snapshot_step
+                                          AND u.replica = m.who), false) AS waits FROM m),
+             l AS (SELECT *, coalesce(lag(waits) OVER o, false) AND waits
+                             AND lag(state) OVER o IS NOT DISTINCT FROM state
+                             AND lag(src) OVER o IS NOT DISTINCT FROM src AND lag(dst) OVER o IS NOT DISTINCT FROM dst
+                             AND lag(who) OVER o IS NOT DISTINCT FROM who AS same
+                   FROM w WINDOW o AS (PARTITION BY partition_id ORDER BY snapshot_step)),
+             i AS (SELECT *, sum(CASE WHEN same THEN 0 ELSE 1 END) OVER (
+                       PARTITION BY partition_id ORDER BY snapshot_step ROWS UNBOUNDED PRECEDING) AS wait FROM l),
+             s AS (SELECT *, min(snapshot_step) OVER (PARTITION BY partition_id, wait) AS since FROM i)
+        SELECT count(*) FROM s WHERE waits
+        AND snapshot_step - since > (SELECT max(down_timeout) FROM run) + {DOWN_WAIT_GRACE}""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
@@ -127,10 +151,20 @@ OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "com
 SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
 
 
+def _view(con, folder: Path, name: str) -> None:
+    """A view of a table's file, with the history schema's optional columns it lacks (an older
+    history's, real ClickHouse's) as nulls."""
+    source = f"read_parquet({_source(folder, name)})"
+    have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    missing = "".join(f", NULL::{SQL_TYPES[c.kind]} AS {c.name}" for c in TABLES[name].columns
+                      if c.optional and c.name not in have) if name in TABLES else ""
+    con.execute(f"CREATE VIEW {name} AS SELECT *{missing} FROM {source}")
+
+
 def _optional_view(con, folder: Path, name: str) -> None:
     """A view of an optional table; absent, an empty one with the history schema's columns."""
     if (folder / f"{name}.parquet").exists():
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({_source(folder, name)})")
+        _view(con, folder, name)
     else:
         columns = ", ".join(f"NULL::{SQL_TYPES[c.kind]} AS {c.name}" for c in TABLES[name].columns)
         con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
@@ -147,7 +181,7 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
     for t in VIEWS:
-        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({_source(folder, t)})")
+        _view(con, folder, t)
     # The optional tables, absent from older histories (and real ClickHouse's): query_lag (R2 is
     # then strict), drops (nothing was dropped), metadata, migrations (the assignments'
     # leaving_replica names every leaver), errors (nothing raised), commands (none recorded).

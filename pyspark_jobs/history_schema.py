@@ -47,7 +47,11 @@ class Table:
 TABLES = {t.name: t for t in (
     # settled_step: the step the driver settled the cluster at before the final snapshot; null (or
     # absent, as in older histories) when the run was cut: MigrationsEndProp is judged only then.
-    Table("run", (Column("replication_factor", "long"), Column("settled_step", "long", nullable=True, optional=True)),
+    # down_timeout: the steps a migration waits on a down replica before it acts without it; null
+    # (or absent: older histories, real ClickHouse's, a timeout in seconds) is infinite, and
+    # DownWaitBoundedProp is not judged.
+    Table("run", (Column("replication_factor", "long"), Column("settled_step", "long", nullable=True, optional=True),
+                  Column("down_timeout", "long", nullable=True, optional=True)),
           must_have_rows="no run row: the replication factor is unknown"),
     Table("inserts", (Column("insert_id", "string"), Column("partition_id", "string"), Column("row_id", "long"),
                       Column("status", "string"), Column("ack_step", "long", nullable=True)),
@@ -84,9 +88,13 @@ TABLES = {t.name: t for t in (
     # Per snapshot, each partition's migration (reference/history.py): the state and the replica
     # that leaves (the source after SWITCH, the target after CANCEL) until its CLEANUP. Optional: a
     # history without it (older runs, real ClickHouse's, PR #102244's) names its leavers in
-    # `assignments` only.
+    # `assignments` only. `coordinator` (the CLONE's coordinator) and `maps_behind` (the active
+    # replicas whose map has not seen the assignment, which a CLEANUP waits for; null: not
+    # recorded) say what a migration waits on (DownWaitBoundedProp); optional, read as null.
     Table("migrations", (Column("snapshot_step", "long"), Column("partition_id", "string"), Column("state", "string"),
-                         Column("src", "string", nullable=True), Column("dst", "string")),
+                         Column("src", "string", nullable=True), Column("dst", "string"),
+                         Column("coordinator", "string", nullable=True, optional=True),
+                         Column("maps_behind", "strings", nullable=True, optional=True)),
           optional=True),
     Table("assignments", (Column("snapshot_step", "long"), Column("partition_id", "string"),
                           Column("owners", "strings"), Column("leaving_replica", "string", nullable=True),
@@ -114,6 +122,11 @@ TABLES = {t.name: t for t in (
                        Column("max_in_flight", "long")),
           optional=True),
 )}
+
+# DownWaitBoundedProp's grace: the steps a migration may be seen waiting on a down replica beyond
+# run.down_timeout (reference/oracle.py DOWN_WAIT_GRACE, where the figures it is chosen from are;
+# tests/reference/test_checkers_agree.py holds the two equal).
+DOWN_WAIT_GRACE = 60
 
 KIND_NAMES = {"long": "an integer", "string": "a string", "strings": "a list of strings"}
 

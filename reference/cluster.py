@@ -12,6 +12,7 @@ forwarding with `fault_rate`.
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 import time
@@ -29,9 +30,9 @@ from .keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, Se
 from .lag import in_flight, not_pulled
 from .layout import Layout
 from .log_entry import ALTER_METADATA, GET_PART, LogEntry
-from .migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
-                        migrations_in_flight, migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
-                        replica_clone_fetch, replica_take_over_migration)
+from .migration import (IN_FLIGHT, MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                        drop_foreign_partitions, migrations_in_flight, migrations_rows, read_migration, replica_cleanup,
+                        replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
 from .parts import PartStore, covers_as_new
 from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
 from .recovery import replica_clone_if_lost
@@ -85,6 +86,9 @@ class Cluster:
         self.down_timeout, self.clock = down_timeout, clock
         self.settle_budget: int | None = None   # steps one settle may take (None: no bound; races.py sets one)
         self._down_since: dict[tuple[str, str], float] = {}
+        # down_timeout is a number of the history's steps (count_steps): the history records it
+        # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
+        self.steps_clock = False
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
         # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
@@ -184,6 +188,13 @@ class Cluster:
         now = self.clock()
         since = self._down_since.setdefault((partition, who), now)
         return now - since >= self.down_timeout
+
+    def count_steps(self) -> None:
+        """Time is the history's logical clock (self.step) from now on, down_timeout a number of
+        steps (reference/races.py): the history records it, so the checkers can judge how long a
+        migration waited on a down replica (DownWaitBoundedProp)."""
+        self.clock = lambda: self.step
+        self.steps_clock = True
 
     def _timeout(self) -> str:
         return f"{self.down_timeout:g} " + ("s" if self.clock is time.monotonic else "ticks of its clock")
@@ -808,17 +819,37 @@ class Cluster:
                               self.metadata_rows(), self.migration_rows())
 
     def migration_rows(self) -> list[dict]:
-        """Every partition's migration znode (system.selective_migrations): History.snapshot."""
+        """Every partition's migration znode (system.selective_migrations), and for one in flight
+        the active replicas whose published map has not seen its assignment (maps_behind: a CLEANUP
+        waits for them): History.snapshot."""
         try:
             # A znode without a state or target (a broken step wrote it) is written as its text,
             # "None": a migration that has not ended, in every checker's eyes.
-            return [{**m, "state": str(m.get("state")), "src": m.get("src"), "dst": str(m.get("dst"))}
+            return [{**m, "state": str(m.get("state")), "src": m.get("src"), "dst": str(m.get("dst")),
+                     "coord": None if m.get("coord") is None else str(m["coord"]),
+                     "maps_behind": self._maps_behind(m["partition_id"]) if m.get("state") in IN_FLIGHT else None}
                     for m in migrations_rows(self.admin, self.layout)]
         except KEEPER_FAULTS:
             raise
         except Exception as e:  # noqa: BLE001 - a broken system table (a mutant's): logged, the snapshot goes on
             self.failed("", "read migrations", e)
             return []
+
+    def _maps_behind(self, partition: str) -> list[str]:
+        """The active replicas whose published map of `partition` (map_version) is older than its
+        assignment: what a CLEANUP, its leaver's or one on a down leaver's behalf, waits for.
+        Read from Keeper here, as the snapshot's observation, not by the protocol's own code."""
+        stat = self.admin.exists(self.layout.assignment(partition))
+        if stat is None:
+            return []
+        behind = []
+        for r in sorted(self.admin.get_children(self.layout.replicas)):
+            if self.admin.exists(self.layout.is_active(r)) is None:
+                continue
+            node = self.admin.exists(self.layout.map_version(r, partition))
+            if node is None or int(self.admin.get(self.layout.map_version(r, partition))[0]) < stat.version:
+                behind.append(r)
+        return behind
 
     def metadata_rows(self) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
@@ -855,8 +886,9 @@ class Cluster:
         the history's end is one MigrationsEndProp is judged on (run.settled_step)."""
         settled_step = self.step if settled else None
         self.snapshot()
+        timeout = int(self.down_timeout) if self.steps_clock and math.isfinite(self.down_timeout) else None
         self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step,
-                            settled_step)
+                            settled_step, timeout)
         return self.history.write(folder, fmt)
 
     def close(self) -> None:

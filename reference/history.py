@@ -18,9 +18,12 @@ from pathlib import Path
 SCHEMAS = {
     # settled_step: the step the driver settled the cluster at before the final snapshot (no step
     # enabled: what is in flight then stays so), null when the run was cut wherever it was. The
-    # checkers judge MigrationsEndProp only on a settled end. Optional for readers.
+    # checkers judge MigrationsEndProp only on a settled end. down_timeout: the steps a migration
+    # waits on a down replica before it acts without it (Cluster.down_timeout), when the run's
+    # clock is its steps (reference/races.py); null when it is infinite or counted in another
+    # clock: DownWaitBoundedProp is not judged then. Both optional for readers.
     "run": {"run_id": "string", "replication_factor": "int64", "backend": "string", "bugs": "list<string>",
-            "seed": "int64", "final_step": "int64", "settled_step": "int64"},
+            "seed": "int64", "final_step": "int64", "settled_step": "int64", "down_timeout": "int64"},
     "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
                 "status": "string", "sent_step": "int64", "ack_step": "int64"},
     "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
@@ -51,9 +54,15 @@ SCHEMAS = {
     # clone, switched, cancelling, done or cancelled, its source (null for a repair) and target. A
     # partition with no row never migrated (the spec's "none"). With the assignment it is the
     # spec's view of who may hold the partition at the snapshot (NoForeignPartsInv's Leaver: the
-    # source after SWITCH, the target after CANCEL, until its CLEANUP). Optional for readers.
+    # source after SWITCH, the target after CANCEL, until its CLEANUP). `coordinator`: the
+    # replica that coordinates it (the znode's coord: the source, or whoever took it over). With
+    # the running replicas of the snapshot (table metadata) it says which migration waits on a
+    # down replica (DownWaitBoundedProp). `maps_behind`, for a migration in flight: the active
+    # replicas whose published map has not seen the partition's assignment yet, which a CLEANUP
+    # (on a down leaver's behalf too) waits for; null for one that ended. Optional for readers,
+    # and the coordinator and maps_behind columns too.
     "migrations": {"snapshot_step": "int64", "partition_id": "string", "state": "string", "src": "string",
-                   "dst": "string"},
+                   "dst": "string", "coordinator": "string", "maps_behind": "list<string>"},
     # Unexpected exceptions a step raised (not the protocol's refusals: GuardFailed and the like),
     # logged and the run went on, as a ClickHouse server logs a failed background task or queue
     # entry and retries it later, and a client is told its INSERT or SELECT failed. The fixed
@@ -134,11 +143,13 @@ class History:
     def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = (),
                  migrations: list[dict] = ()) -> None:
         """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
-        per replica, metadata_version, alters_queued and table_metadata_version; `migrations`: per
-        partition with a migration znode, its partition_id, state, src and dst."""
+        per running replica, metadata_version, alters_queued and table_metadata_version;
+        `migrations`: per partition with a migration znode, its partition_id, state, src, dst,
+        coord (the coordinator; absent: null) and maps_behind (absent: null)."""
         self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
         self.tables["migrations"] += [{"snapshot_step": step, "partition_id": m["partition_id"], "state": m["state"],
-                                       "src": m["src"], "dst": m["dst"]}
+                                       "src": m["src"], "dst": m["dst"], "coordinator": m.get("coord"),
+                                       "maps_behind": m.get("maps_behind")}
                                       for m in sorted(migrations, key=lambda m: m["partition_id"])]
         for replica, store in sorted(stores.items()):
             for name in store.names():
@@ -152,10 +163,10 @@ class History:
                                                "leaving_replica": a["leaving_replica"]})
 
     def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int,
-               settled_step: int | None = None) -> None:
+               settled_step: int | None = None, down_timeout: int | None = None) -> None:
         self.tables["run"] = [{"run_id": self.run_id, "replication_factor": replication_factor, "backend": backend,
                                "bugs": sorted(bugs), "seed": seed, "final_step": final_step,
-                               "settled_step": settled_step}]
+                               "settled_step": settled_step, "down_timeout": down_timeout}]
 
     def write(self, folder: str | Path, fmt: str = "parquet") -> dict[str, Path]:
         """One file per table: `{table}.parquet`, or `{table}.jsonl` with fmt="jsonl"."""

@@ -28,6 +28,14 @@ CancelHonouredInv: a CANCEL the coordinator accepted is carried out (spec Coordi
 migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Without it a CANCEL
 acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
 every other invariant holds.
+
+DownWaitBoundedProp: no migration waits on a down replica much longer than the down timeout
+(run.down_timeout, in steps; a history without it, or with it null, is not judged). A
+migration whose Leaver (the source after SWITCH, the target after CANCEL) is down, or a CLONE
+whose coordinator is down, acts without it once it has been down for the timeout (CLEANUP on
+its behalf, a take-over): seen so at every snapshot over a span of more than
+down_timeout + DOWN_WAIT_GRACE steps, it waited too long (`down_waits`). Down is what the
+history can show: not among the snapshot's running replicas (table metadata).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from .history import History
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
-              "CommandsFollowGuardsInv", "CancelHonouredInv")
+              "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -132,6 +140,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["NoLogicalErrorsInv"] = logical_errors(t)
     out["CommandsFollowGuardsInv"] = commands_off_guard(t)
     out["CancelHonouredInv"] = cancels_ignored(t)
+    out["DownWaitBoundedProp"] = down_waits_too_long(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -250,6 +259,86 @@ def cancels_ignored(t: dict) -> list[str]:
                 ignored[p, m["snapshot_step"]] = (m, at)
     return [f"{p}'s migration {m['src'] or '(repair)'} -> {m['dst']} is {m['state']} at step {step}, after its "
             f"CANCEL accepted at step {at}" for (p, step), (m, at) in sorted(ignored.items())]
+
+
+# Steps a migration may be seen waiting on a down replica beyond the down timeout (down_waits:
+# between two snapshots). Beyond the timeout the fixed protocol needs a "migrate" step to start
+# the timer (Cluster._down_long) and one to act once it expired, both random picks, and for a
+# CLEANUP every active map to see the assignment (not counted: maps_behind). Measured by
+# `python -m harness.down_wait` (oracle.down_waits) on the fixed protocol, `leaving` (timeout 30)
+# and `deserting` (12), seeds 0-59 at mutation_layers.SMALL and teeth.SIZE (240 runs, snapshots
+# 70-330 steps apart): no wait seen longer than the timeout itself (the longest: 29 steps on a
+# leaver in `leaving`, 18 on a coordinator). Counted without maps_behind, leaver waits reach 356
+# steps beyond the timeout (seeds 0-29, teeth `deserting`: a target's map of one partition not
+# refreshed for hundreds of steps), which no grace told from a broken rule. With 60, the limit
+# (90 steps in `leaving`, 72 in `deserting`) is 61 steps above the longest wait the fixed
+# protocol showed in either. With the rule broken, seeds 0-29 (0-14 for 16 and 17) at the small
+# size: CLEANUP on a down leaver's behalf always refused (migration mutant
+# x_replica_cleanup_for_down_leaver 13) 21 of 60 runs over 60 (deserting 0, 1, 2: 232, 193, 115
+# beyond); refused when cancelling (16, 17) 9 of 30 (deserting 0, 1: 100, 101); no take-over
+# (x_replica_take_over_migration 14, 47) 18 and 17 of 60 (leaving 1, 2: 88 and 77, 97 and 74).
+# Mutant 8 (`not mig and ...`) writes the fixed protocol's histories step for step: equivalent.
+DOWN_WAIT_GRACE = 60
+
+
+def down_waits(t: dict) -> list[dict]:
+    """Every migration snapshot (table `migrations`) at which the migration waits on a down
+    replica, with the first snapshot of its unbroken wait: `who` is its Leaver (switched: the
+    source, cancelling: the target) or, in CLONE, its coordinator (column `coordinator`), and
+    is down: not among the running replicas of the snapshot (table `metadata`, one row per
+    running replica; a snapshot with no row there shows no one down). A Leaver's CLEANUP waits
+    for every active map to see the assignment first (migration.replica_cleanup_for_down_leaver):
+    only a snapshot whose `maps_behind` is empty (not null) shows it waiting on the Leaver.
+    `since`: the earliest of the partition's consecutive snapshots up to this one that all show
+    the same wait (state, src, dst and who); what happened between two snapshots is not seen, so
+    a wait is measured from a snapshot showing it to a later one, never longer than it was."""
+    running: dict[int, set[str]] = {}
+    for m in t.get("metadata", ()):
+        running.setdefault(m["snapshot_step"], set()).add(m["replica"])
+    by_partition: dict[str, list[dict]] = {}
+    for m in t.get("migrations", ()):
+        by_partition.setdefault(m["partition_id"], []).append(m)
+    out = []
+    for p, rows in sorted(by_partition.items()):
+        prev, since = None, None
+        for m in sorted(rows, key=lambda m: m["snapshot_step"]):
+            if m["state"] in LEAVER:
+                who = m[LEAVER[m["state"]]] if m.get("maps_behind") == [] else None
+            else:
+                who = m.get("coordinator") if m["state"] == "clone" else None
+            up = running.get(m["snapshot_step"])
+            down = who is not None and up is not None and who not in up
+            key = (m["state"], m["src"], m["dst"], who) if down else None
+            if key is None:
+                prev = None
+                continue
+            if key != prev:
+                prev, since = key, m["snapshot_step"]
+            out.append({"partition_id": p, "state": m["state"], "src": m["src"], "dst": m["dst"], "who": who,
+                        "since": since, "snapshot_step": m["snapshot_step"]})
+    return out
+
+
+def down_wait_limit(t: dict) -> int | None:
+    """The longest span a migration may be seen waiting on a down replica: run.down_timeout plus
+    DOWN_WAIT_GRACE; None (not judged) when the history records no finite timeout in steps."""
+    run = t.get("run") or [{}]
+    timeout = run[0].get("down_timeout")
+    return None if timeout is None else timeout + DOWN_WAIT_GRACE
+
+
+def down_waits_too_long(t: dict) -> list[str]:
+    """DownWaitBoundedProp: one line per migration snapshot at which the migration has been seen
+    waiting on the same down replica (down_waits) for more than down_timeout + DOWN_WAIT_GRACE
+    steps: its CLEANUP on the leaver's behalf, or the CLONE's take-over, is overdue."""
+    limit = down_wait_limit(t)
+    if limit is None:
+        return []
+    return [f"{w['partition_id']}'s migration {w['src'] or '(repair)'} -> {w['dst']} is {w['state']} at step "
+            f"{w['snapshot_step']}, waiting on {'its coordinator' if w['state'] == 'clone' else 'its leaver'} "
+            f"{w['who']}, down at every snapshot since step {w['since']}: {w['snapshot_step'] - w['since']} steps, "
+            f"over down_timeout + grace = {limit}"
+            for w in down_waits(t) if w["snapshot_step"] - w["since"] > limit]
 
 
 def violations(history: History, rf: int) -> list[str]:

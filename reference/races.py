@@ -930,7 +930,7 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
     c = Cluster(connect, data_dir, replicas=[f"r{i}" for i in range(1, replicas + 1)], table=table, seed=seed,
                 fault_rate=profile.fault_rate, bugs=bugs, cleanup=profile.cleanup, down_timeout=profile.down_timeout,
                 **kw)
-    c.clock = lambda: c.step   # the race's time is its steps (module docstring)
+    c.count_steps()   # the race's time is its steps (module docstring)
     # A settle of these runs takes at most ~300 steps (every profile, seeds 0-1, teeth.SIZE; 2026-11-24):
     # far past that a step is enabled for ever, and the run ends with it logged rather than hang.
     c.settle_budget = SETTLE_BUDGET

@@ -332,3 +332,46 @@ def test_a_cancel_acknowledged_and_ignored_is_a_violation_for_all_three(spark, t
     assert ignored.get("CancelHonouredInv")
     states = {line.split(" is ")[1].split(" at ")[0] for line in check(_read(broken), 2)["CancelHonouredInv"]}
     assert "clone" in states and states <= {"clone", "switched", "done"}
+
+
+def _refuses_cleanup_for_down_leaver(rep, partition, bugs=frozenset()):
+    # Stands in for replica_cleanup_for_down_leaver's mutant `mig["state"] in ("switched",
+    # "cancelling")`: every CLEANUP on a down leaver's behalf refused, so the migration waits for
+    # the leaver to come back (the end's restarts end it: MigrationsEndProp holds).
+    from reference.assignment import GuardFailed
+    raise GuardFailed("ReplicaCleanupForDownLeaver", "refused (a broken guard)")
+
+
+def _refuses_take_over(keeper, layout, partition, replica):
+    # Stands in for replica_take_over_migration's mutant `mig["state"] != "CLONE"`: no take-over,
+    # so a CLONE whose coordinator is down waits for it to come back.
+    from reference.assignment import GuardFailed
+    raise GuardFailed("ReplicaTakeOverMigration", "refused (a broken guard)")
+
+
+def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+    """DownWaitBoundedProp: on the fixed protocol (`deserting` 0: a leaver down past the down
+    timeout, its CLEANUP done on its behalf) no migration is seen waiting on a down replica
+    longer than down_timeout + DOWN_WAIT_GRACE, for the oracle, the Spark job and DuckDB alike.
+    With CLEANUP on a down leaver's behalf refused and no take-over of a CLONE whose coordinator
+    is down (`leaving` 10), such migrations wait until the end's restarts, and every other
+    invariant holds: all three count the same overdue snapshots, a cancelled target's and a
+    CLONE coordinator's. The same history without run.down_timeout (an infinite timeout, an
+    older history) is not judged."""
+    from pyspark_jobs.history_schema import DOWN_WAIT_GRACE
+    from reference.oracle import DOWN_WAIT_GRACE as ORACLE_GRACE, down_waits
+
+    def counts(folder: Path) -> dict:
+        return _three_agree(spark, folder)
+    assert DOWN_WAIT_GRACE == ORACLE_GRACE
+    fixed = Path(racing_history(tmp_path / "fixed", "deserting", 0, steps=80, blocks=16)["history"])
+    assert down_waits(_read(fixed).tables) and counts(fixed) == {}
+    monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _refuses_cleanup_for_down_leaver)
+    monkeypatch.setattr("reference.cluster.replica_take_over_migration", _refuses_take_over)
+    broken = Path(racing_history(tmp_path / "broken", "leaving", 10, steps=80, blocks=16)["history"])
+    assert counts(broken) == {"DownWaitBoundedProp": 3}
+    overdue = check(_read(broken), 2)["DownWaitBoundedProp"]
+    assert {line.split(" is ")[1].split(", down at")[0].split(", waiting on ")[1].split(" r")[0] for line in overdue} \
+        == {"its leaver", "its coordinator"}
+    pq.write_table(pq.read_table(broken / "run.parquet").drop(["down_timeout"]), broken / "run.parquet")
+    assert check(_read(broken), 2)["DownWaitBoundedProp"] == [] and duckdb_check(broken)["DownWaitBoundedProp"] == 0

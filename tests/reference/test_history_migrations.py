@@ -41,3 +41,33 @@ def test_each_snapshot_records_each_migrations_state(tmp_path):
         assert all(m["partition_id"] == p and m["dst"] == dst for m in written)
     finally:
         c.close()
+
+
+def test_a_wait_on_a_down_replica_is_measured_between_snapshots_that_show_it():
+    """oracle.down_waits: a migration waits on its leaver (once no map is behind: maps_behind is
+    an empty list) or, in CLONE, on its coordinator, when that replica is not among the
+    snapshot's running replicas (metadata); consecutive snapshots showing the same wait are one
+    wait, from the first. DownWaitBoundedProp counts the snapshots past down_timeout + grace."""
+    from reference.oracle import DOWN_WAIT_GRACE, down_waits, down_waits_too_long
+    limit = 10 + DOWN_WAIT_GRACE
+    steps = [0, 5, 5 + limit, 6 + limit, 7 + limit, 8 + limit]
+    up = {s: ["r1", "r2"] for s in steps}
+    up[7 + limit] = []   # a snapshot with no metadata rows shows no one down: the wait is broken there
+    mig = {"partition_id": "p", "state": "switched", "src": "r3", "dst": "r1", "coordinator": "r3"}
+    t = {"run": [{"down_timeout": 10}],
+         "metadata": [{"snapshot_step": s, "replica": r} for s in steps for r in up[s]],
+         "migrations": [{**mig, "snapshot_step": 0, "maps_behind": ["r2"]},   # waiting on a map, not on r3
+                        {**mig, "snapshot_step": 5, "maps_behind": []},
+                        {**mig, "snapshot_step": 5 + limit, "maps_behind": []},
+                        {**mig, "snapshot_step": 6 + limit, "maps_behind": []},
+                        {**mig, "snapshot_step": 7 + limit, "maps_behind": []},
+                        {**mig, "snapshot_step": 8 + limit, "maps_behind": []}]}
+    assert [(w["snapshot_step"], w["since"]) for w in down_waits(t)] == [
+        (5, 5), (5 + limit, 5), (6 + limit, 5), (8 + limit, 8 + limit)]
+    assert len(down_waits_too_long(t)) == 1 and f"at step {6 + limit}," in down_waits_too_long(t)[0]
+    t["migrations"][1]["maps_behind"] = None   # not recorded: not a wait on the leaver
+    assert down_waits_too_long(t) == []
+    t["migrations"] = [{**m, "state": "clone", "maps_behind": None} for m in t["migrations"]]   # on the coordinator
+    assert len(down_waits_too_long(t)) == 2
+    t["run"] = [{"down_timeout": None}]   # infinite: not judged
+    assert down_waits_too_long(t) == []
