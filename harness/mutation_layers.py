@@ -84,7 +84,7 @@ MIGRATION = ["reference.migration.*"]
 # what the others reach rarely (a CANCEL in each state, CLEANUP for a down leaver, the client API),
 # so a mutant there meets them within its racing seconds; so does expiring (0.3-1 s), the only one
 # whose Keeper sessions expire, so the only one that runs route_insert's read-only fall-back.
-RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
+RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring", "retrying",
                    "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
 LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300, "teeth": 300}

@@ -21,6 +21,10 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   removed (History.drop), so the checkers owe those rows to nobody after it and report any
   replica that still holds one at the end (DropsAppliedInv). The log is short, so the cleanup
   thread trims a DROP_RANGE every replica pulled before the owners executed it (F16);
+- in `retrying`, migration steps retried on stale reads (a task whose Keeper answer was lost
+  after its write went through, or one queued for an earlier migration): SWITCH, CLEANUP (by
+  the leaver and on a down leaver's behalf), the CLONE fetch and the take-over, each only where
+  its spec guard is false now, so the step's own guard must refuse it;
 - in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
   owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
@@ -95,7 +99,9 @@ from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, 
 from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
 from .insert import client_send_insert
-from .migration import IN_FLIGHT, MigrationError, migrations_in_flight, read_migration
+from .migration import (IN_FLIGHT, MigrationError, coordinator_switch, migrations_in_flight, read_migration,
+                        replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
+                        replica_take_over_migration)
 from .query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
 from .replica import InsertRejected
 
@@ -157,6 +163,12 @@ PROFILES = {p.name: p for p in (
                          "restart": 0.6, "alter": 0.5},
             _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
                              "replica applies whatever it owns) racing the moves and crashes"),
+    Profile("retrying", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.7, "query": 2, "crash": 0.3,
+                         "restart": 0.6, "retry_stale": 2},
+            {**_KINDS, "migrate": 5},
+            describe="as racing, with migration steps retried on stale reads (a task whose Keeper answer was "
+                     "lost after its write went through, or queued for an earlier migration of the partition): "
+                     "each step's own guard must refuse the retry"),
     Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
                        "restart": 0.5, "lose": 0.4, "repair": 1},
             _KINDS, max_down=1,
@@ -845,6 +857,49 @@ class Race:
         for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
             self._step()
         self._reassign(p, dst)
+
+    def _retry_stale(self) -> None:
+        """A migration step retried on a stale read, as a replica's background task is when its
+        Keeper answer was lost after the write went through, or when it was queued for an earlier
+        migration of the partition (or for a partition with none). Tried only where the step's
+        spec guard is false on what Keeper holds now: the step itself must refuse it
+        (GuardFailed). Any other exception is logged by `run` (NoLogicalErrorsInv), and so is an
+        accepted retry: a guard the step does not check."""
+        c = self.c
+        partitions = sorted(c.admin.get_children(c.layout.assignments))
+        if not partitions:
+            return
+        flying = sorted(migrations_in_flight(c.admin, c.layout))   # most retries meet a migration in flight
+        p = self.rng.choice(flying if flying and self.rng.random() < 0.7 else partitions)
+        mig = read_migration(c.admin, c.layout, p)[0] or {}
+        state, running = mig.get("state"), sorted(c.replicas)
+        rep = c.replicas[self.rng.choice(running)]
+        leaver = mig.get("src") if state == "switched" else mig.get("dst") if state == "cancelling" else None
+        retries = []
+        if state == "clone" and mig["fetched"]:   # SWITCH's guard holds for its target: another one's
+            others = [r for r in running if r != mig["dst"]]
+            if others:
+                retries.append(("switch", lambda: coordinator_switch(rep.keeper, c.layout, p, self.rng.choice(others),
+                                                                     c.bugs)))
+        else:
+            retries.append(("switch", lambda: coordinator_switch(rep.keeper, c.layout, p, mig.get("dst") or rep.name,
+                                                                 c.bugs)))
+        if rep.name != leaver:
+            retries.append(("cleanup", lambda: replica_cleanup(rep, p, c.bugs)))
+        if state not in ("switched", "cancelling"):
+            retries.append(("cleanup for a down leaver", lambda: replica_cleanup_for_down_leaver(rep, p, c.bugs)))
+        if state != "clone" or mig["fetched"] or mig["dst"] != rep.name:
+            retries.append(("clone fetch", lambda: replica_clone_fetch(rep, p, c.replicas)))
+        if state != "clone" or c.admin.exists(c.layout.is_active(mig["coord"])) is not None:
+            retries.append(("take over", lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
+        what, retry = self.rng.choice(retries)
+        try:
+            retry()
+        except GuardFailed:
+            self._count(f"retried {what} refused")
+            return
+        raise RuntimeError(f"a retried {what} of {p} ({state or 'no migration'}) on {rep.name} was accepted "
+                           f"where its spec guard is false")
 
     def _alter(self) -> None:
         n = self.counts.get("alter", 0) + 1

@@ -297,3 +297,17 @@ def test_overlapping_queries_hold_pins_across_cleanup(tmp_path, monkeypatch):
     monkeypatch.setattr("reference.cluster.replica_cleanup", ignoring_pins)
     run = racing_history(tmp_path / "unpinned", "overlapping", 2, **SMALL)
     assert "QueryNoMissingInv" in run["oracle_invariants"], run["oracle_sample"]
+
+
+def test_retried_steps_are_refused_by_their_own_guards(tmp_path, monkeypatch):
+    """`retrying` (seed 0, small): migration steps retried where their spec guard is false are each
+    refused by the step (GuardFailed) and the fixed protocol holds; a SWITCH that skips its own
+    guard (and does nothing) is logged as accepted, a LOGICAL_ERROR the oracle refuses."""
+    run = racing_history(tmp_path / "fixed", "retrying", 0, **SMALL)
+    assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
+    refused = {k for k in run["actions"] if k.startswith("retried ") and k.endswith(" refused")}
+    assert len(refused) >= 4, run["actions"]
+    monkeypatch.setattr("reference.races.coordinator_switch", lambda *a, **k: None)
+    run = racing_history(tmp_path / "unguarded", "retrying", 0, **SMALL)
+    assert "NoLogicalErrorsInv" in run["oracle_invariants"], run["oracle_sample"]
+    assert any("was accepted where its spec guard is false" in e for e in run["error_sample"]), run["error_sample"]
