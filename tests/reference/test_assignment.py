@@ -45,12 +45,14 @@ def test_a_corrupt_assignment_raises_unless_the_caller_takes_it(cluster):
     _, admin, reps = cluster
     replica_allocate(reps["r1"], LAYOUT, "r1", "202401-0", 2)
     replica_allocate(reps["r1"], LAYOUT, "r1", "202401-1", 2)
+    replica_allocate(reps["r1"], LAYOUT, "r1", "202401-2", 2)   # after the corrupt one: read all the same
     admin.set(LAYOUT.assignment("202401-1"), b"not json")
     with pytest.raises(CorruptAssignment, match="not JSON"):
         selective_assignments_rows(admin, LAYOUT)
     told = []
     rows = selective_assignments_rows(admin, LAYOUT, corrupt=lambda p, e: told.append((p, type(e))))
-    assert [r["partition_id"] for r in rows] == ["202401-0"] and told == [("202401-1", CorruptAssignment)]
+    assert [r["partition_id"] for r in rows] == ["202401-0", "202401-2"]
+    assert told == [("202401-1", CorruptAssignment)]
 
 
 def test_lost_race_adopts_the_winner(cluster):
