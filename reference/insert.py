@@ -97,7 +97,8 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
 def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[dict],
                        tries: int = 3, rng: random.Random | None = None,
                        faults: Callable[[str, str], None] | None = None) -> str:
-    """ClientSendInsert with retries to random replicas: "ok" once a try is acknowledged; once
+    """ClientSendInsert with retries to random replicas: "ok" once a try is acknowledged (a try
+    refused by a read-only replica, its Keeper session expired, is retried as any refusal); once
     tries run out, "unknown" if any try was lost after its request went out (its rows may be
     written: a later refusal is about that later try only) or if a try committed some of the
     block's sub-blocks before another was refused (an INSERT is not atomic across partitions:
@@ -113,6 +114,12 @@ def client_send_insert(replicas: dict[str, Replica], table: Table, rows: list[di
             return "ok"
         except InsertRejected:
             pass
+        except (KeeperUnavailableError, SessionExpiredError) as e:
+            # A read-only replica (TABLE_IS_READ_ONLY: its session expired, or its Keeper is away)
+            # refused the try, and the client tries another; one whose commit was cut off may have
+            # written the rows.
+            if not _unavailable_before_commit(e):
+                outcome = "unknown"
         except InsertOutcomeUnknown:
             outcome = "unknown"
     return "unknown" if committed else outcome

@@ -173,6 +173,23 @@ def test_a_sub_block_whose_owner_turned_read_only_is_written_by_the_other_owner(
         route_insert(receiver, EVENTS, [late], reps)
 
 
+def test_a_client_retries_a_try_a_read_only_replica_refused(reps, connect):
+    """A try whose commit was cut off (Keeper's answer lost) makes the block "unknown". Both owners
+    of a partition read-only (their sessions expired): each try is refused with the owner's error,
+    which the client takes as a refusal and retries, then is told "failed" (nothing was written),
+    not an exception."""
+    def cut(where, partition):
+        if where == "before_write":
+            raise KeeperUnavailableError("the commit went out, its answer did not come", outcome_unknown=True)
+    assert client_send_insert(reps, EVENTS, BLOCK[:1], tries=2, rng=random.Random(3), faults=cut) == "unknown"
+    p = "202401-1"
+    for o in reps["r1"].cache[p].owners:
+        expire(connect, reps[o].keeper)
+    late = [{"date": "2024-01-15", "user_id": 17, "event": "late"}]
+    assert client_send_insert(reps, EVENTS, late, tries=3, rng=random.Random(3)) == "failed"
+    assert not any(x["user_id"] == 17 for rep in reps.values() for n in rep.store.names() for x in rep.store.read(n))
+
+
 def test_a_forward_goes_to_a_writable_owner_and_only_from_a_replica_that_owns_nothing(reps, connect):
     """ReplicaForwardInsert: only a receiver the map says does not own the partition forwards; the
     forward goes to an owner whose session is live (one that expired is read-only), and with none
