@@ -871,6 +871,12 @@ class Race:
             return
         flying = sorted(migrations_in_flight(c.admin, c.layout))   # most retries meet a migration in flight
         p = self.rng.choice(flying if flying and self.rng.random() < 0.7 else partitions)
+        # A fetched CLONE lasts a few steps (its SWITCH comes soon): when there is one, half the
+        # retries go to it, where only a SWITCH to another replica than the target is refused.
+        migs = {x: read_migration(c.admin, c.layout, x)[0] or {} for x in flying}
+        fetched = [x for x, m in migs.items() if m.get("state") == "clone" and m.get("fetched")]
+        if fetched and self.rng.random() < 0.5:
+            p = self.rng.choice(fetched)
         mig = read_migration(c.admin, c.layout, p)[0] or {}
         state, running = mig.get("state"), sorted(c.replicas)
         rep = c.replicas[self.rng.choice(running)]
