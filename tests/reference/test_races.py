@@ -161,6 +161,28 @@ def test_a_query_that_raises_is_a_failed_query_and_the_run_goes_on(tmp_path, mon
     assert run["oracle_invariants"] == ["NoLogicalErrorsInv"] and run["oracle_violations"] == run["errors"]
 
 
+def test_an_unparsable_queue_entry_is_logged_and_the_run_still_ends(tmp_path, monkeypatch):
+    """A CLONE fetch that queues a GET_PART nobody can parse (as replica_clone_fetch's mutant 85,
+    whose part name is "None"): the observer reading queues for the history logs the bad entry
+    once and goes on, so the run ends with a history the checkers refuse (the target never gets
+    the partition's rows), not with the observer's exception and no history at all."""
+    from reference.log_entry import GET_PART, LogEntry
+
+    class Unnamed(LogEntry):
+        def __init__(self, type, **kw):
+            if type == GET_PART:
+                kw["new_part_name"] = "None"
+            super().__init__(type, **kw)
+    monkeypatch.setattr("reference.migration.LogEntry", Unnamed)
+    run = racing_history(tmp_path, "churn", 0, **SMALL)
+    import pyarrow.parquet as pq
+    errors = pq.read_table(tmp_path / "history" / "errors.parquet").to_pylist()
+    bad = [e for e in errors if e["action"] == "queue entry"]
+    assert bad and all(e["error"] == "BadLogEntry" for e in bad)
+    assert len(bad) == len({e["message"] for e in bad})   # each entry logged once
+    assert "OwnersCompleteInv" in run["oracle_invariants"], run["oracle_invariants"]
+
+
 def test_cancelling_aims_a_cancel_at_every_migration_state(tmp_path):
     """`cancelling` (seeds 0 and 2, small): CANCELs accepted in a CLONE before and after its fetch,
     and refused after SWITCH, while CANCELLING, after the end and for a repair's CLONE: every state
