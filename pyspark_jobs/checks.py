@@ -39,6 +39,10 @@ DESCRIPTIONS = {
                        "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
     "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
                                "guard held on the state observed before it (table commands)",
+    "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
+                                     "before or after it: the assignment changed, the receiver's map was not at its "
+                                     "version, no owner stayed writable, or a writable owner's map was stale "
+                                     "(table insert_refusals)",
     "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
                          "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
                          "src -> dst (tables commands, migrations)",
@@ -232,6 +236,30 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
+    """InsertRefusalsFollowGuardsInv (reference/refusals.py's write_path_open): a refused try whose
+    sub-block's write path was open on both views. No table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "insert_refusals" in h.sources and h.sources["insert_refusals"].rows:
+        c = F.col
+
+        def owners(name: str) -> F.Column:
+            return F.coalesce(c(name), F.array().cast("array<string>"))
+        v = c("keeper_version_before")
+        open_ = (v.isNotNull() & (c("keeper_version_after") == v)
+                 & (c("receiver_map_version_before") == v) & (c("receiver_map_version_after") == v)
+                 & (F.size(F.array_intersect(owners("writable_owners_before"), owners("stale_owners_before"))) == 0)
+                 & (F.size(F.array_intersect(owners("writable_owners_after"), owners("stale_owners_after"))) == 0)
+                 & (F.size(F.array_intersect(owners("writable_owners_before"), owners("writable_owners_after"))) > 0))
+        off = (read_table(spark, h.sources["insert_refusals"]).filter(F.coalesce(open_, F.lit(False)))
+               .select("step", "block_id", "partition_id", "receiver", "error", "reason", "keeper_version_before",
+                       "writable_owners_after"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got,
+            "description": DESCRIPTIONS["InsertRefusalsFollowGuardsInv"], "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
     """CancelHonouredInv (reference/oracle.py's cancels_ignored): a migration snapshot later than
     an accepted CANCEL of its partition (a snapshot at the CANCEL's step may precede it) that
@@ -384,6 +412,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
     record("CancelHonouredInv", cancel_honoured(spark, h, sample))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
+    record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -141,13 +141,23 @@ QUERIES = {
              s AS (SELECT *, min(snapshot_step) OVER (PARTITION BY partition_id, wait) AS since FROM i)
         SELECT count(*) FROM s WHERE waits
         AND snapshot_step - since > (SELECT max(down_timeout) FROM run) + {DOWN_WAIT_GRACE}""",
+    # reference/refusals.py's write_path_open: a try refused though, before and after it, the
+    # assignment was at one version, the receiver's map at it, and some owner writable, no
+    # writable owner's map stale
+    "InsertRefusalsFollowGuardsInv": """
+        SELECT count(*) FROM insert_refusals WHERE keeper_version_before IS NOT NULL
+        AND keeper_version_after = keeper_version_before
+        AND receiver_map_version_before = keeper_version_before AND receiver_map_version_after = keeper_version_before
+        AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(stale_owners_before, []))) = 0
+        AND len(list_intersect(coalesce(writable_owners_after, []), coalesce(stale_owners_after, []))) = 0
+        AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(writable_owners_after, []))) > 0""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
 }
 
 
-OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands")
+OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands", "insert_refusals")
 SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
 
 
@@ -184,7 +194,8 @@ def check(folder: str | Path, threads: int = 2) -> dict:
         _view(con, folder, t)
     # The optional tables, absent from older histories (and real ClickHouse's): query_lag (R2 is
     # then strict), drops (nothing was dropped), metadata, migrations (the assignments'
-    # leaving_replica names every leaver), errors (nothing raised), commands (none recorded).
+    # leaving_replica names every leaver), errors (nothing raised), commands and insert_refusals
+    # (none recorded).
     for name in OPTIONAL_VIEWS:
         _optional_view(con, folder, name)
     # acknowledged rows no drop removed: owed to every owner (the spec's LiveAcked)

@@ -121,6 +121,17 @@ TABLES = {t.name: t for t in (
                        Column("dst_active", "long"), Column("coordinator_active", "long"), Column("in_flight", "long"),
                        Column("max_in_flight", "long")),
           optional=True),
+    # INSERT tries a replica refused, with the write path the harness saw right before and right
+    # after each (reference/refusals.py): InsertRefusalsFollowGuardsInv. Optional: older
+    # histories and real ClickHouse's record none.
+    Table("insert_refusals", (Column("step", "long"), Column("block_id", "string"), Column("partition_id", "string"),
+                              Column("receiver", "string"), Column("error", "string"),
+                              Column("reason", "string", nullable=True),
+                              *(Column(f"{name}_{view}", kind, nullable=True) for view in ("before", "after")
+                                for name, kind in (("keeper_owners", "strings"), ("keeper_version", "long"),
+                                                   ("receiver_writable", "long"), ("receiver_map_version", "long"),
+                                                   ("writable_owners", "strings"), ("stale_owners", "strings")))),
+          optional=True),
 )}
 
 # DownWaitBoundedProp's grace: the steps a migration may be seen waiting on a down replica beyond

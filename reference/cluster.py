@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from . import commands
+from . import commands, refusals
 from .assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
 from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
 from .history import History
@@ -273,19 +273,21 @@ class Cluster:
         for attempt in range(tries):
             receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
             done: dict[str, str] = {}
+            before = {p: refusals.observe(self.admin, self.layout, self.replicas, receiver.name, p) for p in subs}
+            why: Exception | None = None
             try:
                 self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
                 error = None
             except InsertOutcomeUnknown:
                 error = "unknown"
-            except (InsertRejected, NotEnoughActiveReplicas, GuardFailed):
-                error = "failed"
+            except (InsertRejected, NotEnoughActiveReplicas, GuardFailed) as e:
+                error, why = "failed", e
             except KeeperUnavailableError as e:
                 # Keeper away (or the replica read-only): refused, unless a commit went out and could
                 # not be read back, which is the "unknown" of a lost answer
-                error = "unknown" if e.outcome_unknown else "failed"
-            except SessionExpiredError:
-                error = "failed"   # its session expired before it wrote: a read-only replica
+                error, why = ("unknown" if e.outcome_unknown else "failed"), e
+            except SessionExpiredError as e:
+                error, why = "failed", e   # its session expired before it wrote: a read-only replica
             except KeeperError as e:
                 self.failed(receiver.name, "insert", e)   # as below; not a Keeper fault (a NoNode, a version)
                 error = "unknown"
@@ -297,6 +299,11 @@ class Cluster:
             for p in done:
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
+            if error == "failed" and pending:   # refused at pending[0]: route_insert goes in partition order
+                after = refusals.observe(self.admin, self.layout, self.replicas, receiver.name, pending[0])
+                if before[pending[0]] is not None and after is not None:
+                    self.history.insert_refused(refusals.row(self.step, block_id, pending[0], receiver.name,
+                                                             why, before[pending[0]], after))
             if error == "unknown" and pending:
                 status[pending[0]] = "unknown"  # that sub-block may have been written; the rest were not tried
             if not error:

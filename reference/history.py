@@ -82,6 +82,18 @@ SCHEMAS = {
                  "migration_src": "string", "migration_coordinator": "string", "src_active": "int64",
                  "dst_active": "int64", "coordinator_active": "int64", "in_flight": "int64",
                  "max_in_flight": "int64"},
+    # Every INSERT try a replica refused (Cluster.insert; the sub-block it failed on) with what
+    # the harness saw of the write path right before and right after it (reference/refusals.py):
+    # the assignment's owners and znode version, whether the receiver was writable and its map's
+    # version, the owners that were writable and those whose map was at another version. The
+    # checkers judge that a try was refused only when the spec's write path was closed
+    # (InsertRefusalsFollowGuardsInv). Optional for readers: older histories record none.
+    "insert_refusals": {"step": "int64", "block_id": "string", "partition_id": "string", "receiver": "string",
+                        "error": "string", "reason": "string",
+                        **{f"{k}_{v}": t for v in ("before", "after") for k, t in (
+                            ("keeper_owners", "list<string>"), ("keeper_version", "int64"),
+                            ("receiver_writable", "int64"), ("receiver_map_version", "int64"),
+                            ("writable_owners", "list<string>"), ("stale_owners", "list<string>"))}},
 }
 STATUSES = ("ok", "failed", "unknown")
 
@@ -125,6 +137,10 @@ class History:
         (reference/commands.observe) and how it ended."""
         self.tables["commands"].append({"step": step, "command": command, **observed, "outcome": outcome,
                                         "reason": reason})
+
+    def insert_refused(self, row: dict) -> None:
+        """An INSERT try refused, and the write path around it (reference/refusals.row)."""
+        self.tables["insert_refusals"].append(row)
 
     def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
         """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to

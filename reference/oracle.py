@@ -24,6 +24,12 @@ CommandsFollowGuardsInv: every operator command of the optional `commands` table
 CANCEL) was accepted exactly when its spec action's guard held on what the harness read from
 Keeper before it (reference/commands.py), so a command a broken guard refuses shows too.
 
+InsertRefusalsFollowGuardsInv: an INSERT try (optional table `insert_refusals`) was refused only
+when the spec's write path of the sub-block it failed on was closed, before or after the try: a
+read-only receiver, a stale or missing map, or no writable owner with a current map
+(reference/refusals.py). Without it a router that refuses writes it should forward or fail over
+leaves a history in which the client simply retried.
+
 CancelHonouredInv: a CANCEL the coordinator accepted is carried out (spec CoordinatorCancel: the
 migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Without it a CANCEL
 acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
@@ -44,11 +50,12 @@ from collections import Counter
 
 from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
+from .refusals import write_path_open
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
-              "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp")
+              "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -141,6 +148,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["CommandsFollowGuardsInv"] = commands_off_guard(t)
     out["CancelHonouredInv"] = cancels_ignored(t)
     out["DownWaitBoundedProp"] = down_waits_too_long(t)
+    out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -153,6 +161,14 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 out["AmbiguousInsertAtomicInv"].append(
                     f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
     return out
+
+
+def refusals_off_guard(t: dict) -> list[str]:
+    """InsertRefusalsFollowGuardsInv: each refused try whose write path was open before and after it."""
+    return [f"{r['receiver']} refused {r['block_id']}'s {r['partition_id']} at step {r['step']} ({r['error']}) "
+            f"though it and owners {sorted(set(r['writable_owners_before']) & set(r['writable_owners_after']))} "
+            f"were writable at the assignment's version {r['keeper_version_before']}: {r['reason']}"
+            for r in t.get("insert_refusals", ()) if write_path_open(r)]
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

@@ -375,3 +375,24 @@ def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_t
         == {"its leaver", "its coordinator"}
     pq.write_table(pq.read_table(broken / "run.parquet").drop(["down_timeout"]), broken / "run.parquet")
     assert check(_read(broken), 2)["DownWaitBoundedProp"] == [] and duckdb_check(broken)["DownWaitBoundedProp"] == 0
+
+
+def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+    """InsertRefusalsFollowGuardsInv: on the fixed protocol (`expiring` 2: owners' sessions expire
+    under forwarded INSERTs, so tries are refused) every refusal had its write path closed before
+    or after it, for the oracle, the Spark job and DuckDB alike. With no failover to another owner
+    when the chosen one is read-only (as route_insert's mutant 67, `others = None`), tries are
+    refused while another owner stays writable with a current map: all three count the same
+    refusals, and nothing else fails (the client's retries land the rows)."""
+    import pyarrow.parquet as pq
+    from reference.refusals import write_path_open
+    fixed = Path(racing_history(tmp_path / "fixed", "expiring", 2, steps=80, blocks=16)["history"])
+    refused = pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
+    assert refused and not any(write_path_open(r) for r in refused)
+    assert _three_agree(spark, fixed) == {}
+    monkeypatch.setattr("reference.insert._unavailable_before_commit", lambda e: False)
+    broken = Path(racing_history(tmp_path / "broken", "expiring", 2, steps=80, blocks=16)["history"])
+    counts = _three_agree(spark, broken)
+    assert set(counts) == {"InsertRefusalsFollowGuardsInv"}, counts
+    off = check(_read(broken), 2)["InsertRefusalsFollowGuardsInv"]
+    assert all("KeeperUnavailableError" in line and "read-only" in line for line in off), off

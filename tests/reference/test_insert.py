@@ -225,3 +225,28 @@ def test_a_forward_target_whose_map_lags_refuses_once_and_learns_its_ownership(r
     with pytest.raises(InsertRejected, match="does not make it an owner"):
         route_insert(receiver, EVENTS, late, reps, random.Random(0))
     assert len([o for o in new if reps[o].cache[p].owners == new]) == 1
+
+
+def test_each_owner_is_tried_once_when_every_owner_is_read_only_without_expiry(reps, monkeypatch):
+    """Both owners' Keepers away (KeeperUnavailableError, nothing written; their sessions not
+    expired, so the map still names them writable): the sub-block goes to each owner once, then
+    the client is told the last owner's error. A router that forgets whom it tried (route_insert's
+    mutant 80, `tried.add(None)`) goes back and forth between them for ever; the stub stops it."""
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    owners = reps["r1"].cache[p].owners
+    calls = []
+
+    def away(name):
+        def write(partition, rows, block_hash):
+            calls.append(name)
+            if len(calls) > 8:
+                raise AssertionError(f"route_insert tried the owners {calls}: it loops")
+            raise KeeperUnavailableError(f"{name}: no ZooKeeper within the retry deadline")
+        return write
+    for o in owners:
+        monkeypatch.setattr(reps[o], "replica_write_insert", away(o))
+    late = {"date": "2024-01-15", "user_id": 17, "event": "late"}
+    with pytest.raises(KeeperUnavailableError, match="retry deadline"):
+        route_insert(reps[owners[0]], EVENTS, [late], reps)
+    assert sorted(calls) == sorted(owners)
