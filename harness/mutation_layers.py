@@ -83,8 +83,10 @@ MIGRATION = ["reference.migration.*"]
 # cancelling, deserting and clients (0.5-1.1 s a small run, seeds 0-3) come early: they aim at
 # what the others reach rarely (a CANCEL in each state, CLEANUP for a down leaver, the client API),
 # so a mutant there meets them within its racing seconds; so does expiring (0.3-1 s), the only one
-# whose Keeper sessions expire, so the only one that runs route_insert's read-only fall-back.
-RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring", "retrying",
+# whose Keeper sessions expire, so the only one that runs route_insert's read-only fall-back, and
+# mutating, the only one with mutations (a CLONE fetch meeting keepers' queued MUTATE_PARTs).
+RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
+                   "mutating", "retrying",
                    "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
 LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300, "teeth": 300}

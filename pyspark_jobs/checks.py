@@ -43,6 +43,10 @@ DESCRIPTIONS = {
                                      "before or after it: the assignment changed, the receiver's map was not at its "
                                      "version, no owner stayed writable, or a writable owner's map was stale "
                                      "(table insert_refusals)",
+    "MutationsAppliedInv": "at every snapshot, a keeper's part reflects every MUTATE_PART of its partition below the "
+                           "keeper's log_pointer that overlaps it, unless a MUTATE_PART of the partition, or a "
+                           "GET_PART of a part mutated at least as far covering it, is in its queue (tables "
+                           "log_mutations, queued_mutations, metadata.log_pointer)",
     "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
                          "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
                          "src -> dst (tables commands, migrations)",
@@ -260,6 +264,64 @@ def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
             "description": DESCRIPTIONS["InsertRefusalsFollowGuardsInv"], "seconds": round(time.perf_counter() - t1, 2)}
 
 
+# reference/parts.py's part name: partition, min block, max block, level, mutation (optional)
+PART_NAME = r"^(all|-?\d+(?:--?\d+)*)_(\d+)_(\d+)_(\d+)(?:_(\d+))?$"
+
+
+def _part_fields(name: F.Column, prefix: str) -> list[F.Column]:
+    """A part name's partition, min and max block and mutation (0 when none), as columns."""
+    def num(i: int) -> F.Column:
+        return F.coalesce(F.nullif(F.regexp_extract(name, PART_NAME, i), F.lit("")), F.lit("0")).cast("long")
+    return [num(2).alias(f"{prefix}min"), num(3).alias(f"{prefix}max"), num(5).alias(f"{prefix}mut")]
+
+
+def mutations_applied(spark: SparkSession, h: History, sample: int) -> dict:
+    """MutationsAppliedInv (reference/oracle.py's mutations_not_applied), at every snapshot: a part
+    a keeper (the assignment's: owners, CLONE target, leaving replica) holds whose data version
+    (mutation, else min block) is below the highest mutation of the MUTATE_PARTs of log_mutations
+    in its partition below the keeper's log_pointer that overlap it, with no MUTATE_PART of the
+    partition queued and no queued GET_PART covering it mutated at least as far. One violation
+    per (snapshot, replica, part). No MUTATE_PART in the log, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "log_mutations" in h.sources and h.sources["log_mutations"].rows and "metadata" in h.sources:
+        c = F.col
+        muts = read_table(spark, h.sources["log_mutations"]).select(
+            c("partition_id"), c("log_index"), *_part_fields(c("new_part_name"), "m_"))
+        ptr = (read_table(spark, h.sources["metadata"]).filter(c("log_pointer").isNotNull())
+               .select("snapshot_step", "replica", "log_pointer"))
+        asg = read_table(spark, h.sources["assignments"])
+        keepers = (asg.select("snapshot_step", "partition_id", F.explode(F.array_union(
+            F.coalesce(c("owners"), F.array().cast("array<string>")),
+            F.array_union(F.split(F.coalesce(c("clone_target"), F.lit("")), ","),
+                          F.array(F.coalesce(c("leaving_replica"), F.lit("")))))).alias("replica"))
+            .filter(c("replica") != "").distinct())
+        parts = (read_table(spark, h.sources["parts"])
+                 .select("snapshot_step", "replica", "partition_id", "part_name").distinct()
+                 .select("*", *_part_fields(c("part_name"), "")))
+        owed = (parts.join(keepers, ["snapshot_step", "partition_id", "replica"], "left_semi")
+                .join(ptr, ["snapshot_step", "replica"])
+                .join(muts, "partition_id")
+                .filter((c("log_index") < c("log_pointer")) & (c("m_min") <= c("max")) & (c("min") <= c("m_max")))
+                .groupBy("snapshot_step", "replica", "partition_id", "part_name", "min", "max", "mut", "log_pointer")
+                .agg(F.max("m_mut").alias("owed"))
+                .filter(F.when(c("mut") > 0, c("mut")).otherwise(c("min")) < c("owed")))
+        queued = read_table(spark, h.sources["queued_mutations"]) if "queued_mutations" in h.sources else None
+        if queued is not None:
+            pending = queued.filter(c("entry_type") == "MUTATE_PART").select("snapshot_step", "replica", "partition_id")
+            gets = (queued.filter(c("entry_type") == "GET_PART")
+                    .select("snapshot_step", "replica", "partition_id", *_part_fields(c("new_part_name"), "g_")))
+            covered = (owed.join(gets, ["snapshot_step", "replica", "partition_id"])
+                       .filter((c("g_min") <= c("min")) & (c("max") <= c("g_max")) & (c("g_mut") >= c("owed")))
+                       .select("snapshot_step", "replica", "part_name"))
+            owed = (owed.join(pending, ["snapshot_step", "replica", "partition_id"], "left_anti")
+                    .join(covered, ["snapshot_step", "replica", "part_name"], "left_anti"))
+        off = owed.select("snapshot_step", "replica", "part_name", "owed", "log_pointer").orderBy("snapshot_step", "replica")
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MutationsAppliedInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
     """CancelHonouredInv (reference/oracle.py's cancels_ignored): a migration snapshot later than
     an accepted CANCEL of its partition (a snapshot at the CANCEL's step may precede it) that
@@ -413,6 +475,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("CancelHonouredInv", cancel_honoured(spark, h, sample))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
+    record("MutationsAppliedInv", mutations_applied(spark, h, sample))
     if fx.qwords is None:  # too many queries for masks: the joins decide
         decide("QueryNoDuplicateInv", None)
         decide("QueryNoMissingInv", None)

@@ -17,6 +17,15 @@ from pyspark_jobs.history_schema import DOWN_WAIT_GRACE, TABLES
 # Parquet files or Spark's Parquet folders, both read by the glob.
 VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
 
+# reference/parts.py's part name: partition, min block, max block, level, mutation (optional)
+PART_NAME = r"^(all|-?\d+(?:--?\d+)*)_(\d+)_(\d+)_(\d+)(_(\d+))?$"
+
+
+def _part(column: str, group: int) -> str:
+    """A part name's field as a BIGINT (the mutation, group 6, 0 when the name has none)."""
+    return f"coalesce(nullif(regexp_extract({column}, '{PART_NAME}', {group}), '')::BIGINT, 0)"
+
+
 QUERIES = {
     "OwnersCompleteInv": """
         WITH ok AS (SELECT partition_id, row_id FROM live_ok),
@@ -151,13 +160,44 @@ QUERIES = {
         AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(stale_owners_before, []))) = 0
         AND len(list_intersect(coalesce(writable_owners_after, []), coalesce(stale_owners_after, []))) = 0
         AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(writable_owners_after, []))) > 0""",
+    # reference/oracle.py's mutations_not_applied: at every snapshot, a keeper's part older than the
+    # MUTATE_PARTs of its partition below the keeper's log_pointer that overlap it, none pending
+    "MutationsAppliedInv": f"""
+        WITH k AS (SELECT DISTINCT snapshot_step, partition_id, replica FROM (
+                       SELECT snapshot_step, partition_id, unnest(owners) AS replica FROM assignments
+                       UNION ALL SELECT snapshot_step, partition_id, unnest(string_split(clone_target, ','))
+                                 FROM assignments WHERE clone_target IS NOT NULL
+                       UNION ALL SELECT snapshot_step, partition_id, leaving_replica FROM assignments
+                                 WHERE leaving_replica IS NOT NULL) WHERE replica <> ''),
+             x AS (SELECT DISTINCT snapshot_step, replica, partition_id, part_name FROM parts),
+             xp AS (SELECT *, {_part('part_name', 2)} AS mn, {_part('part_name', 3)} AS mx,
+                          {_part('part_name', 6)} AS mut FROM x),
+             m AS (SELECT partition_id, log_index, {_part('new_part_name', 2)} AS m_min,
+                          {_part('new_part_name', 3)} AS m_max, {_part('new_part_name', 6)} AS m_mut
+                   FROM log_mutations),
+             owed AS (SELECT xp.snapshot_step, xp.replica, xp.partition_id, xp.part_name, xp.mn, xp.mx, xp.mut,
+                             max(m.m_mut) AS owed
+                      FROM xp JOIN k USING (snapshot_step, partition_id, replica)
+                      JOIN metadata md ON md.snapshot_step = xp.snapshot_step AND md.replica = xp.replica
+                      JOIN m ON m.partition_id = xp.partition_id AND m.log_index < md.log_pointer
+                                AND m.m_min <= xp.mx AND xp.mn <= m.m_max
+                      GROUP BY ALL),
+             g AS (SELECT snapshot_step, replica, partition_id, {_part('new_part_name', 2)} AS g_min,
+                          {_part('new_part_name', 3)} AS g_max, {_part('new_part_name', 6)} AS g_mut
+                   FROM queued_mutations WHERE entry_type = 'GET_PART')
+        SELECT count(*) FROM owed o WHERE CASE WHEN o.mut > 0 THEN o.mut ELSE o.mn END < o.owed
+        AND NOT EXISTS (SELECT 1 FROM queued_mutations q WHERE q.entry_type = 'MUTATE_PART'
+                        AND q.snapshot_step = o.snapshot_step AND q.replica = o.replica AND q.partition_id = o.partition_id)
+        AND NOT EXISTS (SELECT 1 FROM g WHERE g.snapshot_step = o.snapshot_step AND g.replica = o.replica
+                        AND g.partition_id = o.partition_id AND g.g_min <= o.mn AND o.mx <= g.g_max AND g.g_mut >= o.owed)""",
     "DropsAppliedInv": """
         SELECT count(*) FROM (SELECT DISTINCT h.replica, h.partition_id, h.row_id FROM held h
                               JOIN drops d USING (partition_id, row_id))""",
 }
 
 
-OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands", "insert_refusals")
+OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands", "insert_refusals",
+                  "log_mutations", "queued_mutations")
 SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
 
 

@@ -83,7 +83,19 @@ TABLES = {t.name: t for t in (
     # metadata version (GlobalEntriesAppliedInv at the last snapshot). Optional: a history without
     # it (older runs, real ClickHouse's) says nothing about metadata.
     Table("metadata", (Column("snapshot_step", "long"), Column("replica", "string"), Column("metadata_version", "long"),
-                       Column("alters_queued", "long"), Column("table_metadata_version", "long")),
+                       Column("alters_queued", "long"), Column("table_metadata_version", "long"),
+                       # each replica's log_pointer at the snapshot: MutationsAppliedInv's MutationsOwed
+                       Column("log_pointer", "long", nullable=True, optional=True)),
+          optional=True),
+    # MutationsAppliedInv's facts (reference/history.py): every MUTATE_PART entry of the log once,
+    # with its index; per snapshot, each running replica's queued MUTATE_PARTs and GET_PARTs of
+    # mutated parts. Optional: histories without mutations, older ones and real ClickHouse's.
+    Table("log_mutations", (Column("log_index", "long"), Column("partition_id", "string"),
+                            Column("new_part_name", "string")),
+          optional=True),
+    Table("queued_mutations", (Column("snapshot_step", "long"), Column("replica", "string"),
+                               Column("partition_id", "string"), Column("entry_type", "string"),
+                               Column("new_part_name", "string")),
           optional=True),
     # Per snapshot, each partition's migration (reference/history.py): the state and the replica
     # that leaves (the source after SWITCH, the target after CANCEL) until its CLEANUP. Optional: a

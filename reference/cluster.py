@@ -29,7 +29,7 @@ from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
 from .keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, SessionExpiredError
 from .lag import in_flight, not_pulled
 from .layout import Layout
-from .log_entry import ALTER_METADATA, GET_PART, BadLogEntry, LogEntry
+from .log_entry import ALTER_METADATA, GET_PART, MUTATE_PART, BadLogEntry, LogEntry
 from .migration import (IN_FLIGHT, MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                         drop_foreign_partitions, migrations_in_flight, migrations_rows, read_migration, replica_cleanup,
                         replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
@@ -40,7 +40,7 @@ from .rebalance import system_rebalance
 from .repair import drop_replica, system_repair
 from .scheduler import Schedule
 from .registration import create_table_znodes, register_replica
-from .replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition
+from .replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 from .table import Table
 from .workload import WORKLOAD
 
@@ -106,6 +106,7 @@ class Cluster:
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
         self.step_errors: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps that raised
         self._bad_entries: set[str] = set()   # queue entries _queue_seen could not parse (logged once each)
+        self._log_seen: set[str] = set()   # log entries log_mutation_rows has read
         for r in replicas:
             self.add_replica(r)
 
@@ -823,8 +824,39 @@ class Cluster:
         """Every running replica's parts, the assignments, metadata and migrations, at the next step
         (or, tick=False, at the current one: an observation that leaves the clock, and so a run's
         course, as it was; the caller takes no two at one step)."""
+        queues = {name: self._queue_seen(name) for name in sorted(self.replicas)}
         self.history.snapshot(self.tick() if tick else self.step, self.stores, self.assignment_rows(),
-                              self.metadata_rows(), self.migration_rows())
+                              self.metadata_rows(queues), self.migration_rows(), self.queued_mutation_rows(queues),
+                              self.log_mutation_rows())
+
+    def queued_mutation_rows(self, queues: dict[str, list[LogEntry]]) -> list[dict]:
+        """Per running replica, the MUTATE_PARTs in its queue and the GET_PARTs of mutated parts
+        (what the spec's MutationsAppliedInv excuses an owed mutation by: MutationPending,
+        MutatedPartQueued): History.snapshot's `queued`."""
+        return [{"replica": name, "partition_id": e.partition, "entry_type": e.type, "new_part_name": e.new_part_name}
+                for name, queue in sorted(queues.items()) for e in queue
+                if e.type == MUTATE_PART or (e.type == GET_PART and e.part.mutation)]
+
+    def log_mutation_rows(self) -> list[dict]:
+        """The MUTATE_PART entries of the log not seen at an earlier snapshot, with their log index
+        (what MutationsAppliedInv's MutationsOwed ranges over, below each replica's log_pointer).
+        Each entry is read once; one the cleanup thread trimmed before any snapshot saw it is
+        missed, which can only hide a violation, never make one."""
+        out = []
+        for n in sorted(self.admin.get_children(self.layout.log)):
+            if n in self._log_seen:
+                continue
+            try:
+                e = LogEntry.parse(self.admin.get(f"{self.layout.log}/{n}")[0], f"{self.layout.log}/{n}")
+            except NoNodeError:
+                continue   # trimmed between the listing and the read
+            except BadLogEntry:
+                self._log_seen.add(n)
+                continue   # the replica that pulls it logs it (NoLogicalErrorsInv)
+            self._log_seen.add(n)
+            if e.type == MUTATE_PART:
+                out.append({"log_index": int(n.rsplit("-", 1)[1]), "partition_id": e.partition, "new_part_name": e.new_part_name})
+        return out
 
     def migration_rows(self) -> list[dict]:
         """Every partition's migration znode (system.selective_migrations), and for one in flight
@@ -859,12 +891,21 @@ class Cluster:
                 behind.append(r)
         return behind
 
-    def metadata_rows(self) -> list[dict]:
-        """Each running replica's ALTER_METADATA state beside the table's (History.snapshot)."""
+    def metadata_rows(self, queues: dict[str, list[LogEntry]] | None = None) -> list[dict]:
+        """Each running replica's ALTER_METADATA state beside the table's, and its log_pointer
+        (History.snapshot). `queues`: each replica's queue, if the caller read them already."""
         table_version = self.admin.exists(self.layout.columns).version
+        queues = queues if queues is not None else {name: self._queue_seen(name) for name in self.replicas}
+
+        def pointer(name: str) -> int | None:
+            try:
+                return int(self.admin.get(self.layout.log_pointer(name))[0])
+            except NoNodeError:
+                return None
         return [{"replica": name, "metadata_version": rep.metadata_version,
-                 "alters_queued": sum(e.type == ALTER_METADATA for e in self._queue_seen(name)),
-                 "table_metadata_version": table_version} for name, rep in sorted(self.replicas.items())]
+                 "alters_queued": sum(e.type == ALTER_METADATA for e in queues[name]),
+                 "table_metadata_version": table_version, "log_pointer": pointer(name)}
+                for name, rep in sorted(self.replicas.items())]
 
     def _queue_seen(self, name: str, keeper: Keeper | None = None) -> list[LogEntry]:
         """A replica's queue as another session reads it from Keeper (what Replica.queue reads, in
@@ -894,6 +935,15 @@ class Cluster:
         entry = client_alter_metadata(self.replicas[at].keeper, self.layout, change, source_replica=at)
         self.log(f"ALTER {change} at {at}: metadata version {entry.alter_version}")
         return entry.alter_version
+
+    def mutate(self, commands: str) -> dict[str, int]:
+        """ALTER TABLE ... UPDATE / DELETE sent to a serving replica: a table-wide mutation in
+        mutations/ (replica.client_mutate). Returns the block number it took per partition."""
+        at = self.rng.choice(self.serving())
+        self.tick()
+        m = client_mutate(self.replicas[at].keeper, self.layout, commands, source_replica=at)
+        self.log(f"ALTER {commands} at {at}: block numbers {dict(m.block_numbers)}")
+        return dict(m.block_numbers)
 
     def write_history(self, folder: str | Path, fmt: str = "parquet", settled: bool = False) -> dict[str, Path]:
         """The final snapshot and the history's files. `settled`: the caller settled the cluster

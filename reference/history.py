@@ -47,7 +47,18 @@ SCHEMAS = {
     # (every replica pulled the whole log) applied + queued = the table's, the spec's
     # GlobalEntriesAppliedInv. Optional for readers.
     "metadata": {"snapshot_step": "int64", "replica": "string", "metadata_version": "int64",
-                 "alters_queued": "int64", "table_metadata_version": "int64"},
+                 "alters_queued": "int64", "table_metadata_version": "int64", "log_pointer": "int64"},
+    # MutationsAppliedInv's facts (the spec's: a keeper's part reflects every MUTATE_PART of its
+    # partition below the keeper's log_pointer that overlaps it, unless a MUTATE_PART of the
+    # partition, or a GET_PART of a part mutated at least as far, is in its queue). `log_mutations`:
+    # each MUTATE_PART entry of the log, with its index, once; `queued_mutations`: per snapshot, each
+    # running replica's queued MUTATE_PARTs and GET_PARTs of mutated parts; the metadata table's
+    # log_pointer, each replica's. A CLONE target that skipped a MUTATE_PART (it was no keeper)
+    # and was not given it by the CLONE keeps old data without a pending mutation (F8). Optional
+    # for readers, log_pointer too.
+    "log_mutations": {"log_index": "int64", "partition_id": "string", "new_part_name": "string"},
+    "queued_mutations": {"snapshot_step": "int64", "replica": "string", "partition_id": "string",
+                         "entry_type": "string", "new_part_name": "string"},
     "assignments": {"snapshot_step": "int64", "partition_id": "string", "owners": "list<string>",
                     "clone_target": "string", "leaving_replica": "string"},
     # Per snapshot, each partition's migration as its znode (selective/migrations/{p}) says: state
@@ -157,12 +168,16 @@ class History:
         return len(removed)
 
     def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = (),
-                 migrations: list[dict] = ()) -> None:
+                 migrations: list[dict] = (), queued: list[dict] = (), log_mutations: list[dict] = ()) -> None:
         """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
         per running replica, metadata_version, alters_queued and table_metadata_version;
         `migrations`: per partition with a migration znode, its partition_id, state, src, dst,
-        coord (the coordinator; absent: null) and maps_behind (absent: null)."""
+        coord (the coordinator; absent: null) and maps_behind (absent: null); `queued`: per running
+        replica, its queued MUTATE_PARTs and GET_PARTs of mutated parts; `log_mutations`: the
+        MUTATE_PART entries of the log first seen now."""
         self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
+        self.tables["queued_mutations"] += [{"snapshot_step": step, **q} for q in queued]
+        self.tables["log_mutations"] += list(log_mutations)
         self.tables["migrations"] += [{"snapshot_step": step, "partition_id": m["partition_id"], "state": m["state"],
                                        "src": m["src"], "dst": m["dst"], "coordinator": m.get("coord"),
                                        "maps_behind": m.get("maps_behind")}

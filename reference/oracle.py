@@ -30,6 +30,13 @@ read-only receiver, a stale or missing map, or no writable owner with a current 
 (reference/refusals.py). Without it a router that refuses writes it should forward or fail over
 leaves a history in which the client simply retried.
 
+MutationsAppliedInv: the spec's, at every snapshot (tables log_mutations, queued_mutations and
+metadata.log_pointer; `mutations_not_applied`): a keeper's part reflects every MUTATE_PART of its
+partition below the keeper's log_pointer that overlaps it, or a mutation of the partition is
+pending in its queue. A CLONE target that skipped a MUTATE_PART as no keeper, and was not given
+it by the CLONE fetch, holds old data with nothing pending (F8, for mutations); in the reference
+an owner re-selects an owed mutation for its own part later, so the settled end no longer shows it.
+
 CancelHonouredInv: a CANCEL the coordinator accepted is carried out (spec CoordinatorCancel: the
 migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Without it a CANCEL
 acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
@@ -50,12 +57,14 @@ from collections import Counter
 
 from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
+from .parts import PartName
 from .refusals import write_path_open
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
-              "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv")
+              "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv",
+              "MutationsAppliedInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -149,6 +158,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["CancelHonouredInv"] = cancels_ignored(t)
     out["DownWaitBoundedProp"] = down_waits_too_long(t)
     out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t)
+    out["MutationsAppliedInv"] = mutations_not_applied(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -175,18 +185,19 @@ def refusals_off_guard(t: dict) -> list[str]:
 LEAVER = {"switched": "src", "cancelling": "dst"}
 
 
-def keepers_at(tables: dict) -> dict[tuple[int, str], set[str]]:
+def keepers_at(tables: dict, leavers: bool = True) -> dict[tuple[int, str], set[str]]:
     """(snapshot_step, partition_id) -> who may hold the partition at that snapshot: the spec's
     Keepers(asg[p]) (owners, the CLONE target, the leaving replica) and its Leaver while the
     migration is switched or cancelling (table `migrations`; a history without it names its
     leavers in leaving_replica only). PR #102244's histories name their `:cloning` targets
-    comma-separated. A partition with no assignment row at a snapshot has no keeper there."""
+    comma-separated. A partition with no assignment row at a snapshot has no keeper there.
+    `leavers=False`: the assignment's keepers alone (the spec's Keepers(asg[p]))."""
     out: dict[tuple[int, str], set[str]] = {}
     for a in tables["assignments"]:
         out.setdefault((a["snapshot_step"], a["partition_id"]), set()).update(
             a["owners"], (x for x in (a.get("clone_target") or "").split(",") if x),
             [a["leaving_replica"]] if a["leaving_replica"] else [])
-    for m in tables.get("migrations", ()):
+    for m in tables.get("migrations", ()) if leavers else ():
         if m["state"] in LEAVER and m[LEAVER[m["state"]]]:
             out.setdefault((m["snapshot_step"], m["partition_id"]), set()).add(m[LEAVER[m["state"]]])
     return out
@@ -201,6 +212,45 @@ def foreign_parts(tables: dict) -> list[str]:
     held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
     return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
             for step, r, p in held if r not in keepers.get((step, p), ())]
+
+
+def mutations_not_applied(t: dict) -> list[str]:
+    """The spec's MutationsAppliedInv at every snapshot: a keeper (Keepers(asg[p])) holds a part
+    whose data version (its mutation, or its first block: MergeTreePartInfo::getDataVersion) is
+    below MutationsOwed, the highest mutation of a MUTATE_PART of its partition below the
+    keeper's log_pointer whose block range overlaps the part's (table log_mutations), with no
+    MUTATE_PART of the partition in its queue and no GET_PART of a part covering it mutated at
+    least as far (table queued_mutations). A snapshot without the replica's log_pointer (an
+    older history) is not judged. One line per (snapshot, replica, part)."""
+    muts: dict[str, list[tuple[int, PartName]]] = {}
+    for e in t.get("log_mutations", ()):
+        muts.setdefault(e["partition_id"], []).append((e["log_index"], PartName.parse(e["new_part_name"])))
+    if not muts:
+        return []
+    ptr = {(m["snapshot_step"], m["replica"]): m.get("log_pointer") for m in t.get("metadata", ())}
+    pending: set[tuple[int, str, str]] = set()
+    mutated_gets: dict[tuple[int, str], list[PartName]] = {}
+    for q in t.get("queued_mutations", ()):
+        if q["entry_type"] == "MUTATE_PART":
+            pending.add((q["snapshot_step"], q["replica"], q["partition_id"]))
+        else:
+            mutated_gets.setdefault((q["snapshot_step"], q["replica"]), []).append(PartName.parse(q["new_part_name"]))
+    keepers = keepers_at(t, leavers=False)
+    out = []
+    for step, r, name in sorted({(x["snapshot_step"], x["replica"], x["part_name"]) for x in t["parts"]}):
+        x = PartName.parse(name)
+        at = ptr.get((step, r))
+        if at is None or x.partition not in muts or r not in keepers.get((step, x.partition), ()):
+            continue
+        owed = max((m.mutation for i, m in muts[x.partition]
+                    if i < at and m.min_block <= x.max_block and x.min_block <= m.max_block), default=0)
+        if (x.mutation or x.min_block) >= owed or (step, r, x.partition) in pending:
+            continue
+        if any(g.covers(x) and g.mutation >= owed for g in mutated_gets.get((step, r), ())):
+            continue
+        out.append(f"{r} holds {name} at step {step}, owing mutation {owed} (a MUTATE_PART below its log "
+                   f"pointer {at}) with none pending")
+    return out
 
 
 def migrations_not_ended(t: dict, final: int | None) -> list[str]:

@@ -25,6 +25,8 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   after its write went through, or one queued for an earlier migration): SWITCH, CLEANUP (by
   the leaver and on a down leaver's behalf), the CLONE fetch and the take-over, each only where
   its spec guard is false now, so the step's own guard must refuse it;
+- in `mutating`, ALTER TABLE UPDATE racing the moves: a partition's MUTATE_PARTs written and
+  pulled by every replica, not executed, when its CLONE fetch runs (F8, for mutations).
 - in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
   owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
@@ -222,6 +224,11 @@ PROFILES = {p.name: p for p in (
             describe="as racing, with Keeper sessions expiring and re-established (read-only replicas) while "
                      "INSERTs are forwarded by non-owners: a forward meets an expired owner, a session expires "
                      "between the map read and the write, and new partitions (12 months) miss from writers' maps"),
+    Profile("mutating", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "mutate": 1},
+            {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2},
+            describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
+                     "partition's MUTATE_PARTs, every replica pulls them and executes late, and the partition "
+                     "is moved, so a CLONE fetch meets keepers with the mutation still queued"),
 )}
 
 # Steps one Cluster.settle may take in a racing run (racing_cluster): 100x the most measured.
@@ -845,9 +852,16 @@ class Race:
             return
         if not then_move:
             return
+        self._pull_then_move(p)
+
+    def _pull_then_move(self, p: str) -> str | None:
+        """Every replica pulls the log up to date, then, some steps later, p moves to a replica
+        that does not own it: its keepers have the latest entries queued, not yet executed.
+        Returns the target if the REASSIGN started."""
+        c = self.c
         candidates = sorted(r for r in c.replicas if r not in read_assignment(c.admin, c.layout, p).owners)
         if not candidates:
-            return
+            return None
         dst = self.rng.choice(candidates)
         for rep in c.replicas.values():   # every pulling thread catches up; executing lags behind
             try:
@@ -856,7 +870,41 @@ class Race:
                 pass   # lost: it clones before it pulls again
         for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
             self._step()
-        self._reassign(p, dst)
+        return dst if self._reassign(p, dst) else None
+
+    def _mutate(self) -> None:
+        """ALTER TABLE ... UPDATE (table-wide); then, for a partition it took a number in, each
+        owner writes at once a MUTATE_PART for every part of its own that owes it, and the
+        partition moves as after a drop (_pull_then_move): the CLONE fetch may find every keeper
+        with the MUTATE_PARTs queued and none executed, so only what it re-queues from the
+        keepers' queues brings the mutation to the target (F8, for mutations: MutationsAppliedInv)."""
+        c = self.c
+        partitions = sorted(c.admin.get_children(c.layout.assignments))
+        if not partitions:
+            return
+        n = self.counts.get("mutate", 0) + 1
+        numbers = c.mutate(f"UPDATE event = 'mutated {n}' WHERE 1")
+        self._count("mutate")
+        held = sorted(set(partitions) & set(numbers))
+        if not held:
+            return
+        p = self.rng.choice(held)
+        for owner in read_assignment(c.admin, c.layout, p).owners:
+            for _ in range(64):   # one MUTATE_PART per part; GuardFailed when none owes it (or not an owner)
+                if owner not in c.replicas:
+                    break
+                try:
+                    c.replicas[owner].replica_select_mutation(p)
+                except GuardFailed:
+                    break
+        dst = self._pull_then_move(p)
+        if dst is None or self.rng.random() < 0.3:
+            return
+        # Most times the target fetches at once, before a keeper executes its MUTATE_PARTs (a
+        # keeper that did registers the mutated part, and the CLONE fetches that instead).
+        for kind in ("migrate", "execute", "execute"):
+            if dst in c.replicas and c._try(kind, c.replicas[dst]):
+                c.tick()
 
     def _retry_stale(self) -> None:
         """A migration step retried on a stale read, as a replica's background task is when its

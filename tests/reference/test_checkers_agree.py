@@ -396,3 +396,23 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     assert set(counts) == {"InsertRefusalsFollowGuardsInv"}, counts
     off = check(_read(broken), 2)["InsertRefusalsFollowGuardsInv"]
     assert all("KeeperUnavailableError" in line and "read-only" in line for line in off), off
+
+
+def test_a_clone_target_without_the_mutation_its_keepers_queued_is_a_violation_for_all_three(spark, tmp_path):
+    """MutationsAppliedInv at every snapshot: on the fixed protocol (`mutating` 1: MUTATE_PARTs
+    written and pulled, not executed, when the partition moves) the CLONE re-queues them from the
+    keepers' queues, and no keeper holds old data without a mutation pending, for the oracle, the
+    Spark job and DuckDB alike. With F8 (clone_ignores_skipped_entries) the target fetches the
+    unmutated parts and nothing brings the mutation: all three count the same parts, and nothing
+    else fails (the rows are all there; their values are old)."""
+    from reference.oracle import mutations_not_applied
+    fixed = Path(racing_history(tmp_path / "fixed", "mutating", 1, steps=80, blocks=16)["history"])
+    assert pq.read_table(fixed / "log_mutations.parquet").num_rows > 0
+    assert _three_agree(spark, fixed) == {}
+    broken = Path(racing_history(tmp_path / "broken", "mutating", 1, frozenset({"clone_ignores_skipped_entries"}),
+                                 steps=80, blocks=16)["history"])
+    assert set(_three_agree(spark, broken)) == {"MutationsAppliedInv"}
+    assert all("with none pending" in line for line in mutations_not_applied(_read(broken).tables))
+    # without the replicas' log pointers (an older history) nothing is judged
+    pq.write_table(pq.read_table(broken / "metadata.parquet").drop(["log_pointer"]), broken / "metadata.parquet")
+    assert _three_agree(spark, broken) == {}

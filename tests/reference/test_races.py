@@ -67,14 +67,19 @@ def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_p
     ("dropping", 2, None, frozenset({"clone_reads_skipped_entries_from_log"}), "DropsAppliedInv"),
     ("altering", 0, "alter", frozenset(), "GlobalEntriesAppliedInv"),
     ("altering", 0, "alter", frozenset({"filter_skips_global"}), "GlobalEntriesAppliedInv"),
-], ids=["drop-fixed", "drop-F8", "drop-F16", "alter-fixed", "alter-skips_global"])
+    ("mutating", 1, "mutate", frozenset(), "MutationsAppliedInv"),
+    ("mutating", 1, "mutate", frozenset({"clone_ignores_skipped_entries"}), "MutationsAppliedInv"),
+], ids=["drop-fixed", "drop-F8", "drop-F16", "alter-fixed", "alter-skips_global", "mutate-fixed", "mutate-F8"])
 def test_a_switch_breaks_only_its_invariant_in_oracle_and_duckdb_alike(tmp_path, profile, seed, action, bugs,
                                                                        invariant):
     """`dropping` seed 2 (pyspark_jobs/teeth.py): with F8 (or F16, F8's first fix, on the trimmed
     log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps it
     (DropsAppliedInv). `altering` seed 0: with filter_skips_global the log filter skips
     ALTER_METADATA on every replica, so none reaches the table's metadata version
-    (GlobalEntriesAppliedInv, one per running replica). The oracle and DuckDB both report that
+    (GlobalEntriesAppliedInv, one per running replica). `mutating` seed 1: with F8 the CLONE target
+    fetches the parts its keepers have not mutated yet and never queues their MUTATE_PARTs, so it
+    holds old data with no mutation pending (MutationsAppliedInv, at every snapshot until, an
+    owner, it selects the mutation itself). The oracle and DuckDB both report that
     invariant and nothing else, with the same count; the fixed protocol holds for both."""
     from pyspark_jobs.duckdb_check import check as duckdb_check
     run = racing_history(tmp_path, profile, seed, bugs, **SIZE)
