@@ -267,6 +267,29 @@ def test_clone_target_applies_mutations_and_drops_it_skipped(make_cluster, kind,
 
 
 @pytest.mark.parametrize("kind", ["mutation", "drop"])
+def test_a_lost_keeper_adds_nothing_to_what_a_clone_re_queues(make_cluster, kind):
+    """A keeper marked lost (is_lost = 1: it clones from a peer when it comes back, ClickHouse's
+    cloneReplicaIfNeeded) has nothing left to apply: its old log_pointer and its queue are left
+    out of the scan of skipped entries, so a CLONE re-queues only what a live keeper still has to
+    apply. Here both owners applied the MUTATE_PART (or DROP_RANGE) before r2 was marked lost
+    with its pointer back at 0: the target's queue gets the fetches of the partition's parts and
+    no entry already applied everywhere."""
+    from reference.log_entry import DROP_RANGE, MUTATE_PART
+    admin, reps = make_cluster()
+    expected = mutate_or_drop_on_both_owners(admin, reps, kind)
+    for r in ("r1", "r2", "r3"):
+        drain(reps[r])
+    assert all(reps[r].has_rows_of(P) == expected for r in ("r1", "r2"))
+    admin.set(LAYOUT.is_lost("r2"), b"1")
+    admin.set(LAYOUT.log_pointer("r2"), b"0")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    assert not [e for _, e in reps["r3"].queue() if e.type in (MUTATE_PART, DROP_RANGE)]
+    drain(reps["r3"])
+    assert reps["r3"].has_rows_of(P) == expected
+
+
+@pytest.mark.parametrize("kind", ["mutation", "drop"])
 @pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
                                              (frozenset({"clone_reads_skipped_entries_from_log"}), False)])
 def test_clone_target_gets_skipped_entries_the_cleanup_thread_trimmed(make_cluster, kind, bugs, converged):
