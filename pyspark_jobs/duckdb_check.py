@@ -169,7 +169,8 @@ QUERIES = {
                                  FROM assignments WHERE clone_target IS NOT NULL
                        UNION ALL SELECT snapshot_step, partition_id, leaving_replica FROM assignments
                                  WHERE leaving_replica IS NOT NULL) WHERE replica <> ''),
-             x AS (SELECT DISTINCT snapshot_step, replica, partition_id, part_name FROM parts),
+             x AS (SELECT DISTINCT snapshot_step, replica, partition_id, part_name FROM parts
+                   WHERE EXISTS (SELECT 1 FROM log_mutations)),   -- no mutation, no scan of parts
              xp AS (SELECT *, {_part('part_name', 2)} AS mn, {_part('part_name', 3)} AS mx,
                           {_part('part_name', 6)} AS mut FROM x),
              m AS (SELECT partition_id, log_index, {_part('new_part_name', 2)} AS m_min,

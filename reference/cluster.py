@@ -274,7 +274,7 @@ class Cluster:
         for attempt in range(tries):
             receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
             done: dict[str, str] = {}
-            before = {p: refusals.observe(self.admin, self.layout, self.replicas, receiver.name, p) for p in subs}
+            before = {p: self.write_path(receiver.name, p) for p in subs}
             why: Exception | None = None
             try:
                 self.route_insert(receiver, self.table, rows, self.replicas, self.rng, self._faults, out=done)
@@ -301,7 +301,7 @@ class Cluster:
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
             if error == "failed" and pending:   # refused at pending[0]: route_insert goes in partition order
-                after = refusals.observe(self.admin, self.layout, self.replicas, receiver.name, pending[0])
+                after = self.write_path(receiver.name, pending[0])
                 if before[pending[0]] is not None and after is not None:
                     self.history.insert_refused(refusals.row(self.step, block_id, pending[0], receiver.name,
                                                              why, before[pending[0]], after))
@@ -315,6 +315,11 @@ class Cluster:
                 pass   # that replica's Keeper is away: its own thread copes with it
         self.insert_answered(block_id, subs, status, sent)
         return status
+
+    def write_path(self, receiver: str, partition: str) -> dict | None:
+        """What InsertRefusalsFollowGuardsInv judges a refused try by: the partition's write path
+        from `receiver`, read now (reference/refusals.py); None records nothing."""
+        return refusals.observe(self.admin, self.layout, self.replicas, receiver, partition)
 
     def insert_sent(self, rows: list[dict]) -> tuple[int, dict[str, list[dict]]]:
         """A client's INSERT leaves: its step, and its sub-blocks by partition, each one's row_ids

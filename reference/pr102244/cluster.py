@@ -38,6 +38,12 @@ class PRCluster(Cluster):
         self.coordinator = coordinator or sorted(replicas)[0]
         super().__init__(connect, data_dir, replicas, **kw)
 
+    def write_path(self, receiver: str, partition: str) -> None:
+        """Not recorded: the PR's sink reroutes a sub-block on its own cache (with a TTL) until an
+        owner takes it, a write path reference/refusals.py does not model, and its assignment
+        znode is not the RFC's JSON. InsertRefusalsFollowGuardsInv judges the RFC design only."""
+        return None
+
     # --- membership ---------------------------------------------------------------------
     def add_replica(self, name: str) -> PRReplica:
         """A replica joins or restarts: registers, its count node, its cache loaded before it serves."""

@@ -282,3 +282,19 @@ def test_retry_of_a_forwarded_block_with_a_new_block_id_duplicates_it(connect, t
             assert no_duplicate_rows(c) == [] and owners_complete(c, {1: P}) == []
     finally:
         c.close()
+
+
+def test_a_client_insert_into_an_assigned_partition_goes_through_the_sink(connect, tmp_path):
+    """Cluster.insert on the PR's design, into a partition already assigned (its znode the PR's
+    format, not the RFC's JSON): the rows land on both owners and nothing is recorded in
+    insert_refusals, whose write path (reference/refusals.py) is the RFC design's. The CLI's
+    `--design pr102244` runs died here when the base Cluster read the PR's znode as JSON."""
+    c = cluster(connect, tmp_path, 2)
+    try:
+        rows = [{"date": "2024-01-15", "user_id": 5, "row_id": i, "event": "view"} for i in (1, 2)]
+        assert c.insert(rows, "block-1") == {P: "ok"}
+        settle(c)
+        assert all({r["row_id"] for r in c.replicas[o].has_rows_of(P)} == {1, 2} for o in ("r1", "r2"))
+        assert c.history.tables["insert_refusals"] == []
+    finally:
+        c.close()
