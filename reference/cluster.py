@@ -860,7 +860,9 @@ class Cluster:
                 continue   # the replica that pulls it logs it (NoLogicalErrorsInv)
             self._log_seen.add(n)
             if e.type == MUTATE_PART:
-                out.append({"log_index": int(n.rsplit("-", 1)[1]), "partition_id": e.partition, "new_part_name": e.new_part_name})
+                # log-0000000012 -> 12, parsed here: replica.log_number is code under test (mutmut)
+                out.append({"log_index": int(n.rsplit("-", 1)[1]), "partition_id": e.partition,
+                            "new_part_name": e.new_part_name})
         return out
 
     def migration_rows(self) -> list[dict]:
@@ -891,16 +893,18 @@ class Cluster:
         for r in sorted(self.admin.get_children(self.layout.replicas)):
             if self.admin.exists(self.layout.is_active(r)) is None:
                 continue
-            node = self.admin.exists(self.layout.map_version(r, partition))
-            if node is None or int(self.admin.get(self.layout.map_version(r, partition))[0]) < stat.version:
+            try:
+                seen = int(self.admin.get(self.layout.map_version(r, partition))[0])
+            except NoNodeError:
+                seen = -1   # never published a map of it
+            if seen < stat.version:
                 behind.append(r)
         return behind
 
-    def metadata_rows(self, queues: dict[str, list[LogEntry]] | None = None) -> list[dict]:
+    def metadata_rows(self, queues: dict[str, list[LogEntry]]) -> list[dict]:
         """Each running replica's ALTER_METADATA state beside the table's, and its log_pointer
-        (History.snapshot). `queues`: each replica's queue, if the caller read them already."""
+        (History.snapshot); `queues`: each replica's queue (_queue_seen), read once per snapshot."""
         table_version = self.admin.exists(self.layout.columns).version
-        queues = queues if queues is not None else {name: self._queue_seen(name) for name in self.replicas}
 
         def pointer(name: str) -> int | None:
             try:
