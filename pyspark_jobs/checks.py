@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from pyspark_jobs import facts
 from pyspark_jobs.facts import KEYS, Facts, bits_of, shift
-from pyspark_jobs.history_schema import DOWN_WAIT_GRACE
+from pyspark_jobs.history_schema import DOWN_WAIT_GRACE, PART_NAME
 from pyspark_jobs.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
 from pyspark_jobs.local_frame import local_frame
 
@@ -264,10 +264,6 @@ def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
             "description": DESCRIPTIONS["InsertRefusalsFollowGuardsInv"], "seconds": round(time.perf_counter() - t1, 2)}
 
 
-# reference/parts.py's part name: partition, min block, max block, level, mutation (optional)
-PART_NAME = r"^(all|-?\d+(?:--?\d+)*)_(\d+)_(\d+)_(\d+)(?:_(\d+))?$"
-
-
 def _part_fields(name: F.Column, prefix: str) -> list[F.Column]:
     """A part name's partition, min and max block and mutation (0 when none), as columns."""
     def num(i: int) -> F.Column:
@@ -290,12 +286,8 @@ def mutations_applied(spark: SparkSession, h: History, sample: int) -> dict:
             c("partition_id"), c("log_index"), *_part_fields(c("new_part_name"), "m_"))
         ptr = (read_table(spark, h.sources["metadata"]).filter(c("log_pointer").isNotNull())
                .select("snapshot_step", "replica", "log_pointer"))
-        asg = read_table(spark, h.sources["assignments"])
-        keepers = (asg.select("snapshot_step", "partition_id", F.explode(F.array_union(
-            F.coalesce(c("owners"), F.array().cast("array<string>")),
-            F.array_union(F.split(F.coalesce(c("clone_target"), F.lit("")), ","),
-                          F.array(F.coalesce(c("leaving_replica"), F.lit("")))))).alias("replica"))
-            .filter(c("replica") != "").distinct())
+        keepers = local_frame(spark, [("snapshot_step", "long"), ("partition_id", "string"), ("replica", "string")],
+                              h.assignment_keepers)
         parts = (read_table(spark, h.sources["parts"])
                  .select("snapshot_step", "replica", "partition_id", "part_name").distinct()
                  .select("*", *_part_fields(c("part_name"), "")))

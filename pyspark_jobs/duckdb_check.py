@@ -12,17 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark_jobs.history_schema import DOWN_WAIT_GRACE, TABLES
+from pyspark_jobs.history_schema import DOWN_WAIT_GRACE, PART_NAME, TABLES
 
 # Parquet files or Spark's Parquet folders, both read by the glob.
 VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
 
-# reference/parts.py's part name: partition, min block, max block, level, mutation (optional)
-PART_NAME = r"^(all|-?\d+(?:--?\d+)*)_(\d+)_(\d+)_(\d+)(_(\d+))?$"
-
-
 def _part(column: str, group: int) -> str:
-    """A part name's field as a BIGINT (the mutation, group 6, 0 when the name has none)."""
+    """A part name's field (history_schema.PART_NAME's group) as a BIGINT; 0 when absent (the mutation)."""
     return f"coalesce(nullif(regexp_extract({column}, '{PART_NAME}', {group}), '')::BIGINT, 0)"
 
 
@@ -73,10 +69,7 @@ QUERIES = {
     # At every snapshot (the oracle's keepers_at): the spec's Keepers and, while a migration is
     # switched or cancelling, its Leaver (the source, the target).
     "NoForeignPartsInv": """
-        WITH allowed AS (SELECT snapshot_step, partition_id, unnest(owners) AS replica FROM assignments
-                         UNION SELECT snapshot_step, partition_id, leaving_replica FROM assignments
-                               WHERE leaving_replica IS NOT NULL
-                         UNION SELECT snapshot_step, partition_id, replica FROM cloning
+        WITH allowed AS (SELECT snapshot_step, partition_id, replica FROM keepers
                          UNION SELECT snapshot_step, partition_id, CASE state WHEN 'switched' THEN src ELSE dst END
                                FROM migrations WHERE state IN ('switched', 'cancelling'))
         SELECT count(*) FROM (SELECT DISTINCT snapshot_step, replica, partition_id FROM parts) f
@@ -163,28 +156,22 @@ QUERIES = {
     # reference/oracle.py's mutations_not_applied: at every snapshot, a keeper's part older than the
     # MUTATE_PARTs of its partition below the keeper's log_pointer that overlap it, none pending
     "MutationsAppliedInv": f"""
-        WITH k AS (SELECT DISTINCT snapshot_step, partition_id, replica FROM (
-                       SELECT snapshot_step, partition_id, unnest(owners) AS replica FROM assignments
-                       UNION ALL SELECT snapshot_step, partition_id, unnest(string_split(clone_target, ','))
-                                 FROM assignments WHERE clone_target IS NOT NULL
-                       UNION ALL SELECT snapshot_step, partition_id, leaving_replica FROM assignments
-                                 WHERE leaving_replica IS NOT NULL) WHERE replica <> ''),
-             x AS (SELECT DISTINCT snapshot_step, replica, partition_id, part_name FROM parts
+        WITH x AS (SELECT DISTINCT snapshot_step, replica, partition_id, part_name FROM parts
                    WHERE EXISTS (SELECT 1 FROM log_mutations)),   -- no mutation, no scan of parts
              xp AS (SELECT *, {_part('part_name', 2)} AS mn, {_part('part_name', 3)} AS mx,
-                          {_part('part_name', 6)} AS mut FROM x),
+                          {_part('part_name', 5)} AS mut FROM x),
              m AS (SELECT partition_id, log_index, {_part('new_part_name', 2)} AS m_min,
-                          {_part('new_part_name', 3)} AS m_max, {_part('new_part_name', 6)} AS m_mut
+                          {_part('new_part_name', 3)} AS m_max, {_part('new_part_name', 5)} AS m_mut
                    FROM log_mutations),
              owed AS (SELECT xp.snapshot_step, xp.replica, xp.partition_id, xp.part_name, xp.mn, xp.mx, xp.mut,
                              max(m.m_mut) AS owed
-                      FROM xp JOIN k USING (snapshot_step, partition_id, replica)
+                      FROM xp JOIN keepers USING (snapshot_step, partition_id, replica)
                       JOIN metadata md ON md.snapshot_step = xp.snapshot_step AND md.replica = xp.replica
                       JOIN m ON m.partition_id = xp.partition_id AND m.log_index < md.log_pointer
                                 AND m.m_min <= xp.mx AND xp.mn <= m.m_max
                       GROUP BY ALL),
              g AS (SELECT snapshot_step, replica, partition_id, {_part('new_part_name', 2)} AS g_min,
-                          {_part('new_part_name', 3)} AS g_max, {_part('new_part_name', 6)} AS g_mut
+                          {_part('new_part_name', 3)} AS g_max, {_part('new_part_name', 5)} AS g_mut
                    FROM queued_mutations WHERE entry_type = 'GET_PART')
         SELECT count(*) FROM owed o WHERE CASE WHEN o.mut > 0 THEN o.mut ELSE o.mn END < o.owed
         AND NOT EXISTS (SELECT 1 FROM queued_mutations q WHERE q.entry_type = 'MUTATE_PART'
@@ -254,6 +241,10 @@ def check(folder: str | Path, threads: int = 2) -> dict:
                 "FROM assignments WHERE clone_target IS NOT NULL AND clone_target <> ''" if has_target else
                 "CREATE VIEW cloning AS SELECT NULL::BIGINT AS snapshot_step, NULL::VARCHAR AS partition_id, "
                 "NULL::VARCHAR AS replica WHERE false")
+    # The spec's Keepers(asg[p]) at every snapshot: owners, the leaving replica, CLONE targets
+    con.execute("CREATE VIEW keepers AS SELECT snapshot_step, partition_id, unnest(owners) AS replica FROM assignments "
+                "UNION SELECT snapshot_step, partition_id, leaving_replica FROM assignments WHERE leaving_replica IS NOT NULL "
+                "UNION SELECT snapshot_step, partition_id, replica FROM cloning")
     # run.settled_step is optional (older histories): absent, the end is not settled
     has_settled = "settled_step" in {r[0] for r in con.execute("DESCRIBE run").fetchall()}
     con.execute("CREATE VIEW settled AS SELECT settled_step FROM run" if has_settled else

@@ -146,6 +146,10 @@ TABLES = {t.name: t for t in (
           optional=True),
 )}
 
+# A part_name as ClickHouse writes it (reference/parts.py): groups partition, min block, max block,
+# level and mutation (none: unmutated). Spark's and DuckDB's regexp_extract read the same groups.
+PART_NAME = r"^(all|-?\d+(?:--?\d+)*)_(\d+)_(\d+)_(\d+)(?:_(\d+))?$"
+
 # DownWaitBoundedProp's grace: the steps a migration may be seen waiting on a down replica beyond
 # run.down_timeout (reference/oracle.py DOWN_WAIT_GRACE, where the figures it is chosen from are;
 # tests/reference/test_checkers_agree.py holds the two equal).

@@ -169,6 +169,9 @@ class History:
     # (snapshot_step, partition_id, replica): who may hold the partition at each snapshot, the
     # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot; `keepers_at`)
     keepers: list = field(default_factory=list)
+    # the same without the migrations' Leavers, the spec's Keepers(asg[p]) alone (MutationsAppliedInv);
+    # only read when the history has MUTATE_PARTs (table log_mutations)
+    assignment_keepers: list = field(default_factory=list)
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
     settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
     down_timeout: int | None = None   # run.down_timeout in steps; None: infinite (DownWaitBoundedProp not judged)
@@ -225,6 +228,8 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     replicas |= {x for targets in cloning.values() for x in targets}
     migrations = _small(spark, sources["migrations"]) if "migrations" in sources else []
     keepers = keepers_at(assignments, migrations)
+    mutated = "log_mutations" in sources and sources["log_mutations"].rows
+    assignment_keepers = keepers_at(assignments, []) if mutated else []
     meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
     last_meta = max((r["snapshot_step"] for r in meta), default=None)
     metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
@@ -236,7 +241,7 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                   if r["status"] == "complete")
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
-                   metadata=metadata, keepers=keepers, settled_step=run[0]["settled_step"], errors=errors,
+                   metadata=metadata, keepers=keepers, assignment_keepers=assignment_keepers, settled_step=run[0]["settled_step"], errors=errors,
                    down_timeout=run[0]["down_timeout"])
 
 
