@@ -925,7 +925,7 @@ class Race:
         fetched = [x for x, m in migs.items() if m.get("state") == "clone" and m.get("fetched")]
         if fetched and self.rng.random() < 0.5:
             p = self.rng.choice(fetched)
-        mig = read_migration(c.admin, c.layout, p)[0] or {}
+        mig = migs[p] if p in migs else read_migration(c.admin, c.layout, p)[0] or {}
         state, running = mig.get("state"), sorted(c.replicas)
         rep = c.replicas[self.rng.choice(running)]
         leaver = mig.get("src") if state == "switched" else mig.get("dst") if state == "cancelling" else None
