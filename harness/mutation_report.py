@@ -80,20 +80,22 @@ def load_reading(path: Path = READING) -> dict[tuple[str, str, str, str], dict]:
 MAKE_TEST_KILLS = {"racing": ("violation", "crash", "no queries", "timeout"), "protocol": ("killed", "timeout")}
 
 
-def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS) -> dict[tuple[str, str, str, str], dict]:
+def load_layers(path: Path = LAYERS_JSON, root: Path = MUTANTS,
+                stored: list[dict] = ()) -> dict[tuple[str, str, str, str], dict]:
     """build/mutation/layers.json by the stable key (module, function, line before and after), each
     with mutmut's verdict as it stands now in mutants/ (a mutant run again after a new test was
-    killed by it after the layers ran)."""
+    killed by it after the layers ran); a mutant it does not have, as kept in the repository
+    (`stored`, harness/mutation_store.py)."""
+    out = {reading_key(r["module"], r["function"], r["before"], r["after"]): dict(r) for r in stored}
     if not path.is_file():
-        return {}
+        return out
     codes = {}
     for meta in root.glob("**/*.py.meta"):
         codes.update(json.loads(meta.read_text()).get("exit_code_by_key", {}))
-    out = {}
     for key, r in json.loads(path.read_text()).items():
-        if key in codes:
+        if codes.get(key) is not None:
             r = {**r, "tests": _STATUS.get(codes[key], "suspicious")}
-        out[reading_key(r["module"], r["function"], r["before"], r["after"])] = r
+        out[reading_key(r["module"], r["function"], r["before"], r["after"])] = {**r, "name": key}
     return out
 
 
@@ -142,37 +144,68 @@ def history_only_through_tooth(r: dict, layers: set[str]) -> bool:
     return "history" in layers and r.get("racing") != "violation"
 
 
-def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None) -> dict[str, dict]:
-    """Per module (reference/migration.py, ...): status counts, and every mutant not killed with its
-    diff and its class: `message` (the rule: only an exception's text changed), `equivalent` or `gap`
-    (read by hand, harness/mutation_reading.toml), or `unread`. A mutant mutmut's tests leave alive
-    that a layer of layers.json kills with a `make test` test counts as `killed by layers`."""
-    reading = load_reading() if reading is None else reading
-    layers = load_layers() if layers is None else layers
-    out: dict[str, dict] = {}
+def reference_verdicts(root: Path = MUTANTS, stored: list[dict] = ()) -> dict[str, list[dict]]:
+    """Per module, each mutant with the tests' verdict (`tests`) and its mutated line: mutmut's in
+    mutants/<module>.meta where it decided the mutant (`from`: `run`), else the one kept in the
+    repository for the same stable key (`stored`, harness/mutation_store.py; `from`: `kept`), else
+    `not run`. A module no .meta names comes whole from what is kept."""
+    kept: dict[tuple, list[dict]] = {}
+    for r in stored:
+        kept.setdefault(reading_key(r["module"], r["function"], r["before"], r["after"]), []).append(r)
+    out: dict[str, list[dict]] = {}
     for meta in sorted(root.glob("**/*.py.meta")):
         module = str(meta.relative_to(root))[:-len(".meta")]
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})
-        counts = Counter(_STATUS.get(c, "suspicious") for c in codes.values())
-        not_killed = [k for k, c in codes.items() if _STATUS.get(c) in ("survived", "no tests")]
-        diffs = mutant_diffs(module, not_killed, root)
+        diffs = mutant_diffs(module, list(codes), root)
+        rows = out[module] = []
+        for key, code in codes.items():
+            before, after, message = diffs.get(key, ("", "", False))
+            row = {"key": key, "module": module, "function": function_of(key), "before": before, "after": after,
+                   "message": message, "tests": _STATUS.get(code, "suspicious"), "from": "run"}
+            same = kept.get(reading_key(module, row["function"], before, after))
+            if same:   # popped either way: two mutants of one line text take one kept verdict each
+                earlier = same.pop(0)
+                if row["tests"] == "not run":
+                    row.update(tests=earlier["tests"], **{"from": "kept"})
+            rows.append(row)
+    run = set(out)
+    for r in stored:
+        if r["module"] not in run:
+            out.setdefault(r["module"], []).append({**r, "key": None, "from": "kept"})
+    return out
+
+
+def reference_results(root: Path = MUTANTS, reading: dict | None = None, layers: dict | None = None,
+                      verdicts: dict[str, list[dict]] | None = None) -> dict[str, dict]:
+    """Per module (reference/migration.py, ...): status counts, and every mutant not killed with its
+    diff and its class: `message` (the rule: only an exception's text changed), `equivalent` or `gap`
+    (read by hand, harness/mutation_reading.toml), or `unread`. A mutant mutmut's tests leave alive
+    that a layer of layers.json kills with a `make test` test counts as `killed by layers`.
+    `verdicts`: reference_verdicts' (default: mutants/ alone)."""
+    reading = load_reading() if reading is None else reading
+    layers = load_layers() if layers is None else layers
+    verdicts = reference_verdicts(root) if verdicts is None else verdicts
+    out: dict[str, dict] = {}
+    for module, rows in verdicts.items():
+        counts = Counter(r["tests"] for r in rows)
         classes = Counter()
         mutants = []
-        for key in not_killed:
-            before, after, message = diffs.get(key, ("", "", False))
-            stable = reading_key(module, function_of(key), before, after)
+        for m in rows:
+            if m["tests"] not in ("survived", "no tests"):
+                continue
+            stable = reading_key(module, m["function"], m["before"], m["after"])
             lay = layers.get(stable, {})
             if any(lay.get(layer) in kills for layer, kills in MAKE_TEST_KILLS.items()):
-                counts[_STATUS[codes[key]]] -= 1
+                counts[m["tests"]] -= 1
                 counts["killed by layers"] += 1
                 continue
             r = reading.get(stable)
-            cls = "message" if message else (r["verdict"] if r else "unread")
-            classes[(_STATUS[codes[key]], cls)] += 1
-            mutants.append({"key": key, "function": function_of(key), "status": _STATUS[codes[key]],
-                            "before": before, "after": after, "class": cls, "reason": r["reason"] if r else ""})
-        out[module] = {"mutants": len(codes), **counts, "classes": {f"{s}/{c}": n for (s, c), n in classes.items()},
-                       "not_killed": mutants}
+            cls = "message" if m["message"] else (r["verdict"] if r else "unread")
+            classes[(m["tests"], cls)] += 1
+            mutants.append({"key": m["key"], "function": m["function"], "status": m["tests"],
+                            "before": m["before"], "after": m["after"], "class": cls, "reason": r["reason"] if r else ""})
+        out[module] = {"mutants": len(rows), **counts, "classes": {f"{s}/{c}": n for (s, c), n in classes.items()},
+                       "not_killed": mutants, "kept": sum(m["from"] != "run" and m["tests"] != "not run" for m in rows)}
     return out
 
 
@@ -384,14 +417,21 @@ def not_run_sentence(ref: dict[str, dict]) -> str:
     return "; ".join(said) + "; " if said else ""
 
 
-def section(ref: dict[str, dict], spec: dict | None) -> str:
+def layers_sentence(layers: dict, total: int) -> str:
+    """How much of the migration and routing code the layers ran, from their results."""
+    if layers and len(layers) < total:
+        return f"the layers ran {len(layers)} of the {total} migration and routing mutants; "
+    return ""
+
+
+def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None, layer_total: int = 0) -> str:
     parts = ["## Mutation score (issue 18)\n",
              "`make mutation` runs `mutmut run` over the reference (`[tool.mutmut]` in `pyproject.toml`: which "
              "modules, which fast in-memory tests), `python -m harness.mutation_layers` over a seeded sample of the "
              "migration and routing mutants (racing histories and the protocol machine; `--spark` runs the Spark "
              "job on the histories it kept), `python -m harness.mutation_spec` over the spec's action guards, then "
              "`python -m harness.mutation_report` writes this section. **Not the whole run yet**: "
-             + not_run_sentence(ref) + "the layers ran a sample of 241; the "
+             + not_run_sentence(ref) + layers_sentence(layers or {}, layer_total) + "the "
              "spec's guard mutants cover the migration, query and insert-write actions, not the others. Machine: "
              "2 cores shared with other jobs (load 3-8).\n"]
     if ref:
@@ -402,7 +442,6 @@ def section(ref: dict[str, dict], spec: dict | None) -> str:
                   "`harness/mutation_reading.toml` (read one by one) and by one rule: a mutant changing only an "
                   "exception's text is equivalent.\n",
                   reference_markdown(ref)]
-        layers = load_layers()
         if layers:
             parts += ["### Layers of the migration and routing mutants\n",
                       "Command: `python -m harness.mutation_layers --sample 240 --seed 18` (mutants whose only change "
@@ -452,18 +491,42 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(a) -> int:
-    ref = reference_results()
-    spec = json.loads(SPEC_JSON.read_text()) if SPEC_JSON.is_file() else None
+    from harness import mutation_store as store
+
+    verdicts = reference_verdicts(MUTANTS, store.load_reference())
+    layers = load_layers(LAYERS_JSON, MUTANTS, store.load_layers())
+    decided = {reading_key(m["module"], m["function"], m["before"], m["after"]): m["tests"]
+               for rows in verdicts.values() for m in rows if m["tests"] != "not run"}
+    for k, r in layers.items():   # the tests' verdict as it stands, a kept layers verdict's too
+        r["tests"] = decided.get(k, r.get("tests"))
+    ref = reference_results(layers=layers, verdicts=verdicts)
+    spec = json.loads(SPEC_JSON.read_text()) if SPEC_JSON.is_file() else store.load_spec()
     if not ref and spec is None:
-        raise BadInput(f"no results: neither {MUTANTS}/**/*.meta (mutmut run) nor {SPEC_JSON} (harness.mutation_spec)")
-    body = section(ref, spec)
+        raise BadInput(f"no results: neither {MUTANTS}/**/*.meta (mutmut run), {SPEC_JSON} (harness.mutation_spec) "
+                       f"nor {store.STORE}")
+    rows = [m for ms in verdicts.values() for m in ms if m["tests"] != "not run"]
+    print(f"mutation: tests' verdicts {sum(m['from'] == 'run' for m in rows)} from {MUTANTS}, "
+          f"{sum(m['from'] != 'run' for m in rows)} kept in {store.STORE}; layers {len(layers)}"
+          f"{' (build/mutation/layers.json over the kept)' if LAYERS_JSON.is_file() else ' (kept)'}; spec "
+          + ("none" if spec is None else str(SPEC_JSON) if SPEC_JSON.is_file() else "kept"))
+    body = section(ref, spec, layers, layer_total(verdicts))
     if a.no_write:
         print(body)
-    else:
-        BENCHMARKS.write_text(splice(BENCHMARKS.read_text(), "mutation", body))
-        print(f"mutation: section written to {BENCHMARKS}")
+        return HOLDS
+    BENCHMARKS.write_text(splice(BENCHMARKS.read_text(), "mutation", body))
+    store.save_reference(rows)
+    store.save_layers(list(layers.values()))
+    if spec is not None:
+        store.save_spec(spec)
+    print(f"mutation: section written to {BENCHMARKS}; what it reports kept in {store.STORE}")
     return HOLDS
 
+
+def layer_total(verdicts: dict[str, list[dict]]) -> int:
+    """How many mutants harness.mutation_layers runs when it runs them all: migration.py's and the
+    routing modules' (its MIGRATION and ROUTING), less those changing only an exception's text."""
+    modules = ("reference/migration.py", "reference/insert.py", "reference/query.py")
+    return sum(not m["message"] for mod in modules for m in verdicts.get(mod, ()))
 
 if __name__ == "__main__":
     sys.exit(main())

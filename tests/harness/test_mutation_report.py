@@ -191,3 +191,59 @@ def test_the_section_says_which_modules_are_not_run_from_the_results():
     said = mr.not_run_sentence(ref)
     assert said == "`b.py` is listed in `[tool.mutmut]` but not run; run in part: `c.py` (5 of 8); "
     assert "`a.py`" not in said and mr.not_run_sentence({"reference/a.py": {"mutants": 1}}) == ""
+
+
+def test_a_kept_verdict_fills_a_mutant_mutmut_has_not_run_and_a_fresh_one_wins(tmp_path):
+    """A new checkout has no mutants/ results (harness/mutation_store.py): the kept verdicts count
+    by the mutated line, whatever number mutmut gives the mutant now; a verdict mutmut decided in
+    this checkout wins; a module no .meta names comes whole from what is kept."""
+    _module(tmp_path, {"reference.migration.x_switch__mutmut_1": None, "reference.migration.x_switch__mutmut_3": 1})
+    common = {"module": "reference/migration.py", "function": "switch", "message": False,
+              "before": 'if not mig or mig["state"] != "clone":'}
+    stored = [{**common, "after": 'if not mig and mig["state"] != "clone":', "tests": "survived"},   # mutmut_1
+              {**common, "after": 'if not mig or mig["state"] != "XXcloneXX":', "tests": "survived"},   # mutmut_3
+              {"module": "reference/query.py", "function": "route", "before": "a", "after": "b", "message": False,
+               "tests": "killed"}]
+    v = mr.reference_verdicts(tmp_path, stored)
+    got = {(m["module"], m["after"]): (m["tests"], m["from"]) for ms in v.values() for m in ms}
+    assert got == {("reference/migration.py", stored[0]["after"]): ("survived", "kept"),
+                   ("reference/migration.py", stored[1]["after"]): ("killed", "run"),
+                   ("reference/query.py", "b"): ("killed", "kept")}
+    r = mr.reference_results(tmp_path, {}, {}, verdicts=v)
+    assert (r["reference/migration.py"]["survived"], r["reference/migration.py"]["killed"]) == (1, 1)
+    assert r["reference/query.py"]["mutants"] == 1 and r["reference/query.py"]["killed"] == 1
+
+
+def test_the_report_a_new_checkout_writes_from_the_kept_results_is_the_same(tmp_path, monkeypatch):
+    """The report written from a run's results (mutants/, build/mutation/) keeps them in the
+    repository; with mutants/ and build/ gone, as in a new clone, it writes the same section."""
+    from harness import mutation_store
+
+    root, build, store = tmp_path / "mutants", tmp_path / "build", tmp_path / "kept"
+    root.mkdir()
+    _module(root, {"reference.migration.x_switch__mutmut_1": 0, "reference.migration.x_switch__mutmut_3": 1,
+                   "reference.migration.xǁReplicaǁcleanup__mutmut_1": 0})
+    build.mkdir()
+    layers = {"reference.migration.x_switch__mutmut_1": {
+        "module": "reference/migration.py", "function": "switch", "before": 'if not mig or mig["state"] != "clone":',
+        "after": 'if not mig and mig["state"] != "clone":', "tests": "survived", "racing": "violation",
+        "racing_tests": "survived", "history": str(build / "histories" / "x")}}
+    (build / "layers.json").write_text(json.dumps(layers))
+    bench = tmp_path / "BENCHMARKS.md"
+    bench.write_text("# B\n\n<!-- bench:mutation -->\n<!-- /bench:mutation -->\n")
+    for name, value in (("MUTANTS", root), ("LAYERS_JSON", build / "layers.json"), ("SPEC_JSON", build / "spec.json"),
+                        ("BENCHMARKS", bench)):
+        monkeypatch.setattr(mr, name, value)
+    monkeypatch.setattr(mutation_store, "STORE", store)
+    monkeypatch.setattr(mr, "load_reading", lambda: {})
+    assert mr.main([]) == 0
+    first = bench.read_text()
+    assert "| `reference/migration.py` | 3 | 3 | 1 | 1 |" in first   # killed by mutmut, and by a racing history
+    kept_layers = (store / "layers.jsonl").read_text()
+    assert "histories" not in kept_layers and '"racing": "violation"' in kept_layers
+    import shutil
+    shutil.rmtree(root)
+    shutil.rmtree(build)
+    root.mkdir()   # mutmut has made no copy yet either
+    assert mr.main([]) == 0
+    assert bench.read_text() == first
