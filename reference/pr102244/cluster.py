@@ -35,6 +35,7 @@ class PRCluster(Cluster):
         self._initial = set(replicas)   # created with the table: none starts lost
         self.clone_timeout = clone_timeout
         self._clone_seen: dict[str, int] = {}   # the coordinator's polls of each CLONE (its timeout)
+        self._failed: set[str] = set()   # partitions whose CLONE timed out in this rebalance
         self.coordinator = coordinator or sorted(replicas)[0]
         super().__init__(connect, data_dir, replicas, **kw)
 
@@ -137,6 +138,7 @@ class PRCluster(Cluster):
         if self._clone_seen[m] <= self.clone_timeout:
             raise GuardFailed("Fail", f"migration {m} has not timed out")
         fail(rep.keeper, self.layout, m, rep.name)
+        self._failed.add(mig["partition"])
         self.log(f"FAILED migration {m} of {mig['partition']}: CLONE timed out")
         return "FAILED"
 
@@ -161,19 +163,29 @@ class PRCluster(Cluster):
         self._started(partition, src, dst)
         return m
 
-    def rebalance(self, interleave=None, max_rounds: int = 1000) -> list:
+    def rebalance(self, interleave=None, max_rounds: int | None = None) -> list:
         """The background rebalancer: a cycle starts up to `per_cycle` migrations; background steps
         (and `interleave`) run meanwhile; the next cycle starts once the last one's migrations are
         DONE or FAILED, until a cycle plans nothing. Cycles that overlap would plan on counts a CLONE
         in flight does not change, and overshoot (FINDINGS F13), with no end to a run; this driver
-        reads M13's open point that way (no row is at stake in it)."""
+        reads M13's open point that way (no row is at stake in it). A move whose CLONE timed out is not
+        planned again in this rebalance (plan_cycle), so a rebalance whose only moves left keep failing (their
+        CLONE waits on a down replica's parts) ends, and says which; the next rebalance retries them."""
         moves = []
+        self._failed = set()
+        if max_rounds is None:   # each partition's CLONE may time out once, after clone_timeout rounds or fewer
+            partitions = len(self.admin.get_children(self.layout.assignments))
+            max_rounds = 1000 + self.clone_timeout * partitions
         for _ in range(max_rounds):
             if self.coordinator not in self.replicas:
                 self.coordinator = sorted(self.replicas)[0]   # the rebalancer runs on a live replica
             started = []
             if not read_migrations(self.admin, self.layout):
-                started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs)
+                started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs,
+                                          frozenset(self._failed))
+                if not started and self._failed:
+                    self.log(f"rebalancer: stops; the CLONEs of {', '.join(sorted(self._failed))} timed out, and "
+                             f"the next rebalance retries them")
             for p, s, t, _ in started:
                 self.log(f"CLONE {p}: {s} -> {t}")
                 self._started(p, s, t)
