@@ -47,7 +47,9 @@ The mutants: migration.py whole, and the routing functions of query.py and inser
 whose only change is an exception's text (harness.mutation_report.message_only) is skipped as
 equivalent. mutmut's own verdict (the reference tests) comes from mutants/*.meta. Results go to
 build/mutation/layers.json keyed by mutmut's name and by module, function and the mutated line
-(stable across edits); harness/mutation_report.py reads them.
+(stable across edits); harness/mutation_report.py reads them and keeps them in the repository
+(harness/mutation_store.py), from where a later checkout's run takes them instead of running those
+mutants again (`--rerun LAYER` runs a layer again): all of them take hours, so a run goes on over sessions.
 
 `--keep-histories N` keeps the histories of the first N racing kills (the one that killed) under build/mutation/histories/
 for the Spark job (`.venv/bin/spark-submit pyspark_jobs/spark_check.py --input DIR`), whose verdicts
@@ -69,6 +71,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from harness import mutation_store
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = REPO / "mutants"
@@ -445,6 +449,22 @@ def _spark(out: Path, batch: int = 50) -> int:
     return 0
 
 
+def _resume_from_kept(results: dict, todo: list, diffs: dict) -> int:
+    """A mutant the layers already ran, as kept in the repository (harness/mutation_store.py, by
+    its mutated line, whatever mutmut numbers it now), enters `results` with those verdicts, so a
+    run that all of a session cannot finish goes on in the next checkout instead of starting over."""
+    from harness.mutation_report import function_of, reading_key
+    kept = {reading_key(r["module"], r["function"], r["before"], r["after"]): r for r in mutation_store.load_layers()}
+    taken = 0
+    for module, key, _ in todo:
+        before, after, _ = diffs.get(key, ("", "", False))
+        r = kept.get(reading_key(module, function_of(key), before, after))
+        if key not in results and r is not None:
+            results[key] = dict(r)
+            taken += 1
+    return taken
+
+
 def main(argv: list[str] | None = None) -> int:
     global SEEDS, RACING_SECONDS   # read by the forked children
     import argparse
@@ -502,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     for module in {m for m, _, _ in todo}:
         diffs.update(mutant_diffs(module, [k for m, k, _ in todo if m == module], MUTANTS))
     todo = [t for t in todo if not diffs.get(t[1], ("", "", False))[2]]
+    taken = _resume_from_kept(results, todo, diffs)
+    if taken:
+        print(f"mutation_layers: {taken} mutants' verdicts taken from {mutation_store.STORE} (the layers ran "
+              f"them in an earlier checkout; --rerun LAYER runs a layer again)", flush=True)
     if a.sample:
         todo = [t for t in todo if t[2] is not None]   # drawn among those mutmut has decided
         import random

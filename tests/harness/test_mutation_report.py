@@ -247,3 +247,26 @@ def test_the_report_a_new_checkout_writes_from_the_kept_results_is_the_same(tmp_
     root.mkdir()   # mutmut has made no copy yet either
     assert mr.main([]) == 0
     assert bench.read_text() == first
+
+
+def test_the_layers_go_on_from_the_verdicts_kept_in_an_earlier_checkout(tmp_path, monkeypatch):
+    """harness.mutation_layers takes a mutant's verdicts from the kept results when it ran in an
+    earlier checkout (found by the mutated line, mutmut's number may differ), so it runs only
+    the others; one the kept results do not name, or that this run already has, is left alone."""
+    from harness import mutation_layers, mutation_store
+
+    monkeypatch.setattr(mutation_store, "STORE", tmp_path)
+    common = {"module": "reference/migration.py", "function": "switch", "before": "a"}
+    mutation_store.save_layers([{**common, "after": "b", "racing": "violation", "history": "/gone"}])
+    todo = [("reference/migration.py", "reference.migration.x_switch__mutmut_7", 1),
+            ("reference/migration.py", "reference.migration.x_switch__mutmut_8", 1),
+            ("reference/migration.py", "reference.migration.x_switch__mutmut_9", 1)]
+    diffs = {"reference.migration.x_switch__mutmut_7": ("a", "b", False),
+             "reference.migration.x_switch__mutmut_8": ("a", "c", False),
+             "reference.migration.x_switch__mutmut_9": ("a", "b", False)}
+    results = {"reference.migration.x_switch__mutmut_9": {"racing": "survived"}}
+    assert mutation_layers._resume_from_kept(results, todo, diffs) == 1
+    assert results["reference.migration.x_switch__mutmut_7"]["racing"] == "violation"
+    assert "history" not in results["reference.migration.x_switch__mutmut_7"]   # build/ paths are not kept
+    assert "reference.migration.x_switch__mutmut_8" not in results
+    assert results["reference.migration.x_switch__mutmut_9"] == {"racing": "survived"}
