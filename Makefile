@@ -57,9 +57,10 @@ bench: setup
 # Survivors make mutmut and mutation_spec exit non-zero; the report is written either way
 # (ARGS go to harness.mutation_spec, e.g. ARGS="--actions all --budget 300").
 # Hours on 2 cores: every migration and routing mutant on the racing and teeth layers takes 3-4 h
-# here (the protocol machine, not yet run on all of them, adds about 10 s a survivor). The report keeps what it reports in harness/mutation_results/, and the layers skip the
-# mutants kept there, so a run cut short goes on from a later checkout. The spec run is the first
-# pass of the one in BENCHMARKS.md.
+# here (the protocol machine, not yet run on all of them, adds about 10 s a survivor). The report
+# keeps what it reports in harness/mutation_results/, and the layers skip the mutants kept there,
+# so a run cut short goes on from a later checkout. The spec run is the first pass of the one in
+# BENCHMARKS.md.
 mutation: setup
 	-@$(VENV)/bin/mutmut run --max-children 2
 	-@$(PY) -m harness.mutation_layers --racing-seconds 20 --keep-histories 2000   # every kill's history, for the Spark job (~40 MB)
