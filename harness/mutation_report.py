@@ -427,7 +427,7 @@ def layers_sentence(layers: dict, total: int) -> str:
 def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None, layer_total: int = 0) -> str:
     parts = ["## Mutation score (issue 18)\n",
              "`make mutation` runs `mutmut run` over the reference (`[tool.mutmut]` in `pyproject.toml`: which "
-             "modules, which fast in-memory tests), `python -m harness.mutation_layers` over a seeded sample of the "
+             "modules, which fast in-memory tests), `python -m harness.mutation_layers` over the "
              "migration and routing mutants (racing histories and the protocol machine; `--spark` runs the Spark "
              "job on the histories it kept), `python -m harness.mutation_spec` over the spec's action guards, then "
              "`python -m harness.mutation_report` writes this section. **Not the whole run yet**: "
@@ -444,15 +444,14 @@ def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None,
                   reference_markdown(ref)]
         if layers:
             parts += ["### Layers of the migration and routing mutants\n",
-                      "Command: `python -m harness.mutation_layers --sample 240 --seed 18` (mutants whose only change "
-                      "is an exception's text left out; the racing layer re-run with `--layers racing --rerun racing "
-                      "--racing-seconds 20 --keep-histories 1000`: every profile at seed 0, then seeds 1 and 2 "
-                      "within 20 s a mutant, only the runs that call the mutated function), then `python -m "
-                      "harness.mutation_layers --spark` for the kept histories; the teeth layer run with `--layers teeth "
-                      "--keep-histories 1000` on every mutant of the sample whose function names a bug switch "
-                      "(then `--spark` again); the survivors a new profile aims at re-run with `--only NAME ... --layers "
-                      "racing --rerun racing --racing-seconds 30` once it landed (2026-11-24: overlapping, refusing, "
-                      "expiring, retrying; DownWaitBoundedProp), so a verdict is from the layer as it was when its "
+                      "Command: `python -m harness.mutation_layers --layers racing,teeth --racing-seconds 20 "
+                      "--keep-histories 2000` (2026-11-24, over every mutant but those whose only change is an exception's text, "
+                      "in two processes, one of them with `--only` over the last 360 and its own `--out`; every racing "
+                      "profile at seed 0, then seeds 1 and 2 while the mutant's racing runs took under 20 s, only the runs "
+                      "that call the mutated function; the teeth layer on every mutant whose function names a bug switch), "
+                      "then `python -m harness.mutation_layers --spark` for the kept histories. The seconds are wall-clock "
+                      "on a loaded machine, so how many seeds a survivor met depends on the load; a verdict is from the "
+                      "layer as it was when its "
                       "mutant was last run. A racing run goes on past a step "
                       "the mutant makes raise (the history's errors table), so a mutant that raises can still be "
                       "killed by its history. *Tests*: mutmut's selection, or a racing run of `test_races.py` that "
