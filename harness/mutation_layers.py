@@ -480,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="racing seeds, 0 first (default %(default)s)")
     ap.add_argument("--racing-seconds", type=float, default=RACING_SECONDS,
                     help="per mutant, seeds after 0 only while its racing runs took less (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=None, metavar="S",
+                    help="seconds a mutant may take on one layer before it counts as a hang (default: "
+                         + ", ".join(f"{k} {v:g}" for k, v in LAYER_TIMEOUT_S.items()) + ")")
     ap.add_argument("--rerun", action="append", default=[], metavar="LAYER",
                     help="run this layer again on mutants layers.json already has a verdict of")
     a = ap.parse_args(argv)
@@ -489,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation_layers: --seeds must be integers separated by commas, not {a.seeds!r}", file=sys.stderr)
         return 2
     RACING_SECONDS = a.racing_seconds
+    if a.timeout is not None:   # a hang costs this much per layer; the unmutated runs take seconds
+        LAYER_TIMEOUT_S.update(dict.fromkeys(LAYER_TIMEOUT_S, a.timeout))
     layers = a.layers.split(",")
     if not MUTANTS.is_dir():
         print(f"mutation_layers: no {MUTANTS}: run `.venv/bin/mutmut run` first", file=sys.stderr)
