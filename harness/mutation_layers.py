@@ -492,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation_layers: --seeds must be integers separated by commas, not {a.seeds!r}", file=sys.stderr)
         return 2
     RACING_SECONDS = a.racing_seconds
+    a.out = a.out.resolve()   # the layers run from mutants/ (os.chdir below): a relative --out would land there
     if a.timeout is not None:   # a hang costs this much per layer; the unmutated runs take seconds
         LAYER_TIMEOUT_S.update(dict.fromkeys(LAYER_TIMEOUT_S, a.timeout))
     layers = a.layers.split(",")
