@@ -98,9 +98,10 @@ WITNESSES: dict[str, tuple[str, ...]] = {
     "MCMigrationCrash": ("MigrationDoneWitness", "MigrationCancelledWitness", "TakeOverWitness"),
     "MCRestartQuery": ("QueryDoneWitness", "QueryFailedWitness", "QueryDoneWithoutCrashWitness"),
     "MCQueryTwoPartitions": ("QueryDoneWitness", "QueryFailedWitness", "QueryDoneWithoutCrashWitness"),
-    "MCRetry": ("InsertAckedWitness", "RetriedInsertAckedWitness"),
-    "MCFilteredLog": ("InsertAckedWitness",),
+    "MCRetry": ("InsertAckedWitness", "RetriedInsertAckedWitness", "AckLostStepWitness"),
+    "MCFilteredLog": ("InsertAckedWitness", "ForwardStepWitness"),
     "MCRepairDuringMigration": ("RepairedWitness",),
+    "MCRepair": ("RepairedWitness", "RestartedWitness"),
 }
 # The routing and insert actions (issue 18's "routing mutants"), and models that decide them: a
 # query racing a crash (RestartQuery), over two partitions (QueryTwoPartitions), a retried
@@ -453,9 +454,17 @@ def holding_models(names: list[str] | None, liveness: bool = False) -> list[dict
     return sorted(chosen, key=lambda m: m.get("recorded_seconds", 1e9))
 
 
-def witness_cfg(model_cfg: str) -> str:
-    """The model's cfg with its invariants and properties replaced by WitnessUnreachedInv alone:
-    constants, symmetry, Init and Next stay, so TLC explores the same states."""
+def is_step_witness(witness: str) -> bool:
+    """A witness named `...StepWitness` is an action (primed variables): a step the fixed protocol
+    must take, where no state tells it apart (a forwarded INSERT's state is the one a resend to
+    the owner gives). TLC checks it as the action property [][~W]_vars, violated by a W step."""
+    return witness.endswith("StepWitness")
+
+
+def witness_cfg(model_cfg: str, step: bool = False) -> str:
+    """The model's cfg with its invariants and properties replaced by WitnessUnreachedInv alone
+    (WitnessUnreachedProp for a step witness): constants, symmetry, Init and Next stay, so TLC
+    explores the same states."""
     out, skipping = [], False
     for line in model_cfg.splitlines():
         head = line.split()[0] if line.split() else ""
@@ -466,7 +475,7 @@ def witness_cfg(model_cfg: str) -> str:
             continue
         skipping = False
         out.append(line)
-    return "\n".join(out + ["INVARIANT WitnessUnreachedInv", ""])
+    return "\n".join(out + ["PROPERTY WitnessUnreachedProp" if step else "INVARIANT WitnessUnreachedInv", ""])
 
 
 def write_witness(folder: Path, model: dict, witness: str) -> tuple[Path, Path]:
@@ -476,10 +485,11 @@ def write_witness(folder: Path, model: dict, witness: str) -> tuple[Path, Path]:
     spec.write_text("---- MODULE MCWitness ----\n"
                     "\\* Written by harness/mutation_spec.py: a violation is a reached witness state.\n"
                     "EXTENDS MCSelectiveReplication\n"
-                    f"WitnessUnreachedInv == ~({witness})\n"
-                    "====\n")
+                    + (f"WitnessUnreachedProp == [][~({witness})]_vars\n" if is_step_witness(witness)
+                       else f"WitnessUnreachedInv == ~({witness})\n")
+                    + "====\n")
     cfg = folder / f"MCWitness_{model['name']}_{witness}.cfg"
-    cfg.write_text(witness_cfg((folder / model["config"]).read_text()))
+    cfg.write_text(witness_cfg((folder / model["config"]).read_text(), is_step_witness(witness)))
     return spec, cfg
 
 
@@ -503,7 +513,8 @@ def check_witness(folder: Path, model: dict, witness: str, budget: float, worker
     state), `unreached` (TLC exhausted the model without one), or TLC's own outcome."""
     spec, cfg = write_witness(folder, model, witness)
     res = _tlc(folder, spec, cfg, model, budget, workers)
-    outcome = {INVARIANT_VIOLATED: "reached", "holds": "unreached"}.get(res.outcome, res.outcome)
+    outcome = {INVARIANT_VIOLATED: "reached", PROPERTY_VIOLATED: "reached", "holds": "unreached"}.get(res.outcome,
+                                                                                                       res.outcome)
     return Run(model["name"], outcome, None, round(res.duration_s, 1), res.distinct_states, "witness", witness)
 
 

@@ -64,6 +64,8 @@ QueryDoneWithoutCrashWitness == aux_counts.crashes = 0 /\ \E q \in Queries : qry
 QueryFailedWitness == \E q \in Queries : qry[q].st = "failed"
 \* An INSERT was acknowledged after a retry.
 RetriedInsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked" /\ ins[i].tries > 1
+\* A replica went down and came back (ReplicaRestart), none dropped for good.
+RestartedWitness == aux_counts.crashes > 0 /\ gone = {} /\ active = Replicas
 \* A replica was dropped for good and every partition is back to RF owners.
 RepairedWitness == gone # {} /\ \A p \in Partitions : Assigned(p) => Cardinality(asg[p].owners) = RF
 \* A query was answered while a partition was in CLONE.
@@ -72,6 +74,17 @@ QueryDuringCloneWitness ==
 \* A SWITCH happened while a query routed before it was still running.
 QueryAcrossSwitchWitness ==
     \E q \in Queries : Running(q) /\ \E p \in qry[q].pending : mig[p].st = "switched" /\ qry[q].routes[p] = mig[p].src
+\* Step witnesses (harness/mutation_spec.py checks [][~W]_vars): steps no state tells apart.
+\* A receiver whose map is current and names other owners forwarded an INSERT to one of them
+\* (ReplicaForwardInsert; ClientSendInsert moves only an INSERT that was not "sent").
+ForwardStepWitness ==
+    \E i \in Inserts \ InitBlocks :
+        LET r == ins[i].at
+            p == InsertPartition[i] IN
+        /\ ins[i].st = "sent" /\ ins'[i].st = "sent" /\ ins'[i].at # r
+        /\ r \in active /\ cache[r][p] = asg[p] /\ r \notin asg[p].owners
+\* The client lost the ack of a write that went through (ClientTimeout after ReplicaWriteInsert).
+AckLostStepWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "written" /\ ins'[i].st = "unknown"
 \* An INSERT sent during the model was acknowledged.
 InsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked"
 \* An INSERT was acknowledged while its partition was in CLONE.

@@ -141,6 +141,28 @@ def test_a_mutant_that_never_starts_a_migration_is_killed_by_the_witness_the_spe
     assert verdict.killed_by == "MCMigrationWrites: witness MigrationDoneWitness unreached"
 
 
+def test_a_step_witness_is_checked_as_an_action_property():
+    out = ms.witness_cfg((ms.SPEC_DIR / "MCFilteredLog.cfg").read_text(), step=True)
+    assert [ln for ln in out.splitlines() if "Inv" in ln or "Prop" in ln] == ["PROPERTY WitnessUnreachedProp"]
+    assert ms.is_step_witness("ForwardStepWitness") and not ms.is_step_witness("InsertAckedWitness")
+
+
+@pytest.mark.tlc
+def test_a_receiver_that_never_forwards_is_killed_by_the_forward_step_witness(tmp_path):
+    # ReplicaForwardInsert with `r \notin cache[r][p].owners` negated: only an owner forwards. Every
+    # invariant holds and every state witness is reached (a client may send to an owner at
+    # once); no step forwards from a receiver whose current map names other owners.
+    mutant = next(m for m in _mutants(["ReplicaForwardInsert"]) if m.id == "ReplicaForwardInsert.5.negate")
+    model = ms.holding_models(["MCFilteredLog"])[0]
+    fixed, mutated = tmp_path / "fixed", tmp_path / "mutated"
+    for folder, source in ((fixed, None), (mutated, mutant.source)):
+        folder.mkdir()
+        ms._copy_spec(folder, source)
+    assert ms.check_witness(fixed, model, "ForwardStepWitness", budget=240, workers=1).outcome == "reached"
+    assert ms.check_witness(mutated, model, "ForwardStepWitness", budget=240, workers=1).outcome == "unreached"
+    assert ms.check_witness(mutated, model, "InsertAckedWitness", budget=240, workers=1).outcome == "reached"
+
+
 def test_a_later_pass_replaces_its_mutants_verdicts_keeps_both_runs_and_adds_new_ones():
     def result(verdicts, models, cmd):
         return {"command": cmd, "seconds": 1.0, "models": models, "liveness": [], "witnesses": {},
