@@ -431,18 +431,23 @@ def _spark(out: Path, batch: int = 50) -> int:
             out.write_text(json.dumps(results, indent=1, sort_keys=True))
         teeth = sorted(key for key, r in results.items()
                        if r.get("teeth_history") and r.get("teeth_unmutated_history") and "teeth_spark" not in r)
-        histories = sorted({results[k][f] for k in teeth for f in ("teeth_history", "teeth_unmutated_history")})
+        # A job's worth of mutants at a time, each saved once both its histories are judged: the
+        # whole set takes hours, and a run stopped part-way keeps what it judged.
         verdicts = {}
-        for part in spark_verdicts(histories, batch):
-            verdicts.update(part)
-        for key in teeth:
-            r = results[key]
-            mutant, unmutated = verdicts[r["teeth_history"]][1], verdicts[r["teeth_unmutated_history"]][1]
-            r["teeth_spark"] = KILLED if mutant != unmutated else SURVIVED
-            r["teeth_spark_detail"] = (f"mutant: {', '.join(mutant) or 'none (holds)'}; "
-                                       f"unmutated: {', '.join(unmutated) or 'none (holds)'}")
-            print(f"{key}: teeth_spark {r['teeth_spark']} ({r['teeth_spark_detail']})", flush=True)
-        out.write_text(json.dumps(results, indent=1, sort_keys=True))
+        for i in range(0, len(teeth), batch):
+            keys = teeth[i:i + batch]
+            histories = sorted({results[k][f] for k in keys for f in ("teeth_history", "teeth_unmutated_history")}
+                               - set(verdicts))
+            for part in spark_verdicts(histories, batch):
+                verdicts.update(part)
+            for key in keys:
+                r = results[key]
+                mutant, unmutated = verdicts[r["teeth_history"]][1], verdicts[r["teeth_unmutated_history"]][1]
+                r["teeth_spark"] = KILLED if mutant != unmutated else SURVIVED
+                r["teeth_spark_detail"] = (f"mutant: {', '.join(mutant) or 'none (holds)'}; "
+                                           f"unmutated: {', '.join(unmutated) or 'none (holds)'}")
+                print(f"{key}: teeth_spark {r['teeth_spark']} ({r['teeth_spark_detail']})", flush=True)
+            out.write_text(json.dumps(results, indent=1, sort_keys=True))
     except SparkFailed as e:
         print(f"mutation_layers: {e}", file=sys.stderr)
         return 3
