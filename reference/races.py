@@ -24,7 +24,10 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - in `retrying`, migration steps retried on stale reads (a task whose Keeper answer was lost
   after its write went through, or one queued for an earlier migration): SWITCH, CLEANUP (by
   the leaver and on a down leaver's behalf), the CLONE fetch and the take-over, each only where
-  its spec guard is false now, so the step's own guard must refuse it;
+  its spec guard is false now, so the step's own guard must refuse it. Each refusal (a SWITCH to
+  another replica than the target, a SWITCH or CANCEL queued by a coordinator that went down, a
+  CLEANUP on the behalf of a leaver that is back, ...) is tried in turn, the least tried first, so
+  a short run meets every guard, not only the common ones;
 - in `mutating`, ALTER TABLE UPDATE racing the moves: a partition's MUTATE_PARTs written and
   pulled by every replica, not executed, when its CLONE fetch runs (F8, for mutations).
 - in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
@@ -101,7 +104,7 @@ from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, 
 from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
 from .insert import client_send_insert
-from .migration import (IN_FLIGHT, MigrationError, coordinator_switch, migrations_in_flight, read_migration,
+from .migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight, read_migration,
                         replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                         replica_take_over_migration)
 from .query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
@@ -165,12 +168,13 @@ PROFILES = {p.name: p for p in (
                          "restart": 0.6, "alter": 0.5},
             _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
                              "replica applies whatever it owns) racing the moves and crashes"),
-    Profile("retrying", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.7, "query": 2, "crash": 0.3,
-                         "restart": 0.6, "retry_stale": 2},
+    Profile("retrying", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.7, "query": 2, "crash": 0.8,
+                         "restart": 1.2, "retry_stale": 2},
             {**_KINDS, "migrate": 5},
             describe="as racing, with migration steps retried on stale reads (a task whose Keeper answer was "
-                     "lost after its write went through, or queued for an earlier migration of the partition): "
-                     "each step's own guard must refuse the retry"),
+                     "lost after its write went through, or queued for an earlier migration of the partition, or "
+                     "by a coordinator before its crash): each step's own guard must refuse the retry, and each "
+                     "kind of refusal is tried in turn"),
     Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
                        "restart": 0.5, "lose": 0.4, "repair": 1},
             _KINDS, max_down=1,
@@ -925,28 +929,57 @@ class Race:
         fetched = [x for x, m in migs.items() if m.get("state") == "clone" and m.get("fetched")]
         if fetched and self.rng.random() < 0.5:
             p = self.rng.choice(fetched)
+        # So does a CLONE whose coordinator is down (until a replica takes it over): the tasks it
+        # queued before its crash meet the live-coordinator guard.
+        orphaned = [x for x, m in migs.items() if m.get("state") == "clone"
+                    and c.admin.exists(c.layout.is_active(m["coord"])) is None]
+        if orphaned and self.rng.random() < 0.5:
+            p = self.rng.choice(orphaned)
         mig = migs[p] if p in migs else read_migration(c.admin, c.layout, p)[0] or {}
         state, running = mig.get("state"), sorted(c.replicas)
         rep = c.replicas[self.rng.choice(running)]
         leaver = mig.get("src") if state == "switched" else mig.get("dst") if state == "cancelling" else None
-        retries = []
-        if state == "clone" and mig["fetched"]:   # SWITCH's guard holds for its target: another one's
+        live = lambda name: name is not None and c.admin.exists(c.layout.is_active(name)) is not None  # noqa: E731
+        fetched_clone = state == "clone" and mig["fetched"]
+        retries = []   # (the guard the retry meets, the call): each case is a different refusal
+        if fetched_clone:   # SWITCH's state guard holds: only one to another replica than the target is refused
             others = [r for r in running if r != mig["dst"]]
-            if others:
-                retries.append(("switch", lambda: coordinator_switch(rep.keeper, c.layout, p, self.rng.choice(others),
-                                                                     c.bugs)))
+            if others and live(mig["coord"]):
+                retries.append(("switch to another replica than the target",
+                                lambda: coordinator_switch(rep.keeper, c.layout, p, self.rng.choice(others), c.bugs)))
         else:
-            retries.append(("switch", lambda: coordinator_switch(rep.keeper, c.layout, p, mig.get("dst") or rep.name,
-                                                                 c.bugs)))
+            retries.append(("switch of no fetched CLONE", lambda: coordinator_switch(
+                rep.keeper, c.layout, p, mig.get("dst") or rep.name, c.bugs)))
+        if state == "clone" and not live(mig["coord"]):   # a coordinator's task queued before its crash
+            if fetched_clone:
+                retries.append(("switch by a down coordinator", lambda: coordinator_switch(
+                    rep.keeper, c.layout, p, mig["dst"], c.bugs)))
+            if mig.get("src") is not None:
+                retries.append(("cancel by a down coordinator", lambda: coordinator_cancel(rep.keeper, c.layout, p)))
         if rep.name != leaver:
-            retries.append(("cleanup", lambda: replica_cleanup(rep, p, c.bugs)))
+            retries.append(("cleanup by another replica than the leaver", lambda: replica_cleanup(rep, p, c.bugs)))
         if state not in ("switched", "cancelling"):
-            retries.append(("cleanup for a down leaver", lambda: replica_cleanup_for_down_leaver(rep, p, c.bugs)))
-        if state != "clone" or mig["fetched"] or mig["dst"] != rep.name:
-            retries.append(("clone fetch", lambda: replica_clone_fetch(rep, p, c.replicas)))
-        if state != "clone" or c.admin.exists(c.layout.is_active(mig["coord"])) is not None:
-            retries.append(("take over", lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
-        what, retry = self.rng.choice(retries)
+            retries.append(("cleanup for a down leaver with no SWITCH or CANCEL",
+                            lambda: replica_cleanup_for_down_leaver(rep, p, c.bugs)))
+        elif live(leaver):   # queued while the leaver was down; it is back and cleans up itself
+            retries.append(("cleanup for a down leaver that is up", lambda: replica_cleanup_for_down_leaver(rep, p, c.bugs)))
+        if state != "clone":
+            retries.append(("clone fetch of no CLONE", lambda: replica_clone_fetch(rep, p, c.replicas)))
+        elif mig["fetched"] and mig["dst"] in c.replicas:
+            retries.append(("clone fetch of a fetched CLONE", lambda: replica_clone_fetch(
+                c.replicas[mig["dst"]], p, c.replicas)))
+        elif rep.name != mig["dst"]:
+            retries.append(("clone fetch by another replica than the target",
+                            lambda: replica_clone_fetch(rep, p, c.replicas)))
+        if state != "clone":
+            retries.append(("take over no CLONE", lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
+        elif live(mig["coord"]):
+            retries.append(("take over from a live coordinator",
+                            lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
+        # The case tried least so far, so that every refusal is met in a short run (seed 0 of a
+        # mutation run's racing layer) rather than only the common ones.
+        fewest = min(self.counts.get(f"retried {what} refused", 0) for what, _ in retries)
+        what, retry = self.rng.choice([r for r in retries if self.counts.get(f"retried {r[0]} refused", 0) == fewest])
         try:
             retry()
         except GuardFailed:
