@@ -102,6 +102,12 @@ WITNESSES: dict[str, tuple[str, ...]] = {
     "MCFilteredLog": ("InsertAckedWitness", "ForwardStepWitness"),
     "MCRepairDuringMigration": ("RepairedWitness",),
     "MCRepair": ("RepairedWitness", "RestartedWitness"),
+    "MCMergeDuringClone": ("MergedWitness",),
+    "MCMutationDuringClone": ("MutationAppliedWitness",),
+    "MCDropDuringClone": ("DropExecutedWitness",),
+    "MCMutationTrimmedLog": ("LogTrimmedWitness", "MutationAppliedWitness"),
+    "MCDropTrimmedLog": ("LogTrimmedWitness", "DropExecutedWitness"),
+    "MCFaultDomainsRebalance": ("MigrationStartedWitness",),
 }
 # The routing and insert actions (issue 18's "routing mutants"), and models that decide them: a
 # query racing a crash (RestartQuery), over two partitions (QueryTwoPartitions), a retried

@@ -90,6 +90,16 @@ InsertAckedWitness == \E i \in Inserts \ InitBlocks : ins[i].st = "acked"
 \* An INSERT was acknowledged while its partition was in CLONE.
 InsertAckedDuringCloneWitness ==
     \E i \in Inserts \ InitBlocks : ins[i].st = "acked" /\ mig[InsertPartition[i]].st = "clone"
+\* A MERGE_PARTS was executed: some replica holds a part of two blocks.
+MergedWitness == \E r \in Replicas : \E x \in parts[r] : Cardinality(x.b) > 1
+\* A MUTATE_PART was executed: some replica holds a mutated part.
+MutationAppliedWitness == \E r \in Replicas : \E x \in parts[r] : x.mv > 0
+\* A DROP_RANGE was written and every active replica pulled and executed the whole log.
+DropExecutedWitness == aux_counts.drops > 0 /\ \A r \in active : ptr[r] = Len(log) /\ queue[r] = {}
+\* The cleanup thread removed log entries.
+LogTrimmedWitness == trimmed > 0
+\* A migration was started (on MCFaultDomainsRebalance, by the rebalancer alone).
+MigrationStartedWitness == \E p \in Partitions : mig[p].st # "none"
 \* Every partition of the model migrated (the second one after the first, under a limit).
 AllMigratedWitness == \A p \in Partitions : mig[p].st = "done"
 \* As many migrations in flight as the limit allows.
