@@ -424,6 +424,17 @@ def layers_sentence(layers: dict, total: int) -> str:
     return ""
 
 
+def spec_sentence(spec: dict | None) -> str:
+    """Which of the spec's actions with guard mutants the results cover, read from them and the
+    spec (a sentence written by hand said "not the others" after every action had run)."""
+    from harness.mutation_spec import SPEC_DIR, SPEC_FILE, generate
+    actions = {m.action for m in generate((SPEC_DIR / SPEC_FILE).read_text().splitlines())}
+    missing = sorted(actions - {v["action"] for v in (spec or {}).get("verdicts", [])})
+    if not missing:
+        return f"the spec's guard mutants cover all {len(actions)} actions that have a guard."
+    return f"the spec's guard mutants of {len(missing)} of its {len(actions)} actions are not run: {', '.join(missing)}."
+
+
 def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None, layer_total: int = 0) -> str:
     parts = ["## Mutation score (issue 18)\n",
              "`make mutation` runs `mutmut run` over the reference (`[tool.mutmut]` in `pyproject.toml`: which "
@@ -431,8 +442,7 @@ def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None,
              "migration and routing mutants (racing histories and the protocol machine; `--spark` runs the Spark "
              "job on the histories it kept), `python -m harness.mutation_spec` over the spec's action guards, then "
              "`python -m harness.mutation_report` writes this section. **Not the whole run yet**: "
-             + not_run_sentence(ref) + layers_sentence(layers or {}, layer_total) + "the "
-             "spec's guard mutants cover the migration, query and insert-write actions, not the others. Machine: "
+             + not_run_sentence(ref) + layers_sentence(layers or {}, layer_total) + spec_sentence(spec) + " Machine: "
              "2 cores shared with other jobs (load 3-8).\n"]
     if ref:
         parts += ["### Reference layer (mutmut 3 on the in-memory tests)\n",

@@ -270,3 +270,13 @@ def test_the_layers_go_on_from_the_verdicts_kept_in_an_earlier_checkout(tmp_path
     assert "history" not in results["reference.migration.x_switch__mutmut_7"]   # build/ paths are not kept
     assert "reference.migration.x_switch__mutmut_8" not in results
     assert results["reference.migration.x_switch__mutmut_9"] == {"racing": "survived"}
+
+
+def test_the_spec_sentence_names_the_actions_without_verdicts_from_the_results():
+    from harness.mutation_report import spec_sentence
+    from harness.mutation_spec import SPEC_DIR, SPEC_FILE, generate
+    actions = sorted({m.action for m in generate((SPEC_DIR / SPEC_FILE).read_text().splitlines())})
+    some = {"verdicts": [{"action": a} for a in actions[1:]]}
+    assert spec_sentence(some).endswith(f"are not run: {actions[0]}.")
+    assert spec_sentence({"verdicts": [{"action": a} for a in actions]}).startswith(
+        f"the spec's guard mutants cover all {len(actions)} actions")
