@@ -396,20 +396,34 @@ class SparkFailed(Exception):
 def spark_verdicts(histories: list[str], batch: int = 50):
     """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on `histories`, `batch` per job
     (one JVM start each: a start costs more than a small history's check); yields per job
-    {history: (holds, sorted failing invariants)}. Raises SparkFailed if a job ends without a report."""
+    {history: (holds, sorted failing invariants)}. A history the job refuses to read (exit 2, bad
+    input: a mutant can leave snapshots that do not fit together) stops its job; it is taken out,
+    with (False, ["bad input: ..."]), and the job runs again on the rest. Raises SparkFailed if a
+    job ends without a report for any other reason."""
     import subprocess
     for i in range(0, len(histories), batch):
-        part = histories[i:i + batch]
-        with tempfile.TemporaryDirectory(prefix="mutlayer-spark-") as tmp:
-            report = Path(tmp) / "report.json"
-            args = [a for h in part for a in ("--input", h)]
-            p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"), str(REPO / "pyspark_jobs" / "spark_check.py"),
-                                *args, "--report", str(report)], capture_output=True, text=True)
-            if p.returncode not in (0, 1) or not report.is_file():
-                raise SparkFailed(f"spark_check exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1][:300]}")
-            by_input = {r["input"]: r for r in json.loads(report.read_text())["results"]}
-        yield {h: (by_input[h]["holds"], sorted(n for n, inv in by_input[h]["invariants"].items() if not inv["holds"]))
-               for h in part}
+        part, out = histories[i:i + batch], {}
+        while part:
+            with tempfile.TemporaryDirectory(prefix="mutlayer-spark-") as tmp:
+                report = Path(tmp) / "report.json"
+                args = [a for h in part for a in ("--input", h)]
+                p = subprocess.run([str(REPO / ".venv" / "bin" / "spark-submit"),
+                                    str(REPO / "pyspark_jobs" / "spark_check.py"), *args, "--report", str(report)],
+                                   capture_output=True, text=True)
+                if p.returncode in (0, 1) and report.is_file():
+                    by_input = {r["input"]: r for r in json.loads(report.read_text())["results"]}
+                    out.update({h: (by_input[h]["holds"], sorted(n for n, inv in by_input[h]["invariants"].items()
+                                                                 if not inv["holds"])) for h in part})
+                    break
+                # (the job's one line goes to stdout under spark-submit when it is not a terminal)
+                said = [ln for ln in (p.stdout + "\n" + p.stderr).splitlines() if "spark_check: bad input:" in ln]
+                bad = [h for h in part if said and h + "/" in said[-1]] if p.returncode == 2 else []
+                if not bad:
+                    last = (p.stderr.strip().splitlines() or [""])[-1]
+                    raise SparkFailed(f"spark_check exit {p.returncode}: {(said or [last])[-1][:300]}")
+                out[bad[0]] = (False, ["bad input: " + said[-1].split("bad input: ", 1)[1].replace(bad[0] + "/", "")[:200]])
+                part = [h for h in part if h != bad[0]]
+        yield out
 
 
 def _spark(out: Path, batch: int = 50) -> int:
@@ -425,7 +439,9 @@ def _spark(out: Path, batch: int = 50) -> int:
             for history, key in todo:
                 if history in verdicts:
                     r, (holds, failing) = results[key], verdicts[history]
-                    r["spark"] = SURVIVED if holds else KILLED
+                    # a history the job cannot read is no kill: it judged no invariant on it
+                    r["spark"] = (SURVIVED if holds else "bad input" if failing and failing[0].startswith("bad input")
+                                  else KILLED)
                     r["spark_detail"] = ", ".join(failing)
                     print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
             out.write_text(json.dumps(results, indent=1, sort_keys=True))
@@ -443,7 +459,8 @@ def _spark(out: Path, batch: int = 50) -> int:
             for key in keys:
                 r = results[key]
                 mutant, unmutated = verdicts[r["teeth_history"]][1], verdicts[r["teeth_unmutated_history"]][1]
-                r["teeth_spark"] = KILLED if mutant != unmutated else SURVIVED
+                r["teeth_spark"] = ("bad input" if any(f.startswith("bad input") for f in mutant + unmutated)
+                                    else KILLED if mutant != unmutated else SURVIVED)
                 r["teeth_spark_detail"] = (f"mutant: {', '.join(mutant) or 'none (holds)'}; "
                                            f"unmutated: {', '.join(unmutated) or 'none (holds)'}")
                 print(f"{key}: teeth_spark {r['teeth_spark']} ({r['teeth_spark_detail']})", flush=True)
