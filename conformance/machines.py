@@ -152,7 +152,8 @@ def _name(fn, name: str) -> None:
 # --- the whole protocol ------------------------------------------------------------------------
 PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
                        "QueryNoMissingInv", "QueryNoDuplicateInv", "NoDuplicateRowsInv", "CleanupSafeInv",
-                       "NoForeignPartsInv", "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv")
+                       "NoForeignPartsInv", "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv",
+                       "MigrationOutcomeInv")
 
 
 # The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and

@@ -21,8 +21,9 @@ from reference.keeper import MemoryEnsemble
 from reference.layout import Layout
 from reference.cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
-                                 replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
+                                 drop_foreign_partitions, migrations_in_flight, outcome_contradiction, read_migration,
+                                 replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
+                                 replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
 from reference.query import client_query_fails, client_start_query, replica_read_partition, served_by
 from reference.rebalance import RebalanceError, system_rebalance
@@ -244,6 +245,10 @@ class ProtocolSystem:
         out["DropsAppliedInv"] = drops
         out["GlobalEntriesAppliedInv"] = alters
         out["MigrationLimitInv"] = len(migrations_in_flight(self.admin, LAYOUT)) <= self.max_concurrent
+        # (this machine removes no replica: SYSTEM DROP REPLICA is the model machines', so gone is empty)
+        out["MigrationOutcomeInv"] = not any(
+            outcome_contradiction(m["state"], m["src"], m["dst"], asg[p].owners if asg[p] else (), gone=())
+            for p, m in migs.items() if m)
         return out
 
     # --- the steps -------------------------------------------------------------------------

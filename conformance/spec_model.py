@@ -22,7 +22,7 @@ ABSENT = -1       # the spec's Absent (no assignment version)
 INVARIANTS = ("TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv",
               "OwnersCompleteInv", "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv",
               "QueryNoMissingInv", "QueryNoDuplicateInv", "CleanupSafeInv", "MigrationLimitInv",
-              "MutationsAppliedInv", "DropsAppliedInv")
+              "MutationsAppliedInv", "DropsAppliedInv", "MigrationOutcomeInv")
 
 
 class ModelError(ValueError):
@@ -215,6 +215,12 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
         return any(e["type"] == "GET" and e["part"]["p"] == x["p"] and x["b"] <= e["part"]["b"]
                    and e["part"]["mv"] >= v.mutations_owed(r, x) for e in at(queue, r))
 
+    def outcome_ok(p):   # MigrationOutcomeInv
+        x, owners = at(mig, p), at(asg, p)["owners"]
+        if x["st"] in ("switched", "done"):
+            return (x["src"] == NONE or x["src"] not in owners) and (x["dst"] in owners or x["dst"] in gone)
+        return x["st"] not in ("clone", "cancelling", "cancelled") or x["dst"] not in owners
+
     def alters_ok(r):
         passed = sum(e["type"] == "ALTER" for e in v.log[:at(s["ptr"], r)])
         return at(s["meta"], r)["alters"] + sum(e["type"] == "ALTER" for e in at(queue, r)) == passed
@@ -236,6 +242,7 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
         "MigrationLimitInv": len(in_flight) <= m.bounds.get("MaxConcurrentMigrations", len(P)),
         "MutationsAppliedInv": all(not keeper(r, x) or x["mv"] >= v.mutations_owed(r, x) or pending(r, "MUTATE", x["p"])
                                    or mutated_part_queued(r, x) for r in R for x in at(parts, r)),
+        "MigrationOutcomeInv": all(outcome_ok(p) for p in P),
         "DropsAppliedInv": all(not keeper(r, x) or all(b[1] > v.drop_point(x["p"], at(s["ptr"], r)) for b in x["b"])
                                or pending(r, "DROP", x["p"]) for r in R for x in at(parts, r)),
     }

@@ -50,12 +50,19 @@ DESCRIPTIONS = {
     "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
                          "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
                          "src -> dst (tables commands, migrations)",
+    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's owners: switched or "
+                           "done, the source is no owner; clone, cancelling or cancelled, the target is none "
+                           "(tables migrations, assignments)",
     "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
                            "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
                            "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
+# MigrationOutcomeInv's states (reference/migration.py's, restated: the job ships without the
+# reference): those that say the SWITCH happened, and those that say it has not or never will.
+SWITCHED = ("switched", "done")
+NOT_SWITCHED = ("clone", "cancelling", "cancelled")
 TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
 
 
@@ -347,6 +354,28 @@ def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def migration_outcome(spark: SparkSession, h: History, sample: int) -> dict:
+    """MigrationOutcomeInv (reference/oracle.py's outcomes_contradicted): a migration snapshot
+    whose state the owners of its partition at the same snapshot contradict. One violation per
+    snapshot row."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("assignments", "migrations")):
+        c = F.col
+        owners = read_table(spark, h.sources["assignments"]).select("snapshot_step", "partition_id", "owners")
+        snaps = read_table(spark, h.sources["migrations"]).select("snapshot_step", "partition_id", "state", "src", "dst")
+
+        def owns(who: str):   # (array_contains with a column as its value: SQL's form takes one)
+            return F.coalesce(F.expr(f"array_contains(owners, {who})"), F.lit(False))
+        off = (snaps.join(owners, ["snapshot_step", "partition_id"], "left")
+               .filter((c("state").isin(*SWITCHED) & c("src").isNotNull() & owns("src"))
+                       | (c("state").isin(*NOT_SWITCHED) & owns("dst")))
+               .orderBy("snapshot_step", "partition_id"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationOutcomeInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:
     """DownWaitBoundedProp (reference/oracle.py's down_waits_too_long): per partition, its
     migration snapshots in step order; one waits on a down replica when its Leaver (switched:
@@ -465,6 +494,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("NoLogicalErrorsInv", logical_errors(h, sample))
     record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
     record("CancelHonouredInv", cancel_honoured(spark, h, sample))
+    record("MigrationOutcomeInv", migration_outcome(spark, h, sample))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
     record("MutationsAppliedInv", mutations_applied(spark, h, sample))

@@ -119,6 +119,13 @@ QUERIES = {
             AND NOT EXISTS (SELECT 1 FROM migrations o WHERE o.partition_id = m.partition_id
                             AND o.snapshot_step > c.step AND o.snapshot_step <= m.snapshot_step
                             AND (o.src IS DISTINCT FROM c.src OR o.dst IS DISTINCT FROM c.dst)))""",
+    # reference/oracle.py's outcomes_contradicted: a migration snapshot whose state the owners of
+    # its partition at the same snapshot contradict
+    "MigrationOutcomeInv": """
+        SELECT count(*) FROM migrations m LEFT JOIN assignments a
+            ON a.snapshot_step = m.snapshot_step AND a.partition_id = m.partition_id
+        WHERE (m.state IN ('switched', 'done') AND m.src IS NOT NULL AND coalesce(list_contains(a.owners, m.src), false))
+           OR (m.state IN ('clone', 'cancelling', 'cancelled') AND coalesce(list_contains(a.owners, m.dst), false))""",
     # reference/oracle.py's down_waits_too_long: per partition, consecutive migration snapshots
     # waiting on the same down replica (its leaver once no map is behind; a CLONE's coordinator)
     # are one wait, from its first snapshot; a snapshot more than down_timeout + the grace after it

@@ -42,6 +42,13 @@ migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Witho
 acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
 every other invariant holds.
 
+MigrationOutcomeInv: at every snapshot, a partition's migration state agrees with its owners
+(reference/migration.py's outcome_contradiction: switched or done, the source is no owner;
+clone, cancelling or cancelled, the target is none). The history does not record which replicas
+SYSTEM DROP REPLICA removed, so the spec's third clause (switched or done, the target is an owner
+unless removed) is judged by TLC and conformance only. Without it a CLEANUP that records a switched
+migration as cancelled breaks nothing else.
+
 DownWaitBoundedProp: no migration waits on a down replica much longer than the down timeout
 (run.down_timeout, in steps; a history without it, or with it null, is not judged). A
 migration whose Leaver (the source after SWITCH, the target after CANCEL) is down, or a CLONE
@@ -57,6 +64,7 @@ from collections import Counter
 
 from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
+from .migration import outcome_contradiction
 from .parts import PartName
 from .refusals import write_path_open
 
@@ -64,7 +72,7 @@ INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "Q
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
               "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv",
-              "MutationsAppliedInv")
+              "MutationsAppliedInv", "MigrationOutcomeInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -159,6 +167,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["DownWaitBoundedProp"] = down_waits_too_long(t)
     out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t)
     out["MutationsAppliedInv"] = mutations_not_applied(t)
+    out["MigrationOutcomeInv"] = outcomes_contradicted(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -212,6 +221,19 @@ def foreign_parts(tables: dict) -> list[str]:
     held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
     return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
             for step, r, p in held if r not in keepers.get((step, p), ())]
+
+
+def outcomes_contradicted(t: dict) -> list[str]:
+    """MigrationOutcomeInv: one line per migration snapshot whose state its partition's owners at
+    the same snapshot (table assignments) contradict."""
+    owners = {(a["snapshot_step"], a["partition_id"]): a["owners"] or () for a in t.get("assignments", ())}
+    out = []
+    for m in sorted(t.get("migrations", ()), key=lambda m: (m["snapshot_step"], m["partition_id"])):
+        why = outcome_contradiction(m["state"], m["src"], m["dst"], owners.get((m["snapshot_step"], m["partition_id"]), ()))
+        if why:
+            out.append(f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} at step "
+                       f"{m['snapshot_step']} is {why}")
+    return out
 
 
 def mutations_not_applied(t: dict) -> list[str]:

@@ -944,6 +944,19 @@ DomainAntiAffinityInv ==
     \A p \in Partitions :
         \A S \in {asg[p].owners, PlannedOwners(p)} : Cardinality({Domain[r] : r \in S}) = Cardinality(S)
 
+\* A migration's state says what it did to the owners: from SWITCH on (switched, done) the source
+\* is no owner and the target is one (unless SYSTEM DROP REPLICA removed it since); before SWITCH
+\* and after CANCEL (clone, cancelling, cancelled) the target is no owner. A replica re-enters
+\* the owners only by a later migration, which replaces mig[p]. Without it a CLEANUP that records
+\* a switched migration as cancelled, or a cancelled one as done, breaks nothing else: no reader
+\* of the data looks at the migration's end, but the rebalancer and system.migrations do.
+MigrationOutcomeInv ==
+    \A p \in Partitions :
+        /\ mig[p].st \in {"switched", "done"} =>
+              /\ mig[p].src = None \/ mig[p].src \notin asg[p].owners
+              /\ mig[p].dst \in asg[p].owners \/ mig[p].dst \in gone
+        /\ mig[p].st \in {"clone", "cancelling", "cancelled"} => mig[p].dst \notin asg[p].owners
+
 \* No more migrations are in flight than the concurrency limit allows.
 MigrationLimitInv == Cardinality(MigrationsInFlight) <= MaxConcurrentMigrations
 

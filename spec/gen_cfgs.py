@@ -18,7 +18,7 @@ SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain
 SAFETY = ["TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
           "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
           "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
-          "DropsAppliedInv", "DomainAntiAffinityInv"]
+          "DropsAppliedInv", "DomainAntiAffinityInv", "MigrationOutcomeInv"]
 # Models TLC tells states apart in by MCSelectiveReplication's ReductionView (its comment argues
 # why that is sound): the full model, whose state space is the largest.
 # Models that leave invariants out, so that TLC, which stops at the first violation, reaches a later

@@ -416,3 +416,29 @@ def test_a_clone_target_without_the_mutation_its_keepers_queued_is_a_violation_f
     # without the replicas' log pointers (an older history) nothing is judged
     pq.write_table(pq.read_table(broken / "metadata.parquet").drop(["log_pointer"]), broken / "metadata.parquet")
     assert _three_agree(spark, broken) == {}
+
+
+def _cleanup_ends_as_cancelled(leaver, partition, bugs=frozenset()):
+    # Stands in for replica_cleanup's mutant `"done" if ... and False else "cancelled"`: the fixed
+    # CLEANUP, then the migration's end rewritten as cancelled, whatever it was.
+    import json
+
+    from reference.migration import replica_cleanup
+    replica_cleanup(leaver, partition, bugs)
+    mig, version = read_migration(leaver.keeper, leaver.layout, partition)
+    leaver.keeper.set(leaver.layout.migration(partition), json.dumps({**mig, "state": "cancelled"}).encode(), version)
+
+
+def test_a_switched_migration_recorded_as_cancelled_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+    """MigrationOutcomeInv: on the fixed protocol a migration's state agrees with its partition's
+    owners at every snapshot, for the oracle, the Spark job and DuckDB alike. With CLEANUP
+    recording every end as cancelled, a switched migration reads cancelled with its target an
+    owner: all three count the same snapshots, and no other invariant notices."""
+    fixed = racing_history(tmp_path / "fixed", "racing", 0, **SIZE)
+    assert _three_agree(spark, Path(fixed["history"])) == {}
+    monkeypatch.setattr("reference.cluster.replica_cleanup", _cleanup_ends_as_cancelled)
+    broken = Path(racing_history(tmp_path / "broken", "racing", 0, **SIZE)["history"])
+    found = _three_agree(spark, broken)
+    assert set(found) == {"MigrationOutcomeInv"}, found
+    lines = check(_read(broken), 2)["MigrationOutcomeInv"]
+    assert all("is cancelled, yet its target" in line for line in lines), lines

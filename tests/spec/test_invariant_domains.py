@@ -3,6 +3,7 @@ LiveAcked, inserts committed after their partition's last DROP_RANGE, so an inse
 without any commit fell outside every one of them. A spec whose client is acknowledged before
 the write is the mutant that showed it: before AckedCommittedInv it survived every model."""
 
+import re
 import runpy
 from pathlib import Path
 
@@ -42,3 +43,28 @@ def test_a_query_failing_with_its_replicas_up_breaks_query_answered(tmp_path):
                             liveness=ms.holding_models(["MCLivenessQuery"], liveness=True))
     assert [r.outcome for r in verdict.runs if r.check == "safety"] == ["holds"], verdict
     assert verdict.status == "killed" and verdict.killed_by == "MCLivenessQuery: temporal property", verdict
+
+
+def _cleanup_ends_as(state: str, action: str) -> ms.Mutant:
+    """The spec with `action` (a CLEANUP) recording every migration it ends as `state`."""
+    text = SPEC.read_text()
+    start = re.search(rf"^{action}\(p[^)]*\) ==", text, re.M).start()
+    end = text.index("\n\n", start)
+    body, n = re.subn(r'!\[p\]\.st = IF @ = "switched" THEN "done" ELSE "cancelled"', f'![p].st = "{state}"',
+                      text[start:end])
+    assert n == 1, f"no end of a migration in {action}"
+    return ms.Mutant(f"{action}.ends_as_{state}", action, "drop", text[:start].count("\n") + 1,
+                     'IF @ = "switched" THEN "done" ELSE "cancelled"', text[:start] + body + text[end:])
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("action, model", [("ReplicaCleanup", "MCMigrationWrites"),
+                                           ("ReplicaCleanupForDownLeaver", "MCDownLeaver")])
+@pytest.mark.parametrize("state", ["done", "cancelled"])
+def test_a_migration_ended_with_the_wrong_outcome_is_caught_by_migration_outcome(tmp_path, action, model, state):
+    """No reader of the data looks at how a migration ended, so a CLEANUP that records a switched
+    migration as cancelled (or a cancelled one as done) broke nothing until MigrationOutcomeInv."""
+    verdict = ms.run_mutant(_cleanup_ends_as(state, action), ms.holding_models([model]), budget=240,
+                            workdir=tmp_path, workers=1)
+    assert verdict.status == "killed", verdict
+    assert verdict.killed_by == f"{model}: MigrationOutcomeInv", verdict
