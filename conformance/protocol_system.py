@@ -21,7 +21,7 @@ from reference.keeper import MemoryEnsemble
 from reference.layout import Layout
 from reference.cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
 from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 drop_foreign_partitions, migrations_in_flight, outcome_contradiction, read_migration,
+                                 drop_foreign_partitions, migrations_in_flight, read_migration,
                                  replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                                  replica_take_over_migration)
 from reference.parts import BadPart, PartName, PartStore
@@ -31,6 +31,7 @@ from reference.recovery import replica_clone_if_lost
 from reference.log_entry import (ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING,
                                  LogEntry)
 from reference.mutations import owed
+from reference.oracle import outcome_contradiction
 from reference.registration import create_table_znodes, declare_replicas, register_replica
 from reference.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
                                client_mutate)

@@ -59,7 +59,7 @@ DESCRIPTIONS = {
 }
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
-# MigrationOutcomeInv's states (reference/migration.py's, restated: the job ships without the
+# MigrationOutcomeInv's states (reference/oracle.py's, restated: the job ships without the
 # reference): those that say the SWITCH happened, and those that say it has not or never will.
 SWITCHED = ("switched", "done")
 NOT_SWITCHED = ("clone", "cancelling", "cancelled")

@@ -20,10 +20,6 @@ from .parts import PartName, active_set
 from .replica import Replica, _children, caught_up, log_number
 
 IN_FLIGHT = ("clone", "switched", "cancelling")
-# MigrationOutcomeInv: the states that say the SWITCH happened, and those that say it has not
-# or never will.
-SWITCHED = ("switched", "done")
-NOT_SWITCHED = ("clone", "cancelling", "cancelled")
 
 
 class MigrationError(ValueError):
@@ -36,22 +32,6 @@ def read_migration(keeper: Keeper, layout: Layout, partition: str) -> tuple[dict
     except NoNodeError:
         return None, -1
     return json.loads(data), stat.version
-
-
-def outcome_contradiction(state: str, src: str | None, dst: str, owners, gone=None) -> str | None:
-    """MigrationOutcomeInv on one partition: why its migration's state contradicts its owners, or
-    None. From SWITCH on the source is no owner and the target is one (unless SYSTEM DROP REPLICA
-    removed it since: `gone`; None when unknown, as in a history, and that clause is not judged);
-    before SWITCH and after CANCEL the target is no owner. A replica becomes an owner again only
-    through a later migration, which replaces the znode."""
-    if state in SWITCHED:
-        if src and src in owners:
-            return f"{state}, yet its source {src} is still an owner"
-        if gone is not None and dst not in owners and dst not in gone:
-            return f"{state}, yet its target {dst} is no owner"
-    elif state in NOT_SWITCHED and dst in owners:
-        return f"{state}, yet its target {dst} is an owner"
-    return None
 
 
 def migrations_in_flight(keeper: Keeper, layout: Layout) -> list[str]:

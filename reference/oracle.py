@@ -43,11 +43,11 @@ acknowledged and ignored (its state written under the wrong key) lets the CLONE 
 every other invariant holds.
 
 MigrationOutcomeInv: at every snapshot, a partition's migration state agrees with its owners
-(reference/migration.py's outcome_contradiction: switched or done, the source is no owner;
-clone, cancelling or cancelled, the target is none). The history does not record which replicas
-SYSTEM DROP REPLICA removed, so the spec's third clause (switched or done, the target is an owner
-unless removed) is judged by TLC and conformance only. Without it a CLEANUP that records a switched
-migration as cancelled breaks nothing else.
+(outcome_contradiction: switched or done, the source is no owner; clone, cancelling or cancelled,
+the target is none). The history does not record which replicas SYSTEM DROP REPLICA removed, so
+the spec's third clause (switched or done, the target is an owner unless removed) is judged by
+TLC and conformance only. Without it a CLEANUP that records a switched migration as cancelled
+breaks nothing else.
 
 DownWaitBoundedProp: no migration waits on a down replica much longer than the down timeout
 (run.down_timeout, in steps; a history without it, or with it null, is not judged). A
@@ -64,7 +64,6 @@ from collections import Counter
 
 from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
-from .migration import outcome_contradiction
 from .parts import PartName
 from .refusals import write_path_open
 
@@ -221,6 +220,28 @@ def foreign_parts(tables: dict) -> list[str]:
     held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
     return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
             for step, r, p in held if r not in keepers.get((step, p), ())]
+
+
+# MigrationOutcomeInv: the states that say the SWITCH happened, and those that say it has not
+# or never will.
+SWITCHED = ("switched", "done")
+NOT_SWITCHED = ("clone", "cancelling", "cancelled")
+
+
+def outcome_contradiction(state: str, src: str | None, dst: str, owners, gone=None) -> str | None:
+    """MigrationOutcomeInv on one partition: why its migration's state contradicts its owners, or
+    None. From SWITCH on the source is no owner and the target is one (unless SYSTEM DROP REPLICA
+    removed it since: `gone`; None when unknown, as in a history, and that clause is not judged);
+    before SWITCH and after CANCEL the target is no owner. A replica becomes an owner again only
+    through a later migration, which replaces the znode."""
+    if state in SWITCHED:
+        if src and src in owners:
+            return f"{state}, yet its source {src} is still an owner"
+        if gone is not None and dst not in owners and dst not in gone:
+            return f"{state}, yet its target {dst} is no owner"
+    elif state in NOT_SWITCHED and dst in owners:
+        return f"{state}, yet its target {dst} is an owner"
+    return None
 
 
 def outcomes_contradicted(t: dict) -> list[str]:
