@@ -963,6 +963,14 @@ MigrationLimitInv == Cardinality(MigrationsInFlight) <= MaxConcurrentMigrations
 \* log_pointer never moves backwards (checked as an action property).
 LogPointerMonotonicProp == [][\A r \in Replicas : ptr'[r] >= ptr[r]]_vars
 
+\* The cleanup thread's trimming never moves backwards: a removed entry does not come back.
+TrimmedMonotonicProp == [][trimmed' >= trimmed]_vars
+
+\* A lost replica's log_pointer moves only by its clone, which takes it out of `lost`: it pulls
+\* nothing, since the entries it is behind on are ones the cleanup thread removed (`log` keeps
+\* them only as the model's history). The replicas not lost are at or past `trimmed`.
+LostReplicaClonesProp == [][\A r \in lost : ptr'[r] # ptr[r] => r \notin lost']_vars
+
 -----------------------------------------------------------------------------
 (* Liveness, under weak fairness of the background work a replica does by   *)
 (* itself (pulling, executing its queue, refreshing its map, restarting)    *)

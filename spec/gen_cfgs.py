@@ -19,6 +19,9 @@ SAFETY = ["TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBloc
           "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
           "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
           "DropsAppliedInv", "DomainAntiAffinityInv", "MigrationOutcomeInv"]
+# Action properties every safety model checks: no pointer, and no trimming, moves backwards, and
+# a lost replica moves its pointer only by cloning (it pulls no entry the cleanup thread removed).
+ACTION_PROPERTIES = ["LogPointerMonotonicProp", "TrimmedMonotonicProp", "LostReplicaClonesProp"]
 # Models TLC tells states apart in by MCSelectiveReplication's ReductionView (its comment argues
 # why that is sound): the full model, whose state space is the largest.
 # Models that leave invariants out, so that TLC, which stops at the first violation, reaches a later
@@ -289,7 +292,7 @@ def render(name: str) -> str:
     if name in VIEWS:
         lines.append(f"VIEW {VIEWS[name]}")
     lines += ["INIT Init", "NEXT Next", "INVARIANTS", *[f"    {inv}" for inv in SAFETY if inv not in WITHOUT.get(name, ())],
-              "PROPERTY LogPointerMonotonicProp", ""]
+              "PROPERTIES", *[f"    {p}" for p in ACTION_PROPERTIES], ""]
     return "\n".join(lines)
 
 

@@ -72,3 +72,15 @@ def test_a_migration_ended_with_the_wrong_outcome_is_caught_by_migration_outcome
                             workdir=tmp_path, workers=1)
     assert verdict.status == "killed", verdict
     assert verdict.killed_by == f"{model}: MigrationOutcomeInv", verdict
+
+
+@pytest.mark.tlc
+def test_trimming_that_moves_backwards_is_caught_by_trimmed_monotonic(tmp_path):
+    """clearOldLogs without `upto > trimmed` may lower `trimmed` (a replica behind the trimming
+    back among those kept), putting removed entries back into the log: no invariant reads that,
+    TrimmedMonotonicProp does."""
+    mutant = next(m for m in ms.generate(SPEC.read_text().splitlines(), {"CleanupClearOldLogs"})
+                  if m.kind == "drop" and m.original == "upto > trimmed")
+    verdict = ms.run_mutant(mutant, ms.holding_models(["MCFilteredLog"]), budget=240, workdir=tmp_path, workers=1)
+    assert verdict.status == "killed", verdict
+    assert verdict.killed_by == "MCFilteredLog: TrimmedMonotonicProp", verdict
