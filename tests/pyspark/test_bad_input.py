@@ -128,6 +128,7 @@ class Case:
     names: list[str]                       # what the one line must say
     subprocess: bool = False               # run the command line in a fresh process
     args: tuple = ()
+    long: bool = False                     # a JVM run found the damage (~17 s): make check, over make test's budget
 
 
 CASES = [
@@ -139,7 +140,7 @@ CASES = [
     Case("truncated_parquet", "parquet", lambda f: truncate(f / "parts.parquet"),
          ["parts.parquet", "not a readable Parquet file"], subprocess=True),
     Case("unreadable_parquet_page", "parquet", lambda f: corrupt_first_page(f / "inserts.parquet"),
-         ["inserts.parquet", "cannot be read"], subprocess=True),
+         ["inserts.parquet", "cannot be read"], subprocess=True, long=True),
     Case("missing_column", "parquet",
          lambda f: rewrite_parquet(f / "inserts.parquet", lambda t: t.drop_columns(["status"])),
          ["inserts.parquet", "no column(s) status"], subprocess=True),
@@ -154,7 +155,7 @@ CASES = [
                                                         for r in jsonl_rows(f / "query_rows.jsonl")]),
          ["query_rows.jsonl line 1", "no column(s) row_id"], subprocess=True),
     Case("malformed_jsonl_line", "jsonl", lambda f: edit_line(f / "inserts.jsonl", 117, '{"insert_id": "b11/2024'),
-         ["inserts.jsonl line 117", "not valid JSON"], subprocess=True),
+         ["inserts.jsonl line 117", "not valid JSON"], subprocess=True, long=True),
     Case("unknown_status", "jsonl", lambda f: set_field(f / "inserts.jsonl", 42, status="OK"),
          ["inserts.jsonl line 42", "status is not one of ok, failed, unknown", "'OK'"]),
     Case("non_numeric_row_id", "jsonl", lambda f: set_field(f / "parts.jsonl", 9, row_id="r9"),
@@ -211,7 +212,8 @@ def assert_one_clean_line(err: str, names: list[str], log: bool = True) -> str:
     return line
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.long) if c.long else c for c in CASES],
+                         ids=[c.id for c in CASES])
 def test_bad_input_is_refused_with_exit_2_and_one_line(case, bases, tmp_path, capsys):
     folder = tmp_path / "history"
     shutil.copytree(bases[case.base], folder)

@@ -62,6 +62,7 @@ def test_a_missing_row_is_named_with_its_owner(spark, tmp_path):
     assert bad["sample"] == [{"partition_id": "202401-0", "replica": "r1", "row_id": 0}]
 
 
+@pytest.mark.long   # make check (long tests): over make test's budget
 def test_masks_of_several_words_and_queries_without_masks_agree(spark, tmp_path, monkeypatch):
     """Ten replicas over four 3-bit words, and the query invariants by joins instead of masks,
     give the same verdicts and counts as the default plan."""
@@ -85,6 +86,7 @@ def test_reference_runs_with_migrations_and_crashes_agree_with_the_oracle(spark,
     assert "QueryNoMissingInv" in failing(checked(spark, broken["history"]))
 
 
+@pytest.mark.long   # make check (long tests): over make test's budget
 def test_jsonl_histories_are_read_too(spark, tmp_path):
     from pyspark_jobs.workloads import reference_history
     import pyarrow.parquet as pq

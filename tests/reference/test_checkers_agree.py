@@ -271,6 +271,7 @@ def _refuses_every_reassign(*args, **kwargs):
     raise MigrationError("unknown replica (a broken guard)")
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
 def test_a_reassign_refused_though_its_guard_held_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
     """CommandsFollowGuardsInv: the history records each operator command, its outcome and the
     guard inputs the harness read from Keeper before it. On the fixed protocol every command
@@ -314,6 +315,7 @@ def _cancel_ignored(keeper, layout, partition, target=None, bugs=frozenset()):
     return new
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
 def test_a_cancel_acknowledged_and_ignored_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
     """CancelHonouredInv: on the fixed protocol (`cancelling` 0: CANCELs aimed at every state) each
     accepted CANCEL's migration is cancelling or cancelled at every later snapshot, for the
@@ -349,6 +351,7 @@ def _refuses_take_over(keeper, layout, partition, replica):
     raise GuardFailed("ReplicaTakeOverMigration", "refused (a broken guard)")
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
 def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
     """DownWaitBoundedProp: on the fixed protocol (`deserting` 0: a leaver down past the down
     timeout, its CLEANUP done on its behalf) no migration is seen waiting on a down replica
@@ -377,6 +380,7 @@ def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_t
     assert check(_read(broken), 2)["DownWaitBoundedProp"] == [] and duckdb_check(broken)["DownWaitBoundedProp"] == 0
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
 def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
     """InsertRefusalsFollowGuardsInv: on the fixed protocol (`expiring` 2: owners' sessions expire
     under forwarded INSERTs, so tries are refused) every refusal had its write path closed before
@@ -398,6 +402,7 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     assert all("KeeperUnavailableError" in line and "read-only" in line for line in off), off
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
 def test_a_clone_target_without_the_mutation_its_keepers_queued_is_a_violation_for_all_three(spark, tmp_path):
     """MutationsAppliedInv at every snapshot: on the fixed protocol (`mutating` 1: MUTATE_PARTs
     written and pulled, not executed, when the partition moves) the CLONE re-queues them from the
