@@ -393,6 +393,10 @@ class SparkFailed(Exception):
     pass
 
 
+# The verdict of a history the Spark job refused to read, and the prefix of its one failing entry.
+BAD_INPUT = "bad input"
+
+
 def spark_verdicts(histories: list[str], batch: int = 50):
     """The Spark job (pyspark_jobs/spark_check.py, by spark-submit) on `histories`, `batch` per job
     (one JVM start each: a start costs more than a small history's check); yields per job
@@ -421,7 +425,8 @@ def spark_verdicts(histories: list[str], batch: int = 50):
                 if not bad:
                     last = (p.stderr.strip().splitlines() or [""])[-1]
                     raise SparkFailed(f"spark_check exit {p.returncode}: {(said or [last])[-1][:300]}")
-                out[bad[0]] = (False, ["bad input: " + said[-1].split("bad input: ", 1)[1].replace(bad[0] + "/", "")[:200]])
+                why = said[-1].split(f"{BAD_INPUT}: ", 1)[1].replace(bad[0] + "/", "")
+                out[bad[0]] = (False, [f"{BAD_INPUT}: {why[:200]}"])
                 part = [h for h in part if h != bad[0]]
         yield out
 
@@ -440,7 +445,7 @@ def _spark(out: Path, batch: int = 50) -> int:
                 if history in verdicts:
                     r, (holds, failing) = results[key], verdicts[history]
                     # a history the job cannot read is no kill: it judged no invariant on it
-                    r["spark"] = (SURVIVED if holds else "bad input" if failing and failing[0].startswith("bad input")
+                    r["spark"] = (SURVIVED if holds else BAD_INPUT if failing and failing[0].startswith(BAD_INPUT)
                                   else KILLED)
                     r["spark_detail"] = ", ".join(failing)
                     print(f"{key}: spark {r['spark']} ({r['spark_detail']})", flush=True)
@@ -459,7 +464,7 @@ def _spark(out: Path, batch: int = 50) -> int:
             for key in keys:
                 r = results[key]
                 mutant, unmutated = verdicts[r["teeth_history"]][1], verdicts[r["teeth_unmutated_history"]][1]
-                r["teeth_spark"] = ("bad input" if any(f.startswith("bad input") for f in mutant + unmutated)
+                r["teeth_spark"] = (BAD_INPUT if any(f.startswith(BAD_INPUT) for f in mutant + unmutated)
                                     else KILLED if mutant != unmutated else SURVIVED)
                 r["teeth_spark_detail"] = (f"mutant: {', '.join(mutant) or 'none (holds)'}; "
                                            f"unmutated: {', '.join(unmutated) or 'none (holds)'}")

@@ -396,6 +396,19 @@ def bounds(lines: list[str], only: set[str] | None = None) -> list[tuple[str, st
             for c in conjuncts[name] if is_guard(c, acts) and is_bound(c)]
 
 
+def hand_mutant(spec: str, action: str, pattern: str, replacement: str, name: str,
+                original: str | None = None) -> tuple[Mutant, int]:
+    """A mutant written by hand, not by generate: `spec` with `pattern` replaced by `replacement`
+    (re.sub) within `action`'s definition alone (up to its first blank line). Returns it, named
+    `{action}.{name}` (`original`: the text it changes, the pattern by default), with the number
+    of replacements made."""
+    start = re.search(rf"^{action}\([^)]*\) ==", spec, re.M).start()
+    end = spec.index("\n\n", start)
+    body, n = re.subn(pattern, replacement, spec[start:end])
+    return Mutant(f"{action}.{name}", action, "drop", spec[:start].count("\n") + 1, original or pattern,
+                  spec[:start] + body + spec[end:]), n
+
+
 def generate(lines: list[str], only: set[str] | None = None) -> list[Mutant]:
     conjuncts = parse_actions(lines)
     acts = action_names(conjuncts)

@@ -931,26 +931,26 @@ class Race:
             p = self.rng.choice(fetched)
         # So does a CLONE whose coordinator is down (until a replica takes it over): the tasks it
         # queued before its crash meet the live-coordinator guard.
-        orphaned = [x for x, m in migs.items() if m.get("state") == "clone"
-                    and c.admin.exists(c.layout.is_active(m["coord"])) is None]
+        live = lambda name: name is not None and c.admin.exists(c.layout.is_active(name)) is not None  # noqa: E731
+        orphaned = [x for x, m in migs.items() if m.get("state") == "clone" and not live(m["coord"])]
         if orphaned and self.rng.random() < 0.5:
             p = self.rng.choice(orphaned)
         mig = migs[p] if p in migs else read_migration(c.admin, c.layout, p)[0] or {}
         state, running = mig.get("state"), sorted(c.replicas)
         rep = c.replicas[self.rng.choice(running)]
         leaver = mig.get("src") if state == "switched" else mig.get("dst") if state == "cancelling" else None
-        live = lambda name: name is not None and c.admin.exists(c.layout.is_active(name)) is not None  # noqa: E731
         fetched_clone = state == "clone" and mig["fetched"]
+        coord_up = state == "clone" and live(mig["coord"])   # read once: every case below asks
         retries = []   # (the guard the retry meets, the call): each case is a different refusal
         if fetched_clone:   # SWITCH's state guard holds: only one to another replica than the target is refused
             others = [r for r in running if r != mig["dst"]]
-            if others and live(mig["coord"]):
+            if others and coord_up:
                 retries.append(("switch to another replica than the target",
                                 lambda: coordinator_switch(rep.keeper, c.layout, p, self.rng.choice(others), c.bugs)))
         else:
             retries.append(("switch of no fetched CLONE", lambda: coordinator_switch(
                 rep.keeper, c.layout, p, mig.get("dst") or rep.name, c.bugs)))
-        if state == "clone" and not live(mig["coord"]):   # a coordinator's task queued before its crash
+        if state == "clone" and not coord_up:   # a coordinator's task queued before its crash
             if fetched_clone:
                 retries.append(("switch by a down coordinator", lambda: coordinator_switch(
                     rep.keeper, c.layout, p, mig["dst"], c.bugs)))
@@ -973,7 +973,7 @@ class Race:
                             lambda: replica_clone_fetch(rep, p, c.replicas)))
         if state != "clone":
             retries.append(("take over no CLONE", lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
-        elif live(mig["coord"]):
+        elif coord_up:
             retries.append(("take over from a live coordinator",
                             lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
         # The case tried least so far, so that every refusal is met in a short run (seed 0 of a

@@ -3,7 +3,6 @@ LiveAcked, inserts committed after their partition's last DROP_RANGE, so an inse
 without any commit fell outside every one of them. A spec whose client is acknowledged before
 the write is the mutant that showed it: before AckedCommittedInv it survived every model."""
 
-import re
 import runpy
 from pathlib import Path
 
@@ -47,14 +46,10 @@ def test_a_query_failing_with_its_replicas_up_breaks_query_answered(tmp_path):
 
 def _cleanup_ends_as(state: str, action: str) -> ms.Mutant:
     """The spec with `action` (a CLEANUP) recording every migration it ends as `state`."""
-    text = SPEC.read_text()
-    start = re.search(rf"^{action}\(p[^)]*\) ==", text, re.M).start()
-    end = text.index("\n\n", start)
-    body, n = re.subn(r'!\[p\]\.st = IF @ = "switched" THEN "done" ELSE "cancelled"', f'![p].st = "{state}"',
-                      text[start:end])
+    mutant, n = ms.hand_mutant(SPEC.read_text(), action, r'!\[p\]\.st = IF @ = "switched" THEN "done" ELSE "cancelled"',
+                               f'![p].st = "{state}"', f"ends_as_{state}", 'IF @ = "switched" THEN "done" ELSE "cancelled"')
     assert n == 1, f"no end of a migration in {action}"
-    return ms.Mutant(f"{action}.ends_as_{state}", action, "drop", text[:start].count("\n") + 1,
-                     'IF @ = "switched" THEN "done" ELSE "cancelled"', text[:start] + body + text[end:])
+    return mutant
 
 
 @pytest.mark.tlc

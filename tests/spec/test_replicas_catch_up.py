@@ -5,7 +5,6 @@ nothing said the lag ends. A replica that never executes one kind of entry is th
 shows it: it breaks no safety invariant, since the entry stays pending for ever and pending is
 excused, and it breaks ReplicasCatchUpProp on the fair model."""
 
-import re
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,10 @@ SPEC = Path(ms.SPEC_DIR) / ms.SPEC_FILE
 
 def never_executes(kind: str) -> ms.Mutant:
     """The spec with every branch of ReplicaExecuteEntry that executes a `kind` entry disabled."""
-    text = SPEC.read_text()
-    start = text.index("ReplicaExecuteEntry(r) ==")
-    end = text.index("\n\n", start)
-    body, n = re.subn(rf'/\\ e\.type = "{kind}"', rf'/\\ e.type = "{kind}" /\\ FALSE', text[start:end])
+    mutant, n = ms.hand_mutant(SPEC.read_text(), "ReplicaExecuteEntry", rf'/\\ e\.type = "{kind}"',
+                               rf'/\\ e.type = "{kind}" /\\ FALSE', f"never_{kind.lower()}", f'e.type = "{kind}"')
     assert n, f"no {kind} branch in ReplicaExecuteEntry"
-    return ms.Mutant(f"ReplicaExecuteEntry.never_{kind.lower()}", "ReplicaExecuteEntry", "drop",
-                     text[:start].count("\n") + 1, f'e.type = "{kind}"', text[:start] + body + text[end:])
+    return mutant
 
 
 @pytest.mark.tlc
