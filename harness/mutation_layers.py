@@ -87,12 +87,14 @@ MIGRATION = ["reference.migration.*"]
 # cancelling, deserting and clients (0.5-1.1 s a small run, seeds 0-3) come early: they aim at
 # what the others reach rarely (a CANCEL in each state, CLEANUP for a down leaver, the client API),
 # so a mutant there meets them within its racing seconds; so does expiring (0.3-1 s), the only one
-# whose Keeper sessions expire, so the only one that runs route_insert's read-only fall-back, and
+# whose Keeper sessions expire (before a write, or right after a commit went out), so the only one
+# that runs route_insert's read-only fall-back and client_send_insert's unknown outcome, and
 # mutating, the only one with mutations (a CLONE fetch meeting keepers' queued MUTATE_PARTs).
 RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
                    "mutating", "retrying",
                    "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
+FULL: dict = {}                       # the profile's own steps, 60 blocks (races.race's defaults)
 LAYER_TIMEOUT_S = {"racing": 300, "protocol": 300, "teeth": 300}
 SEEDS = (0, 1, 2)
 RACING_SECONDS = 10.0   # per mutant, the seeds after 0 only while its racing runs took less
@@ -168,44 +170,50 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     `racing_invariants` says whether the history layer saw more than the exception."""
     from reference.races import racing_history
     fn = _mutated_function(key)
-    runs = [(p, s) for s in SEEDS for p in RACING_PROFILES if fn in CALLS.get((p, s), {fn})]
-    extra = {"racing_reached": sorted({p for p, s in runs if s == 0}), "racing_tests": SURVIVED}
+    runs = [(p, s, SMALL) for s in SEEDS for p in RACING_PROFILES if fn in CALLS.get((p, s), {fn})]
+    extra = {"racing_reached": sorted({p for p, s, _ in runs if s == 0}), "racing_tests": SURVIVED}
+    # Then each reached profile at its full size (seed 0), while the racing seconds last: some
+    # refusals need a state a small run seldom makes (an orphaned CLONE, a query still open after
+    # one of its reads).
+    runs += [(p, 0, FULL) for p in extra["racing_reached"]]
     t0, ran, crashes, detail = time.monotonic(), 0, [], ""
     logical: tuple[str, list[str]] | None = None   # the first refusal through NoLogicalErrorsInv alone
 
     def refused(run: dict, where: str) -> tuple[str, list[str]]:
         return f"{where}: {run['oracle_sample'][0][:160]}", run["oracle_invariants"]
-    for profile, seed in runs:
-        if seed and time.monotonic() - t0 > RACING_SECONDS:
+    for profile, seed, size in runs:
+        tests_run = seed == 0 and size is SMALL   # test_races.py's run
+        if not tests_run and time.monotonic() - t0 > RACING_SECONDS:
             break
+        where = f"{profile}/{seed}" + ("" if size is SMALL else "/full")
         folder = Path(tempfile.mkdtemp(prefix="mutlayer-"))
         try:
-            run = racing_history(folder, profile, seed, **SMALL)
+            run = racing_history(folder, profile, seed, **size)
         except Exception as e:  # noqa: BLE001 - a run the mutant breaks past the driver's catching is a result
-            crashes.append(f"{profile}/{seed}: {type(e).__name__}: {str(e)[:160]}")
-            if seed == 0:
+            crashes.append(f"{where}: {type(e).__name__}: {str(e)[:160]}")
+            if tests_run:
                 extra["racing_tests"] = CRASH
             continue
         else:
             ran += 1
-            if seed == 0 and extra["racing_tests"] == SURVIVED:
+            if tests_run and extra["racing_tests"] == SURVIVED:
                 # test_races.py asserts no error was logged before it asks the oracle
                 extra["racing_tests"] = (RAISED if run["errors"] else VIOLATION if run["oracle_violations"]
                                          else NO_QUERIES if not run["actions"].get("query", 0) else SURVIVED)
                 if run["errors"]:
-                    detail = f"{profile}/{seed} raised: {run['error_sample'][0][:160]}"
+                    detail = f"{where} raised: {run['error_sample'][0][:160]}"
             if run["oracle_violations"] and (logical is None or not only_logical_errors(run["oracle_invariants"])):
                 if keep is not None:   # one history kept: the protocol invariant's when there is one
                     for old in list(keep.iterdir()):
                         shutil.rmtree(old)
-                    shutil.copytree(folder / "history", keep / f"{profile}-{seed}")
+                    shutil.copytree(folder / "history", keep / where.replace("/", "-"))
                 if only_logical_errors(run["oracle_invariants"]):
-                    logical = refused(run, f"{profile}/{seed}")
+                    logical = refused(run, where)
                     continue
                 extra.update(racing_runs=ran, racing_invariants=run["oracle_invariants"])
                 if crashes:
                     extra["racing_crash"] = crashes[0]
-                return VIOLATION, refused(run, f"{profile}/{seed}")[0], extra
+                return VIOLATION, refused(run, where)[0], extra
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     extra["racing_runs"] = ran

@@ -327,7 +327,10 @@ class Cluster:
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
         for p, sub in subs.items():
-            self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
+            try:
+                self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
+            except Exception as e:  # noqa: BLE001 - a broken dedup hash (a mutant's): logged, the INSERT goes on
+                self.failed("", "insert", e)
         return sent, subs
 
     def insert_answered(self, block_id: str, subs: dict[str, list[dict]], status: dict[str, str], sent: int) -> None:
@@ -598,7 +601,13 @@ class Cluster:
                 # spec's QueryNoMissingInv counts a row as lost exactly when that entry was pulled.
                 while self._try("pull", self.replicas[at]):
                     pass
-            q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader, replicas=self.replicas)
+            try:
+                q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader, replicas=self.replicas)
+            except GuardFailed:
+                if not self.replicas[at].keeper.expired:
+                    raise
+                # TABLE_IS_READ_ONLY: a replica whose session expired refuses the SELECT (F22)
+                return self._query_failed(None, at, start, routes, got, partitions)
             if not sync:
                 lag = self.unpulled_lag(at, q.routes, partitions)
             routes = dict(q.routes)
@@ -832,7 +841,8 @@ class Cluster:
         queues = {name: self._queue_seen(name) for name in sorted(self.replicas)}
         self.history.snapshot(self.tick() if tick else self.step, self.stores, self.assignment_rows(),
                               self.metadata_rows(queues), self.migration_rows(), self.queued_mutation_rows(queues),
-                              self.log_mutation_rows())
+                              self.log_mutation_rows(),
+                              broken=lambda replica, name, e: self.failed(replica, f"read part {name}", e))
 
     def queued_mutation_rows(self, queues: dict[str, list[LogEntry]]) -> list[dict]:
         """Per running replica, the MUTATE_PARTs in its queue and the GET_PARTs of mutated parts
@@ -872,7 +882,9 @@ class Cluster:
         try:
             # A znode without a state or target (a broken step wrote it) is written as its text,
             # "None": a migration that has not ended, in every checker's eyes.
-            return [{**m, "state": str(m.get("state")), "src": m.get("src"), "dst": str(m.get("dst")),
+            # partition_id read for every row (a row without one is a broken table, logged below)
+            return [{**m, "partition_id": m["partition_id"], "state": str(m.get("state")), "src": m.get("src"),
+                     "dst": str(m.get("dst")),
                      "coord": None if m.get("coord") is None else str(m["coord"]),
                      "maps_behind": self._maps_behind(m["partition_id"]) if m.get("state") in IN_FLIGHT else None}
                     for m in migrations_rows(self.admin, self.layout)]

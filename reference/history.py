@@ -12,6 +12,7 @@ one Keeper multi), a multi-partition INSERT is not, in ClickHouse as here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,13 +169,15 @@ class History:
         return len(removed)
 
     def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = (),
-                 migrations: list[dict] = (), queued: list[dict] = (), log_mutations: list[dict] = ()) -> None:
+                 migrations: list[dict] = (), queued: list[dict] = (), log_mutations: list[dict] = (),
+                 broken: Callable[[str, object, Exception], None] | None = None) -> None:
         """Every replica's part inventory, row by row, and the assignment, at `step`; `metadata`:
         per running replica, metadata_version, alters_queued and table_metadata_version;
         `migrations`: per partition with a migration znode, its partition_id, state, src, dst,
         coord (the coordinator; absent: null) and maps_behind (absent: null); `queued`: per running
         replica, its queued MUTATE_PARTs and GET_PARTs of mutated parts; `log_mutations`: the
-        MUTATE_PART entries of the log first seen now."""
+        MUTATE_PART entries of the log first seen now. `broken(replica, part, error)`: a part that
+        cannot be read (ClickHouse's broken part) is left out and reported there; without it, raised."""
         self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
         self.tables["queued_mutations"] += [{"snapshot_step": step, **q} for q in queued]
         self.tables["log_mutations"] += list(log_mutations)
@@ -184,10 +187,15 @@ class History:
                                       for m in sorted(migrations, key=lambda m: m["partition_id"])]
         for replica, store in sorted(stores.items()):
             for name in store.names():
-                for r in store.read(name):
-                    self.tables["parts"].append({"snapshot_step": step, "replica": replica,
-                                                 "partition_id": name.partition, "part_name": str(name),
-                                                 "row_id": int(r["row_id"])})
+                try:
+                    row_ids = [int(r["row_id"]) for r in store.read(name)]
+                except Exception as e:  # noqa: BLE001 - any failure to read it makes the part broken
+                    if broken is None:
+                        raise
+                    broken(replica, name, e)
+                    continue
+                self.tables["parts"] += [{"snapshot_step": step, "replica": replica, "partition_id": name.partition,
+                                          "part_name": str(name), "row_id": r} for r in row_ids]
         for a in assignments:
             self.tables["assignments"].append({"snapshot_step": step, "partition_id": a["partition_id"],
                                                "owners": list(a["replicas"]), "clone_target": a["clone_target"],

@@ -36,7 +36,13 @@ def client_start_query(replica: Replica, partitions: set[str] | None = None,
     """Route every partition the replica's map knows (or those asked, after pruning) to one
     replica its map lists as an owner; route_to_clone_target also lists the CLONE target (F5).
     With `replicas`, each chosen replica is told at once (its pin on the partition holds off
-    CLEANUP until the read), as a distributed query sends its subqueries at the start."""
+    CLEANUP until the read), as a distributed query sends its subqueries at the start.
+    Refused on a replica whose Keeper session expired (the spec's guard that r is active; F22): a
+    CLEANUP waits only for the maps of active replicas, so a read-only one's map may still route
+    to a source that has dropped the partition."""
+    if replica.keeper.expired:
+        raise GuardFailed("ClientStartQuery", f"{replica.name} is read-only (its Keeper session expired): its map "
+                                              f"may name a replica a CLEANUP has emptied since")
     routes = {}
     for p, a in sorted(replica.cache.items()):
         if partitions is not None and p not in partitions:

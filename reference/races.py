@@ -103,7 +103,8 @@ from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, 
                          replica_commit_allocation)
 from .cleanup import CleanupSettings
 from .cluster import KEEPER_FAULTS, Cluster
-from .insert import client_send_insert
+from .keeper import Create
+from .insert import client_send_insert, replica_forward_insert
 from .migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight, read_migration,
                         replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                         replica_take_over_migration)
@@ -169,7 +170,7 @@ PROFILES = {p.name: p for p in (
             _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
                              "replica applies whatever it owns) racing the moves and crashes"),
     Profile("retrying", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.7, "query": 2, "crash": 0.8,
-                         "restart": 1.2, "retry_stale": 2},
+                         "strand": 0.6, "restart": 1.2, "retry_stale": 2},
             {**_KINDS, "migrate": 5},
             describe="as racing, with migration steps retried on stale reads (a task whose Keeper answer was "
                      "lost after its write went through, or queued for an earlier migration of the partition, or "
@@ -222,12 +223,13 @@ PROFILES = {p.name: p for p in (
                      "later turns (pinned at the start, some pruned), some pinned on a move's source before "
                      "its SWITCH: CLEANUPs waiting on the last of several pins, crashes failing the queries "
                      "they served"),
-    Profile("expiring", {"insert": 1, "forward": 4, "expire": 0.7, "reestablish": 3, "step": 8, "reassign": 1,
-                         "cancel": 0.3, "query": 2, "crash": 0.8, "restart": 0.6},
+    Profile("expiring", {"insert": 1, "forward": 4, "client_insert": 1.5, "expire": 0.7, "reestablish": 3, "step": 8,
+                         "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.8, "restart": 0.6},
             _KINDS, max_down=1, months=12,
             describe="as racing, with Keeper sessions expiring and re-established (read-only replicas) while "
-                     "INSERTs are forwarded by non-owners: a forward meets an expired owner, a session expires "
-                     "between the map read and the write, and new partitions (12 months) miss from writers' maps"),
+                     "INSERTs are forwarded by non-owners and sent through client_send_insert: a forward meets an "
+                     "expired owner, a session expires between the map read and the write or right after the "
+                     "commit went out (its answer lost), and new partitions (12 months) miss from writers' maps"),
     Profile("mutating", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "mutate": 1},
             {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2},
             describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
@@ -377,6 +379,10 @@ class Race:
         candidates = sorted(r for r in c.replicas if r not in a.owners)
         if not candidates or (dst is not None and dst not in candidates):
             return False
+        if src is None and "retry_stale" in self.p.actions and self.rng.random() < 0.1:
+            # `retrying`: an operator's REASSIGN on a stale view of the owners, naming a source
+            # that does not own the partition (any more): AdminReassign refuses it
+            src = self.rng.choice(candidates)
         try:
             c.reassign(p, dst or self.rng.choice(candidates), src or self.rng.choice(sorted(a.owners)))
             self._count("reassign")
@@ -579,9 +585,9 @@ class Race:
         """The next block sent to a replica that does not own one of its partitions (Keeper's
         assignment; a new partition: any serving replica), so that sub-block is forwarded. At
         times an owner's session expires before (the forward must go to another owner), and, for
-        half the blocks, a session may expire between each sub-block's map read and its write
-        (route_insert's before_write point): the receiver's own when its map makes it an owner
-        (it writes the sub-block itself), else an owner's in its map, or every owner's."""
+        half the blocks, sessions fail around each sub-block's write (`_session_faults`). Now and
+        then a forward is retried by a replica that owns the partition (its map changed since it
+        decided): ReplicaForwardInsert's guard must refuse it."""
         c = self.c
         nxt = next(self.work, None)
         if nxt is None:
@@ -592,6 +598,8 @@ class Race:
         owners = set(a.owners) if a else set()
         serving = c.serving()
         at = self.rng.choice(sorted(set(serving) - owners) or serving)
+        if a and self.rng.random() < 0.1:
+            self._forward_by_owner(p)
         if a and self.rng.random() < 0.3:
             live = sorted(o for o in owners if o in c.replicas and not c.replicas[o].keeper.expired)
             if live:
@@ -599,10 +607,44 @@ class Race:
                 self._count("expire an owner before the forward")
         if self.rng.random() < 0.5:
             return self._send(block_id, rows, at=at)
+        # Cluster.insert passes its own `_faults` to route_insert: this call's goes first
+        c._faults = self._session_faults(at)
+        try:
+            self._send(block_id, rows, at=at)
+        finally:
+            del c._faults
+            self._keep_answers()
+        return None
 
-        def blip(where: str, partition: str, _faults=c._faults) -> None:
-            if where == "before_write" and at in c.replicas and self.rng.random() < 0.4:
-                known = c.replicas[at].cache.get(partition)
+    def _forward_by_owner(self, p: str) -> None:
+        c = self.c
+        mine = sorted(n for n, r in c.replicas.items() if p in r.cache and n in r.cache[p].owners)
+        if mine:
+            rep = c.replicas[self.rng.choice(mine)]
+            try:
+                replica_forward_insert(rep, p, c.replicas, self.rng)
+            except GuardFailed:
+                self._count("forward by an owner refused")
+                return
+            raise RuntimeError(f"{rep.name} forwarded {p}, which its map makes it own")
+
+    def _session_faults(self, at: str | None):
+        """route_insert's fault points for one block: for 40% of its sub-blocks, at the write (the
+        before_write point), sessions fail: the receiver's own when its map makes it an owner (it
+        writes the sub-block itself), else an owner's in its map (Keeper's assignment when `at`
+        is unknown: a client's receiver is its own pick), or every owner's. Most expire before
+        the write; a third instead expire after their commit went out (the in-memory keeper's
+        lose_answer: the commit is in Keeper, the writer is told its outcome is unknown, and must
+        neither hand the sub-block to another owner nor let the client be told it failed)."""
+        c, faults = self.c, self.c._faults
+
+        def blip(where: str, partition: str) -> None:
+            if where == "before_write" and self.rng.random() < 0.4 and (at is None or at in c.replicas):
+                if at is None:
+                    a = read_assignment(c.admin, c.layout, partition)
+                    known, receiver = a, None
+                else:
+                    known, receiver = c.replicas[at].cache.get(partition), at
                 live = sorted(o for o in (known.owners if known else ()) if o in c.replicas
                               and not c.replicas[o].keeper.expired)
                 if live:
@@ -610,20 +652,35 @@ class Race:
                     if every:
                         targets = live
                     else:   # the receiver writes what it owns itself; else one of the owners does
-                        targets = [at if at in live else self.rng.choice(live)]
-                    for o in targets:
-                        self._expire_session(o)
-                    self._count("expire every owner before the write" if every else
-                                "expire the receiver before its write" if targets == [at] else
-                                "expire an owner before the write")
-            _faults(where, partition)
-        # Cluster.insert passes its own `_faults` to route_insert: this call's goes first
-        c._faults = blip
-        try:
-            self._send(block_id, rows, at=at)
-        finally:
-            del c._faults
-        return None
+                        targets = [receiver if receiver in live else self.rng.choice(live)]
+                    after = self.rng.random() < 1 / 3 and self._lose_answers(targets)
+                    if not after:
+                        for o in targets:
+                            self._expire_session(o)
+                    self._count(("lose the commit's answer of " if after else "expire ")
+                                + ("every owner" if every else "the receiver" if targets == [receiver]
+                                   else "an owner") + (" at" if after else " before") + " the write")
+            faults(where, partition)
+        return blip
+
+    def _lose_answers(self, names: list[str]) -> bool:
+        """Arm lose_answer on these replicas' sessions for their next commit (a multi creating a log
+        entry); False on ZooKeeper, which has no such switch (the caller expires them instead)."""
+        c = self.c
+        keepers = [c.replicas[n].keeper for n in names]
+        if not all(hasattr(k, "ensemble") for k in keepers):
+            return False
+        log = c.layout.log + "/"
+        for k in keepers:
+            k.ensemble.lose_answer(k.session_id, lambda ops: any(isinstance(o, Create) and o.path.startswith(log)
+                                                                 for o in ops))
+        return True
+
+    def _keep_answers(self) -> None:
+        """Disarm what `_lose_answers` armed and did not fire (the sub-block went elsewhere), so no
+        later step meets it."""
+        if hasattr(self.c.admin, "ensemble"):
+            self.c.admin.ensemble.keep_answers()
 
     def _client_insert(self) -> None:
         """The next block through the reference's client API, client_send_insert (retries to random
@@ -637,8 +694,10 @@ class Race:
             return self._step()
         block_id, rows = nxt
         sent, subs = c.insert_sent(rows)
+        # with sessions expiring (`expiring`), the client's tries meet them as forwards do
+        faults = self._session_faults(None) if "expire" in self.p.actions else c._faults
         try:
-            told = client_send_insert(c.replicas, c.table, rows, rng=c.rng, faults=c._faults)
+            told = client_send_insert(c.replicas, c.table, rows, rng=c.rng, faults=faults)
         except GuardFailed as e:
             told = "unknown"
             self._count(f"client insert raised {type(e).__name__}")
@@ -646,6 +705,11 @@ class Race:
             raise
         except Exception as e:  # noqa: BLE001 - the server's exception reaches the client, as in Cluster.insert
             c.failed("", "client insert", e)
+            told = "unknown"
+        finally:
+            self._keep_answers()
+        if told not in ("ok", "failed", "unknown"):   # no answer a client can act on: a server's error
+            c.failed("", "client insert", ValueError(f"client_send_insert answered {told!r}"))
             told = "unknown"
         c.insert_answered(block_id, subs, {p: told for p in subs}, sent)
         self._count(f"client insert {told}")
@@ -661,6 +725,8 @@ class Race:
         at = self.rng.choice(sorted(c.replicas))
         rep = c.replicas[at]
         if any(r not in c.replicas for a in rep.cache.values() for r in (*a.owners, a.target) if r):
+            return self._query()
+        if rep.keeper.expired:   # read-only: it refuses the SELECT (F22), as Cluster.query records
             return self._query()
         start = c.tick()
         q = select_all(rep, c.replicas, choose=c._choose_reader)
@@ -698,6 +764,10 @@ class Race:
     def _open(self, at: str, partitions: set[str] | None, choose) -> None:
         c = self.c
         start = c.tick()
+        if c.replicas[at].keeper.expired:   # read-only: it refuses the SELECT (F22)
+            c.query_answered(at, start, {}, {}, "failed", partitions)
+            self._count("open query refused")
+            return None
         q = client_start_query(c.replicas[at], partitions, choose=choose, replicas=c.replicas)
         o = OpenQuery(q, at, start, partitions, c.unpulled_lag(at, q.routes, partitions))
         self.open.append(o)
@@ -741,7 +811,19 @@ class Race:
         for _ in range(self.rng.randint(0, self.p.interleave)):
             self.c.background_step()
         self._read(o, p)
+        if o in self.open and p not in o.q.pending and self.rng.random() < 0.5:
+            self._read_again(o, p)
         return None
+
+    def _read_again(self, o: OpenQuery, p: str) -> None:
+        """A subquery's answer delivered a second time (a retried connection): ReplicaReadPartition's
+        guard must refuse it, or the query would count the partition's rows twice."""
+        try:
+            replica_read_partition(o.q, p, self.c.replicas)
+        except GuardFailed:
+            self._count("repeated read refused")
+            return
+        raise RuntimeError(f"the query at {o.at} read {p} a second time")
 
     def _read(self, o: OpenQuery, p: str) -> None:
         c = self.c
@@ -976,6 +1058,9 @@ class Race:
         elif coord_up:
             retries.append(("take over from a live coordinator",
                             lambda: replica_take_over_migration(rep.keeper, c.layout, p, rep.name)))
+        else:   # the down coordinator's own task, queued before its crash: it is not active itself
+            retries.append(("take over by a replica that is not active",
+                            lambda: replica_take_over_migration(rep.keeper, c.layout, p, mig["coord"])))
         # The case tried least so far, so that every refusal is met in a short run (seed 0 of a
         # mutation run's racing layer) rather than only the common ones.
         fewest = min(self.counts.get(f"retried {what} refused", 0) for what, _ in retries)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, MultiError, NodeExistsError,
-                   NoNodeError, NotEmptyError, Op, SessionExpiredError, SetData, Stat, check_path, parent_of)
+from .base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError,
+                   NodeExistsError, NoNodeError, NotEmptyError, Op, SessionExpiredError, SetData, Stat, check_path, parent_of)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class MemoryEnsemble:
         self._session_ids = itertools.count(1)
         self.live_sessions: set[int] = set()
         self._last_ctime = 0
+        self._lose_answer: dict[int, Callable[[list[Op]], bool]] = {}
 
     def ctime(self) -> int:
         """The creation time of a new node, in ms: the wall clock, made strictly increasing so that
@@ -89,6 +91,18 @@ class MemoryEnsemble:
             for path in sorted((p for p, n in self.nodes.items() if n.ephemeral_owner == session_id),
                                key=len, reverse=True):
                 self._remove(path)
+
+    def lose_answer(self, session_id: int, picks: Callable[[list[Op]], bool]) -> None:
+        """The session's next multi that `picks` is applied, and then the session expires before the
+        answer reaches the client, which gets KeeperUnavailableError with outcome_unknown: the
+        case zookeeper.py reports when a session expires after a write went out (a commit that is
+        in Keeper though its writer cannot tell). Armed until it fires or keep_answers()."""
+        with self.lock:
+            self._lose_answer[session_id] = picks
+
+    def keep_answers(self) -> None:
+        with self.lock:
+            self._lose_answer.clear()
 
     def _remove(self, path: str) -> None:
         del self.nodes[path]
@@ -237,6 +251,12 @@ class MemoryKeeper(Keeper):
                 except KeeperError as e:
                     raise MultiError(i, e) from e
             self.ensemble.nodes = dict(trial)
+            picks = self.ensemble._lose_answer.get(self._sid)
+            if picks is not None and picks(ops):
+                del self.ensemble._lose_answer[self._sid]
+                self.ensemble.expire(self._sid)
+                raise KeeperUnavailableError(f"session {self._sid} expired after a multi went out: its outcome "
+                                             f"is unknown", outcome_unknown=True)
             return results
 
     def close(self) -> None:

@@ -250,3 +250,43 @@ def test_each_owner_is_tried_once_when_every_owner_is_read_only_without_expiry(r
     with pytest.raises(KeeperUnavailableError, match="retry deadline"):
         route_insert(reps[owners[0]], EVENTS, [late], reps)
     assert sorted(calls) == sorted(owners)
+
+
+def test_a_commit_whose_answer_is_lost_is_not_written_again_and_the_client_is_told_unknown(tmp_path):
+    """The owner's session expires right after its commit went out (the in-memory keeper's
+    lose_answer): the sub-block is in Keeper, its writer cannot tell. route_insert must not hand
+    it to the other owner (that is for a refusal before the commit), and the client, whose other
+    tries the dedup id answers or a read-only owner refuses, is told "unknown", never "failed":
+    the rows are there, once."""
+    from reference.keeper import Create, MemoryEnsemble
+    ensemble = MemoryEnsemble()
+    admin = ensemble.connect()
+    create_table_znodes(admin, LAYOUT, 2)
+    stores = {r: PartStore(tmp_path / r) for r in ("r1", "r2", "r3")}
+    declare_replicas(admin, LAYOUT, stores)
+    reps = {}
+    for r in stores:
+        k = ensemble.connect()
+        register_replica(k, LAYOUT, r)
+        reps[r] = Replica(r, k, LAYOUT, stores[r], stores)
+        reps[r].load_map()
+    route_insert(reps["r1"], EVENTS, BLOCK[:1], reps)   # allocates 202401-1
+    p = "202401-1"
+    writer = reps[reps["r1"].cache[p].owners[0]]
+    commits = lambda ops: any(isinstance(o, Create) and o.path.startswith(LAYOUT.log + "/") for o in ops)  # noqa: E731
+    late = [{"date": "2024-01-15", "user_id": 17, "event": "late"}]
+    ensemble.lose_answer(writer.keeper.session_id, commits)
+    with pytest.raises(KeeperUnavailableError) as err:
+        route_insert(writer, EVENTS, late, reps)
+    assert err.value.outcome_unknown and writer.keeper.expired
+    assert writer.unknown_commits                      # the part stays until Keeper can tell
+    again = [{"date": "2024-01-15", "user_id": 33, "event": "again"}]
+    for o in reps["r1"].cache[p].owners:
+        if not reps[o].keeper.expired:
+            ensemble.lose_answer(reps[o].keeper.session_id, commits)
+    assert client_send_insert(reps, EVENTS, again, tries=3, rng=random.Random(1)) == "unknown"
+    ensemble.keep_answers()
+    drain_all({r: rep for r, rep in reps.items() if not rep.keeper.expired})
+    held = rows_everywhere(reps)[p]
+    assert all(sorted(v).count(17) <= 1 and sorted(v).count(33) <= 1 for v in held.values())
+    assert any(17 in v for v in held.values()) and any(33 in v for v in held.values())

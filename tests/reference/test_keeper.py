@@ -154,3 +154,26 @@ def test_malformed_paths_are_named(connect, bad):
     k = connect()
     with pytest.raises(ValueError, match="malformed znode path"):
         k.create(bad)
+
+
+def test_a_lost_answer_applies_the_multi_and_expires_its_session():
+    """The in-memory keeper's lose_answer (racing profile `expiring`): the picked multi is applied,
+    then the session expires and the client is told KeeperUnavailableError with outcome_unknown,
+    as zookeeper.py reports a session lost after a write went out. A multi it does not pick, and
+    every multi once keep_answers() disarmed it, is answered as usual. (ZooKeeper has no such
+    switch: the in-memory backend only.)"""
+    from reference.keeper import KeeperUnavailableError, MemoryEnsemble
+    ensemble = MemoryEnsemble()
+    k, other = ensemble.connect(), ensemble.connect()
+    k.create("/log")
+    ensemble.lose_answer(k.session_id, lambda ops: any(o.path.startswith("/log/") for o in ops))
+    k.multi([Create("/blocks-hash", b"")])                        # not picked: answered
+    with pytest.raises(KeeperUnavailableError) as err:
+        k.multi([Create("/log/log-", b"entry", sequential=True), Delete("/blocks-hash")])
+    assert err.value.outcome_unknown and k.expired
+    assert other.get_children("/log") == ["log-0000000000"] and other.exists("/blocks-hash") is None
+    again = ensemble.connect()
+    ensemble.lose_answer(again.session_id, lambda ops: True)
+    ensemble.keep_answers()
+    again.multi([Create("/log/log-", b"entry", sequential=True)])
+    assert not again.expired and len(other.get_children("/log")) == 2

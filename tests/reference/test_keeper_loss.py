@@ -317,3 +317,34 @@ def test_a_commit_keeper_could_not_confirm_is_undone_once_keeper_says_it_did_not
     assert admin.get_children(LAYOUT.block_numbers(P)) == []
     assert r1.resolve_unknown_commits() == []
     assert r1.replica_write_insert(P, rows, "h1") == f"{P}_1_1_0"
+
+
+def test_a_read_only_replica_refuses_a_select_its_stale_map_would_route_to_an_emptied_source(connect, tmp_path):
+    """F22, found by the `expiring` profile once sessions also expired right after a commit: r4's
+    session expires while its map says P is on r1 and r2; P moves r1 -> r3 and r1 runs its CLEANUP,
+    which waits for the maps of active replicas only. r4's map still routes P to r1, which holds
+    nothing of it now, so a SELECT there would miss every row. Fixed as the spec has it
+    (ClientStartQuery: the replica is active): the read-only replica refuses the SELECT, which is
+    recorded as failed with no error, and once re-established (its map reloaded) it reads P whole."""
+    c = Cluster(connect, tmp_path / "data", replicas=("r1", "r2", "r3", "r4"), seed=1)
+    try:
+        c.load(blocks(random.Random(1), 8, 3, months=1))
+        c.settle()
+        p = next(p for p in c.admin.get_children(c.layout.assignments)
+                 if {"r1", "r2"} <= set(c.replicas["r4"].replica_refresh_cache(p).owners))
+        _expire(connect, c, "r4")
+        c.reassign(p, "r3", src="r1")
+        c.settle()
+        assert read_migration(c.admin, c.layout, p)[0]["state"] == "done"
+        assert "r1" in c.replicas["r4"].cache[p].owners                     # r4's map: still r1
+        assert not [n for n in c.replicas["r1"].store.names() if n.partition == p]   # r1: emptied
+        failed = len(c.history.tables["queries"])
+        assert c.query(at="r4", partitions={p}, sync=False) is None
+        assert [q["status"] for q in c.history.tables["queries"][failed:]] == ["failed"]
+        assert c.history.tables["errors"] == []
+        c.reestablish("r4")
+        q = c.query(at="r4", partitions={p}, sync=False)
+        assert q is not None and q.routes[p] in {"r2", "r3"} and q.rows
+        _exact(c)
+    finally:
+        c.close()
