@@ -53,6 +53,63 @@ def test_clone_must_fetch_what_the_source_has_not_fetched_yet(make_cluster, bugs
         assert reps["r3"].queue() == []  # and nothing will ever bring the block: OwnersCompleteInv broken
 
 
+OTHER_ROWS = [{"date": "2024-02-15", "user_id": 22, "event": "view"}]
+
+
+def _second_partition_on_r2_and_r3(admin, reps) -> str:
+    """A partition besides P, owned by r2 and r3 and written once (both hold the row)."""
+    other = "202402-1"
+    admin.create(LAYOUT.assignment(other), Assignment(("r2", "r3")).encode())
+    for rep in reps.values():
+        rep.replica_refresh_cache(other)
+    reps["r2"].replica_write_insert(other, OTHER_ROWS, "h-other")
+    drain(reps["r3"])
+    assert reps["r3"].has_rows_of(other) == OTHER_ROWS
+    return other
+
+
+def test_the_rfc_clone_copies_the_source_parts_and_waits_for_a_source_that_is_down(make_cluster):
+    """F3's variant as the RFC writes it (clone_from_source_only), step by step: the target copies
+    the source's local parts, each registered in Keeper under its own name, and reads no other
+    replica; with the source down the fetch is refused (GuardFailed: there is nothing to copy
+    from), and the migration stays unfetched."""
+    bugs = frozenset({"clone_from_source_only"})
+    admin, reps = make_cluster(bugs)
+    other = _second_partition_on_r2_and_r3(admin, reps)   # the source's other partition stays put
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r2"])
+    source = sorted(str(n) for n in reps["r2"].store.names() if n.partition == P)
+    assert source
+    admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+    up = {r: rep for r, rep in reps.items() if r != "r2"}
+    with pytest.raises(GuardFailed, match="source r2 of .* is down"):
+        replica_clone_fetch(reps["r3"], P, up)
+    assert migrations_rows(admin, LAYOUT)[0]["fetched"] is False
+    assert replica_clone_fetch(reps["r3"], P, reps) == len(source)
+    assert sorted(str(n) for n in reps["r3"].store.names() if n.partition == P) == source
+    assert sorted(n for n in admin.get_children(LAYOUT.parts("r3")) if n.startswith(f"{P}_")) == source
+    assert reps["r3"].has_rows_of(P) == ROWS and migrations_rows(admin, LAYOUT)[0]["fetched"] is True
+    assert reps["r3"].has_rows_of(other) == reps["r2"].has_rows_of(other) == OTHER_ROWS
+
+
+def test_the_naive_cancel_drops_the_target_copy_at_once(make_cluster):
+    """F7's variant (cancel_drops_target_at_once): the target leaves the assignment at once, its
+    copy is dropped by the cancel itself when the caller names it, and the migration is cancelled
+    with nothing leaving: no CLEANUP follows (which is what lets a late fetch keep a foreign copy)."""
+    bugs = frozenset({"cancel_drops_target_at_once"})
+    admin, reps = make_cluster(bugs)
+    other = _second_partition_on_r2_and_r3(admin, reps)   # the target's other partition stays put
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    assert reps["r3"].has_rows_of(P) == ROWS
+    a = coordinator_cancel(admin, LAYOUT, P, target=reps["r3"], bugs=bugs)
+    assert a.keepers() == read_assignment(admin, LAYOUT, P).keepers() == {"r1", "r2"} and a.leaving is None
+    assert reps["r3"].has_rows_of(P) == [] and migrations_rows(admin, LAYOUT)[0]["state"] == "cancelled"
+    assert reps["r3"].has_rows_of(other) == OTHER_ROWS
+
+
 def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
     admin, reps = make_cluster()
     reps["r1"].replica_write_insert(P, ROWS, "h1")
