@@ -41,8 +41,9 @@ DESCRIPTIONS = {
                                "guard held on the state observed before it (table commands)",
     "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
                                      "before or after it: the assignment changed, the receiver's map was not at its "
-                                     "version, no owner stayed writable, or a writable owner's map was stale "
-                                     "(table insert_refusals)",
+                                     "version, no owner stayed writable, or a writable owner's map was stale; "
+                                     "for a partition not assigned yet, the receiver was read-only or fewer than "
+                                     "replication_factor replicas were active (table insert_refusals)",
     "MutationsAppliedInv": "at every snapshot, a keeper's part reflects every MUTATE_PART of its partition below the "
                            "keeper's log_pointer that overlaps it, unless a MUTATE_PART of the partition, or a "
                            "GET_PART of a part mutated at least as far covering it, is in its queue (tables "
@@ -263,7 +264,13 @@ def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("stale_owners_before"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_after"), owners("stale_owners_after"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("writable_owners_after"))) > 0))
-        off = (read_table(spark, h.sources["insert_refusals"]).filter(F.coalesce(open_, F.lit(False)))
+        # or an unassigned partition's allocation enabled on both views (refusals.allocation_open)
+        rf = F.lit(h.replication_factor)
+        allocation = (c("keeper_version_before").isNull() & c("keeper_version_after").isNull()
+                      & (c("receiver_writable_before") == 1) & (c("receiver_writable_after") == 1)
+                      & (c("active_replicas_before") >= rf) & (c("active_replicas_after") >= rf))
+        off = (read_table(spark, h.sources["insert_refusals"])
+               .filter(F.coalesce(open_, F.lit(False)) | F.coalesce(allocation, F.lit(False)))
                .select("step", "block_id", "partition_id", "receiver", "error", "reason", "keeper_version_before",
                        "writable_owners_after"))
         n, got = _sample(off, None, sample)

@@ -152,14 +152,19 @@ QUERIES = {
         AND snapshot_step - since > (SELECT max(down_timeout) FROM run) + {DOWN_WAIT_GRACE}""",
     # reference/refusals.py's write_path_open: a try refused though, before and after it, the
     # assignment was at one version, the receiver's map at it, and some owner writable, no
-    # writable owner's map stale
+    # writable owner's map stale; or the partition was unassigned, the receiver writable and
+    # replication_factor replicas active (allocation_open)
     "InsertRefusalsFollowGuardsInv": """
-        SELECT count(*) FROM insert_refusals WHERE keeper_version_before IS NOT NULL
+        SELECT count(*) FROM insert_refusals WHERE (keeper_version_before IS NOT NULL
         AND keeper_version_after = keeper_version_before
         AND receiver_map_version_before = keeper_version_before AND receiver_map_version_after = keeper_version_before
         AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(stale_owners_before, []))) = 0
         AND len(list_intersect(coalesce(writable_owners_after, []), coalesce(stale_owners_after, []))) = 0
-        AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(writable_owners_after, []))) > 0""",
+        AND len(list_intersect(coalesce(writable_owners_before, []), coalesce(writable_owners_after, []))) > 0)
+        OR (keeper_version_before IS NULL AND keeper_version_after IS NULL
+        AND receiver_writable_before = 1 AND receiver_writable_after = 1
+        AND active_replicas_before >= (SELECT max(replication_factor) FROM run)
+        AND active_replicas_after >= (SELECT max(replication_factor) FROM run))""",
     # reference/oracle.py's mutations_not_applied: at every snapshot, a keeper's part older than the
     # MUTATE_PARTs of its partition below the keeper's log_pointer that overlap it, none pending
     "MutationsAppliedInv": f"""

@@ -142,7 +142,11 @@ TABLES = {t.name: t for t in (
                               *(Column(f"{name}_{view}", kind, nullable=True) for view in ("before", "after")
                                 for name, kind in (("keeper_owners", "strings"), ("keeper_version", "long"),
                                                    ("receiver_writable", "long"), ("receiver_map_version", "long"),
-                                                   ("writable_owners", "strings"), ("stale_owners", "strings")))),
+                                                   ("writable_owners", "strings"), ("stale_owners", "strings"))),
+                              # older histories have no count of active replicas: their allocation
+                              # tries are not judged
+                              *(Column(f"active_replicas_{view}", "long", nullable=True, optional=True)
+                                for view in ("before", "after"))),
           optional=True),
 )}
 

@@ -97,7 +97,8 @@ SCHEMAS = {
     # Every INSERT try a replica refused (Cluster.insert; the sub-block it failed on) with what
     # the harness saw of the write path right before and right after it (reference/refusals.py):
     # the assignment's owners and znode version, whether the receiver was writable and its map's
-    # version, the owners that were writable and those whose map was at another version. The
+    # version, the owners that were writable and those whose map was at another version, and how
+    # many replicas were active (null with a placement declared). The
     # checkers judge that a try was refused only when the spec's write path was closed
     # (InsertRefusalsFollowGuardsInv). Optional for readers: older histories record none.
     "insert_refusals": {"step": "int64", "block_id": "string", "partition_id": "string", "receiver": "string",
@@ -105,7 +106,8 @@ SCHEMAS = {
                         **{f"{k}_{v}": t for v in ("before", "after") for k, t in (
                             ("keeper_owners", "list<string>"), ("keeper_version", "int64"),
                             ("receiver_writable", "int64"), ("receiver_map_version", "int64"),
-                            ("writable_owners", "list<string>"), ("stale_owners", "list<string>"))}},
+                            ("writable_owners", "list<string>"), ("stale_owners", "list<string>"),
+                            ("active_replicas", "int64"))}},
 }
 STATUSES = ("ok", "failed", "unknown")
 

@@ -26,7 +26,8 @@ Keeper before it (reference/commands.py), so a command a broken guard refuses sh
 
 InsertRefusalsFollowGuardsInv: an INSERT try (optional table `insert_refusals`) was refused only
 when the spec's write path of the sub-block it failed on was closed, before or after the try: a
-read-only receiver, a stale or missing map, or no writable owner with a current map
+read-only receiver, a stale or missing map, or no writable owner with a current map; for a
+partition not yet assigned, a read-only receiver or fewer than replication_factor active replicas
 (reference/refusals.py). Without it a router that refuses writes it should forward or fail over
 leaves a history in which the client simply retried.
 
@@ -65,7 +66,7 @@ from collections import Counter
 from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
 from .history import History
 from .parts import PartName
-from .refusals import write_path_open
+from .refusals import allocation_open, write_path_open
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
@@ -164,7 +165,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["CommandsFollowGuardsInv"] = commands_off_guard(t)
     out["CancelHonouredInv"] = cancels_ignored(t)
     out["DownWaitBoundedProp"] = down_waits_too_long(t)
-    out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t)
+    out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t, rf)
     out["MutationsAppliedInv"] = mutations_not_applied(t)
     out["MigrationOutcomeInv"] = outcomes_contradicted(t)
     unknown: dict[str, set[int]] = {}
@@ -181,12 +182,14 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     return out
 
 
-def refusals_off_guard(t: dict) -> list[str]:
+def refusals_off_guard(t: dict, rf: int) -> list[str]:
     """InsertRefusalsFollowGuardsInv: each refused try whose write path was open before and after it."""
     return [f"{r['receiver']} refused {r['block_id']}'s {r['partition_id']} at step {r['step']} ({r['error']}) "
-            f"though it and owners {sorted(set(r['writable_owners_before']) & set(r['writable_owners_after']))} "
-            f"were writable at the assignment's version {r['keeper_version_before']}: {r['reason']}"
-            for r in t.get("insert_refusals", ()) if write_path_open(r)]
+            + (f"though it was writable and {min(r['active_replicas_before'], r['active_replicas_after'])} replicas "
+               f"were active to allocate the unassigned partition" if allocation_open(r, rf) else
+               f"though it and owners {sorted(set(r['writable_owners_before']) & set(r['writable_owners_after']))} "
+               f"were writable at the assignment's version {r['keeper_version_before']}") + f": {r['reason']}"
+            for r in t.get("insert_refusals", ()) if write_path_open(r, rf)]
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

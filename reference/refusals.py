@@ -23,6 +23,12 @@ is justified when, before or after the try, one of these did not hold (`write_pa
   owner of the receiver's map (spec ReplicaForwardInsert chooses), and one whose map is stale
   refuses the write (its version check fails; the client retries): a refusal the spec allows.
 
+Or p was not assigned before nor after the try, the receiver was writable and at least
+replication_factor replicas were active both times (`active_replicas`): the spec's allocation
+(ReplicaChooseOwners, then ReplicaCreateAssignment or, if another allocator won, its adoption)
+was enabled, so a refusal breaks the invariant too. With a placement declared (fault domains)
+`active_replicas` is not recorded and such a try is left unjudged: the domains decide there.
+
 Read here from Keeper directly, not through reference/assignment.py or reference/insert.py, which
 are the code under test. Tries that ended with an unknown outcome (a broken connection) are not
 refusals and are not recorded; client_send_insert's tries (races.py `clients`, `refusing`) are
@@ -49,6 +55,12 @@ def observe(keeper: Keeper, layout: Layout, replicas: dict, receiver: str, parti
         owners, version = None, None
     except KeeperError:
         return None
+    try:
+        names = keeper.get_children(layout.replicas)
+        placed = any(keeper.exists(layout.placement(r)) is not None for r in names)
+        active = None if placed else sum(keeper.exists(layout.is_active(r)) is not None for r in names)
+    except KeeperError:
+        return None
 
     def writable(r: str) -> bool:
         return r in replicas and not replicas[r].keeper.expired
@@ -60,7 +72,8 @@ def observe(keeper: Keeper, layout: Layout, replicas: dict, receiver: str, parti
     return {"keeper_owners": owners, "keeper_version": version,
             "receiver_writable": int(writable(receiver)), "receiver_map_version": map_version(receiver),
             "writable_owners": [o for o in owners or () if writable(o)],
-            "stale_owners": [o for o in owners or () if map_version(o) not in (None, version)]}
+            "stale_owners": [o for o in owners or () if map_version(o) not in (None, version)],
+            "active_replicas": active}
 
 
 def row(step: int, block_id: str, partition: str, receiver: str, error: Exception, before: dict, after: dict) -> dict:
@@ -72,12 +85,23 @@ def row(step: int, block_id: str, partition: str, receiver: str, error: Exceptio
     return out
 
 
-def write_path_open(r: dict) -> bool:
+def write_path_open(r: dict, rf: int) -> bool:
     """ReplicaForwardInsert / ReplicaWriteInsert enabled for the sub-block on both views, whichever
-    writable owner the router picks (a row of `insert_refusals`): then its refusal breaks
+    writable owner the router picks, or the allocation of an unassigned partition (a row of
+    `insert_refusals`; `rf` the run's replication_factor): then its refusal breaks
     InsertRefusalsFollowGuardsInv."""
+    if allocation_open(r, rf):
+        return True
     v = r["keeper_version_before"]
     writable = {x: set(r[f"writable_owners_{x}"] or ()) for x in ("before", "after")}
     return (v is not None and r["keeper_version_after"] == v
             and all(r[f"receiver_map_version_{x}"] == v and not writable[x] & set(r[f"stale_owners_{x}"] or ()) for x in ("before", "after"))
             and bool(writable["before"] & writable["after"]))
+
+
+def allocation_open(r: dict, rf: int) -> bool:
+    """The partition unassigned on both views, the receiver writable and at least `rf` replicas
+    active on both (an older history, without active_replicas, is not judged by this)."""
+    return all(r[f"keeper_version_{x}"] is None and r[f"receiver_writable_{x}"] == 1
+               and r.get(f"active_replicas_{x}") is not None and r[f"active_replicas_{x}"] >= rf
+               for x in ("before", "after"))

@@ -16,6 +16,7 @@ from harness.faults import Outcome, run_one, spark_verdicts
 from pyspark_jobs.duckdb_check import check as duckdb_check
 from pyspark_jobs.spark_check import check_folder
 from pyspark_jobs.teeth import SIZE
+from reference.assignment import GuardFailed
 from reference.cluster import Cluster
 from reference.history import History
 from reference.keeper import MemoryEnsemble
@@ -392,7 +393,7 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     from reference.refusals import write_path_open
     fixed = Path(racing_history(tmp_path / "fixed", "expiring", 2, steps=80, blocks=16)["history"])
     refused = pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
-    assert refused and not any(write_path_open(r) for r in refused)
+    assert refused and not any(write_path_open(r, 2) for r in refused)
     assert _three_agree(spark, fixed) == {}
     monkeypatch.setattr("reference.insert._unavailable_before_commit", lambda e: False)
     broken = Path(racing_history(tmp_path / "broken", "expiring", 2, steps=80, blocks=16)["history"])
@@ -400,6 +401,53 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     assert set(counts) == {"InsertRefusalsFollowGuardsInv"}, counts
     off = check(_read(broken), 2)["InsertRefusalsFollowGuardsInv"]
     assert all("KeeperUnavailableError" in line and "read-only" in line for line in off), off
+
+
+def _refuse_half_the_allocations(monkeypatch) -> None:
+    """Every first INSERT into an odd user bucket's partition refused, whatever the active replicas
+    (the others allocated as usual, so the history has owners and acknowledged rows to judge)."""
+    from reference import insert
+    allocate = insert.replica_allocate
+
+    def refusing(keeper, layout, replica, partition, *a, **kw):
+        if int(partition.rsplit("-", 1)[1]) % 2:
+            raise GuardFailed("ReplicaChooseOwners", "refused whatever the active replicas")
+        return allocate(keeper, layout, replica, partition, *a, **kw)
+    monkeypatch.setattr(insert, "replica_allocate", refusing)
+
+
+def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_oracle_and_duckdb(tmp_path, monkeypatch):
+    """InsertRefusalsFollowGuardsInv on a partition not assigned yet: on the fixed protocol (`thin`
+    1: most replicas down at times while new partitions keep appearing) a first INSERT is refused
+    only with fewer than replication_factor replicas active or a read-only receiver. With every
+    allocation refused (as route_insert's mutant 18, which names no allocating replica, so
+    ReplicaChooseOwners finds it not active; here half of them), the oracle and DuckDB count the
+    same refusals, each with enough replicas active, and nothing else fails. (The Spark job on
+    both: the long test below. It refuses a history with no assignment at all as bad input, so
+    the mutant's own history, every allocation refused, is judged by the other two only.)"""
+    from reference.refusals import allocation_open
+    fixed = Path(racing_history(tmp_path / "fixed", "thin", 1, steps=80, blocks=16)["history"])
+    unassigned = [r for r in pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
+                  if r["keeper_version_before"] is None]
+    assert unassigned and not any(allocation_open(r, 2) for r in unassigned)
+    assert check(_read(fixed), 2)["InsertRefusalsFollowGuardsInv"] == [] == [0] * duckdb_check(fixed)[
+        "InsertRefusalsFollowGuardsInv"]
+    _refuse_half_the_allocations(monkeypatch)
+    broken = Path(racing_history(tmp_path / "broken", "thin", 1, steps=80, blocks=16)["history"])
+    oracle = {n: len(v) for n, v in check(_read(broken), 2).items() if v}
+    assert set(oracle) == {"InsertRefusalsFollowGuardsInv"} and oracle == {
+        n: v for n, v in duckdb_check(broken).items() if v}
+    assert all("replicas were active to allocate" in line
+               for line in check(_read(broken), 2)["InsertRefusalsFollowGuardsInv"])
+
+
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
+def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_spark_job_too(spark, tmp_path, monkeypatch):
+    fixed = Path(racing_history(tmp_path / "fixed", "thin", 1, steps=80, blocks=16)["history"])
+    assert _three_agree(spark, fixed) == {}
+    _refuse_half_the_allocations(monkeypatch)
+    broken = Path(racing_history(tmp_path / "broken", "thin", 1, steps=80, blocks=16)["history"])
+    assert set(_three_agree(spark, broken)) == {"InsertRefusalsFollowGuardsInv"}
 
 
 @pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
