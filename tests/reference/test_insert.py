@@ -61,6 +61,11 @@ def expire(connect, keeper):
 def test_block_is_split_allocated_and_replicated_exactly_once(reps):
     result = route_insert(reps["r4"], EVENTS, BLOCK, reps, random.Random(3))
     assert set(result) == {"202401-1", "202401-2", "202401-3"}
+    # each sub-block's answer names the part its owner committed (Keeper has it under that owner)
+    for p, part in result.items():
+        assert part.startswith(f"{p}_") and any(
+            part in reps["r1"].keeper.get_children(LAYOUT.parts(o)) for o in reps["r1"].replica_refresh_cache(p).owners)
+    assert route_insert(reps["r4"], EVENTS, BLOCK, reps, random.Random(3)) == dict.fromkeys(result, "deduplicated")
     drain_all(reps)
     placed = rows_everywhere(reps)
     for p, by_replica in placed.items():
