@@ -217,7 +217,8 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
         raise BadInput(f"{sources['run'].path}: {len(run)} run rows, one expected (one history per folder)")
     assignments = _small(spark, sources["assignments"])
     queries = _small(spark, sources["queries"])
-    final = max(r["snapshot_step"] for r in assignments)  # layout refused an empty table
+    # empty only when the history shows errors or refused INSERTs (layout.py): no final state then
+    final = max((r["snapshot_step"] for r in assignments), default=-1)
     n = partitions or _partitions(spark, sources)
     replicas = {x for r in assignments for x in list(r["owners"]) + [r["leaving_replica"], r["clone_target"]]} - {None}
     assignment = [(r["partition_id"], list(r["owners"]), r["leaving_replica"])
@@ -304,9 +305,11 @@ def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     for name in ("inserts",):   # parts may be empty: replicas that hold nothing (history_schema.py)
         if totals["rows"][name] == 0:  # a Spark folder whose footers said otherwise
             raise BadInput(f"{h.sources[name].path}: {h.sources[name].table.must_have_rows}")
-    # Nothing acknowledged leaves no row to prove, unless the servers logged a LOGICAL_ERROR: then
-    # that is what the history shows (every INSERT raised), a violation, not bad input.
-    if totals["acknowledged"] == 0 and not h.errors:
+    # Nothing acknowledged leaves no row to prove, unless the servers logged a LOGICAL_ERROR or
+    # refused INSERTs: then that is what the history shows (every INSERT raised, or was refused,
+    # InsertRefusalsFollowGuardsInv judges whether it might be), not bad input.
+    refused = "insert_refusals" in h.sources and h.sources["insert_refusals"].rows
+    if totals["acknowledged"] == 0 and not h.errors and not refused:
         raise BadInput(f"{h.sources['inserts'].path}: no insert was acknowledged (status ok): nothing to prove")
     if totals["last_parts"] > h.final_step:
         raise BadInput(f"{h.sources['parts'].path}: a snapshot at step {totals['last_parts']}, after the last "

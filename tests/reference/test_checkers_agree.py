@@ -423,8 +423,7 @@ def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_oracl
     allocation refused (as route_insert's mutant 18, which names no allocating replica, so
     ReplicaChooseOwners finds it not active; here half of them), the oracle and DuckDB count the
     same refusals, each with enough replicas active, and nothing else fails. (The Spark job on
-    both: the long test below. It refuses a history with no assignment at all as bad input, so
-    the mutant's own history, every allocation refused, is judged by the other two only.)"""
+    both, and on the mutant's own history, every allocation refused: the long test below.)"""
     from reference.refusals import allocation_open
     fixed = Path(racing_history(tmp_path / "fixed", "thin", 1, steps=80, blocks=16)["history"])
     unassigned = [r for r in pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
@@ -448,6 +447,14 @@ def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_spark
     _refuse_half_the_allocations(monkeypatch)
     broken = Path(racing_history(tmp_path / "broken", "thin", 1, steps=80, blocks=16)["history"])
     assert set(_three_agree(spark, broken)) == {"InsertRefusalsFollowGuardsInv"}
+    # Every allocation refused: no partition is ever assigned and nothing acknowledged. The job
+    # judges such a history all the same, by its refusals (it refuses it as bad input only when
+    # it shows neither refusals nor logged errors).
+    monkeypatch.setattr("reference.insert.replica_allocate", lambda *a, **kw: (_ for _ in ()).throw(
+        GuardFailed("ReplicaChooseOwners", "refused whatever the active replicas")))
+    nothing = Path(racing_history(tmp_path / "nothing", "thin", 1, steps=80, blocks=16)["history"])
+    assert pq.read_table(nothing / "assignments.parquet").num_rows == 0
+    assert set(_three_agree(spark, nothing)) == {"InsertRefusalsFollowGuardsInv"}
 
 
 @pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
