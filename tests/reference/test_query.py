@@ -7,6 +7,7 @@ from cluster_helpers import LAYOUT, P, drain
 from reference.assignment import Assignment, GuardFailed
 from reference.migration import admin_reassign, coordinator_switch, replica_clone_fetch
 from reference.query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
+from reference.keeper import SessionExpiredError
 from reference.replica import Replica
 
 ROW1 = {"date": "2024-01-15", "user_id": 21, "event": "first"}
@@ -153,3 +154,18 @@ def test_a_query_is_served_by_its_initiator_and_its_readers_until_it_ends(make_c
     assert [r for r in sorted(reps) if served_by(local, r)] == ["r1"]
     replica_read_partition(remote, P, reps)
     assert remote.done and not any(served_by(remote, r) for r in reps)
+
+
+def test_a_replica_whose_session_expired_starts_no_query(make_cluster, connect):
+    """F22: ClientStartQuery needs an active replica (the spec's guard): a read-only one, its
+    Keeper session expired, refuses the SELECT before it routes or pins anything."""
+    _, reps = make_cluster()
+    connect.expire(reps["r3"].keeper)
+    try:
+        reps["r3"].keeper.exists("/")   # ZooKeeper's client hears of the expiry at its next request
+    except SessionExpiredError:
+        pass
+    with pytest.raises(GuardFailed, match=r"^ClientStartQuery: r3 is read-only \(its Keeper session expired\)"):
+        client_start_query(reps["r3"], replicas=reps)
+    assert all(not rep.pins for rep in reps.values())
+    assert client_start_query(reps["r1"], replicas=reps).routes == {P: "r1"}
