@@ -83,6 +83,7 @@ def _three_counts(spark, h: History, folder: Path) -> tuple[int, int, int]:
     return len(check(h, 2)["NoForeignPartsInv"]), report["violations"], duckdb_check(folder)["NoForeignPartsInv"]
 
 
+@pytest.mark.long   # make check (long tests): a Spark job on a racing history; make test measured 21m08s on 2026-11-25
 def test_no_foreign_parts_is_judged_at_every_snapshot_alike(spark, tmp_path):
     """NoForeignPartsInv is the spec's at each snapshot, not only the last: a snapshot taken
     between SWITCH and CLEANUP, where the source still keeps the partition, holds for all three
@@ -121,6 +122,7 @@ def _agree(o: Outcome, spark) -> None:
     assert all(o.oracle.values()), o.oracle
 
 
+@pytest.mark.long   # make check (long tests), as the fault suite it samples (make faults)
 @pytest.mark.zookeeper
 def test_a_fault_suite_cell_is_checked_by_both(zk_ensemble, spark, tmp_path):
     """The small version of the fault suite: a session expiry with the migration between SWITCH
