@@ -174,7 +174,7 @@ class ClickHouseHistory:
         on this 2-core machine: 20 rows short on r1), until all hold the same number of rows (60 s
         at most; a replica still short then is what the checkers judge)."""
         self.sync()
-        self.wait(lambda: len({self.count_all(r) for r in sorted(self.cluster.names)}) == 1, 60)
+        self.wait(lambda: len({self.count(r) for r in sorted(self.cluster.names)}) == 1, 60)
         step, partitions = self.tick(), set()
         for r in sorted(self.cluster.names):
             for p, rows in sorted(self.read(r).items()):
@@ -187,16 +187,11 @@ class ClickHouseHistory:
                                                 "leaving_replica": None} for p in sorted(partitions)]
 
     # --- helpers ----------------------------------------------------------------------------
-    def count_all(self, at: str) -> int:
+    def count(self, at: str, ids: list[int] | None = None) -> int:
+        """Rows of the table at `at` (with `ids`, of that row_id range); -1 if it cannot answer."""
+        where = f" WHERE row_id BETWEEN {ids[0]} AND {ids[-1]}" if ids else ""
         try:
-            return int(self.cluster.query(at, f"SELECT count() FROM {self.w.table}"))
-        except (ClickHouseError, ConnectionError):
-            return -1
-
-    def count(self, at: str, ids: list[int]) -> int:
-        try:
-            return int(self.cluster.query(at, f"SELECT count() FROM {self.w.table} "
-                                              f"WHERE row_id BETWEEN {ids[0]} AND {ids[-1]}"))
+            return int(self.cluster.query(at, f"SELECT count() FROM {self.w.table}{where}"))
         except (ClickHouseError, ConnectionError):
             return -1
 
