@@ -38,7 +38,9 @@ DESCRIPTIONS = {
     "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
                        "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
     "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
-                               "guard held on the state observed before it (table commands)",
+                               "guard held on the state observed before it, and left in Keeper what its outcome "
+                               "writes: a CLONE of src -> dst, a cancelling migration, or, refused, the migration "
+                               "it found (table commands)",
     "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
                                      "before or after it: the assignment changed, the receiver's map was not at its "
                                      "version, no owner stayed writable, or a writable owner's map was stale; "
@@ -226,8 +228,8 @@ def logical_errors(h: History, sample: int) -> dict:
 
 def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
     r"""CommandsFollowGuardsInv (reference/oracle.py's commands_off_guard): a command accepted
-    though its spec action's guard did not hold on the observed inputs, or refused though it did.
-    AdminReassign = dst active /\ StartMigration (assigned, no migration in flight, src an owner,
+    though its spec action's guard did not hold on the observed inputs, or refused though it did,
+    or one whose migration read right after it is not what its outcome writes. AdminReassign = dst active /\ StartMigration (assigned, no migration in flight, src an owner,
     dst not, src active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a
     repair, coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
     t1 = time.perf_counter()
@@ -240,9 +242,21 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
         cancel = (c("migration_state") == "clone") & c("migration_src").isNotNull() & (c("coordinator_active") == 1)
         guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
                            F.lit(False))
+        # the effect (reference/commands.py's effect_expected), judged where the guard was followed
+        # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst,
+        # CoordinatorCancel's "cancelling", a refusal's migration as found
+        refused, is_reassign = c("outcome") == "refused", c("command") == "REASSIGN"
+        expected = (F.when(refused, c("migration_state")).when(is_reassign, F.lit("clone")).otherwise(F.lit("cancelling")),
+                    F.when(refused, c("migration_src")).when(is_reassign, c("src")).otherwise(c("migration_src")),
+                    F.when(refused, c("migration_dst_after")).otherwise(c("dst")))
+        left = (c("migration_state_after"), c("migration_src_after"), c("migration_dst_after"))
+        effect_off = c("migration_state_after").isNotNull() & ~(
+            left[0].eqNullSafe(expected[0]) & left[1].eqNullSafe(expected[1]) & left[2].eqNullSafe(expected[2]))
         off = (read_table(spark, h.sources["commands"]).filter(c("outcome").isin("accepted", "refused"))
-               .withColumn("guard_held", guard).filter((c("outcome") == "accepted") != c("guard_held"))
-               .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason"))
+               .withColumn("guard_held", guard)
+               .filter(((c("outcome") == "accepted") != c("guard_held")) | effect_off)
+               .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason",
+                       "migration_state_after", "migration_src_after", "migration_dst_after"))
         n, got = _sample(off, None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CommandsFollowGuardsInv"],
             "seconds": round(time.perf_counter() - t1, 2)}

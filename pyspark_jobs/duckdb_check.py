@@ -96,15 +96,24 @@ QUERIES = {
         AND state NOT IN ('done', 'cancelled')""",
     # reference/oracle.py's logical_errors: every row of the optional errors table
     "NoLogicalErrorsInv": "SELECT count(*) FROM errors",
-    # reference/oracle.py's commands_off_guard: accepted exactly when the spec action's guard held
+    # reference/oracle.py's commands_off_guard: accepted exactly when the spec action's guard held,
+    # and (where Keeper was read after it) left the migration its outcome writes
     "CommandsFollowGuardsInv": """
-        SELECT count(*) FROM commands WHERE outcome IN ('accepted', 'refused') AND (outcome = 'accepted') <> coalesce(
+        SELECT count(*) FROM commands WHERE outcome IN ('accepted', 'refused') AND ((outcome = 'accepted') <> coalesce(
             CASE command
             WHEN 'REASSIGN' THEN owners IS NOT NULL AND migration_state IN ('none', 'done', 'cancelled')
                                  AND list_contains(owners, src) AND NOT list_contains(owners, dst)
                                  AND src_active = 1 AND dst_active = 1 AND in_flight < max_in_flight
             WHEN 'CANCEL' THEN migration_state = 'clone' AND migration_src IS NOT NULL AND coordinator_active = 1
-            END, false)""",
+            END, false)
+          OR (migration_state_after IS NOT NULL AND NOT (
+            CASE WHEN outcome = 'refused' THEN migration_state_after = migration_state
+                                               AND migration_src_after IS NOT DISTINCT FROM migration_src
+                 WHEN command = 'REASSIGN' THEN migration_state_after = 'clone'
+                                                AND migration_src_after IS NOT DISTINCT FROM src
+                                                AND migration_dst_after IS NOT DISTINCT FROM dst
+                 ELSE migration_state_after = 'cancelling' AND migration_src_after IS NOT DISTINCT FROM migration_src
+                      AND migration_dst_after IS NOT DISTINCT FROM dst END)))""",
     # reference/oracle.py's cancels_ignored: after an accepted CANCEL (strictly later snapshots: one
     # at its step may precede it) its migration is cancelling or cancelled, up to the partition's
     # next accepted REASSIGN (a snapshot at its step may follow it) or another src -> dst (a repair)

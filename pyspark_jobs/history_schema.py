@@ -131,7 +131,11 @@ TABLES = {t.name: t for t in (
                        Column("owners", "strings", nullable=True), Column("migration_state", "string"),
                        Column("migration_src", "string", nullable=True), Column("src_active", "long"),
                        Column("dst_active", "long"), Column("coordinator_active", "long"), Column("in_flight", "long"),
-                       Column("max_in_flight", "long")),
+                       Column("max_in_flight", "long"),
+                       # what Keeper held right after the command; older histories have none: the
+                       # effect is not judged there
+                       *(Column(f"migration_{name}_after", "string", nullable=True, optional=True)
+                         for name in ("state", "src", "dst"))),
           optional=True),
     # INSERT tries a replica refused, with the write path the harness saw right before and right
     # after each (reference/refusals.py): InsertRefusalsFollowGuardsInv. Optional: older

@@ -716,19 +716,28 @@ class Cluster:
     @contextmanager
     def _command(self, command: str, seen: dict):
         """Records the command's outcome: accepted, refused (the protocol's refusal: MigrationError,
-        GuardFailed) or raised (anything else, also logged in `errors` by the caller). A Keeper
-        fault leaves the command's fate unknown (its multi may have been applied): not recorded."""
+        GuardFailed) or raised (anything else, also logged in `errors` by the caller), with what
+        Keeper holds right after it. A Keeper fault leaves the command's fate unknown (its multi
+        may have been applied): not recorded."""
         try:
             yield
         except KEEPER_FAULTS:
             raise
         except (MigrationError, GuardFailed) as e:
-            self.history.command(self.step, command, seen, commands.REFUSED, str(e)[:300])
+            self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.REFUSED, str(e)[:300])
             raise
         except Exception as e:
-            self.history.command(self.step, command, seen, commands.RAISED, f"{type(e).__name__}: {str(e)[:280]}")
+            self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.RAISED,
+                                 f"{type(e).__name__}: {str(e)[:280]}")
             raise
-        self.history.command(self.step, command, seen, commands.ACCEPTED)
+        self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.ACCEPTED)
+
+    def _after(self, seen: dict) -> dict:
+        """commands.observe_after, or nothing known (the effect not judged) if Keeper faults."""
+        try:
+            return commands.observe_after(self.admin, self.layout, seen["partition_id"])
+        except KEEPER_FAULTS:
+            return {"migration_state_after": None, "migration_src_after": None, "migration_dst_after": None}
 
     def _started(self, partition: str, src: str, dst: str) -> None:
         self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,

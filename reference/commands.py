@@ -58,6 +58,16 @@ def observe(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst
             "in_flight": in_flight, "max_in_flight": max_in_flight}
 
 
+def observe_after(keeper: Keeper, layout: Layout, partition: str) -> dict:
+    """What the command left in Keeper, read right after it (nothing else runs in between): the
+    partition's migration state ("none": no znode), source and target. The effect half of
+    CommandsFollowGuardsInv: a command accepted must have written its spec action's migration,
+    one refused must have written nothing."""
+    mig = _json(keeper, layout.migration(partition)) or {}
+    return {"migration_state_after": mig.get("state", "none"), "migration_src_after": mig.get("src"),
+            "migration_dst_after": mig.get("dst")}
+
+
 def observe_reassign(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst: str,
                      max_in_flight: int) -> dict:
     """observe() for a REASSIGN; no src given is the first owner, as ALTER TABLE ... REASSIGN's default."""
@@ -86,3 +96,17 @@ def reassign_allowed(c: dict) -> bool:
 def cancel_allowed(c: dict) -> bool:
     """CoordinatorCancel(p): mig[p].st = "clone" /\\ mig[p].src # None /\\ mig[p].coord \\in active."""
     return c["migration_state"] == "clone" and c["migration_src"] is not None and bool(c["coordinator_active"])
+
+
+def effect_expected(c: dict) -> tuple | None:
+    """The migration (state, src, dst) a command must leave: AdminReassign's mig' = [st |-> "clone",
+    src |-> src, dst |-> dst]; CoordinatorCancel's st' = "cancelling" of the same src -> dst; a
+    refused command leaves the state and source it found (dst is not observed before, so any).
+    None when not judged: the command raised, or the history predates the `_after` columns."""
+    if c.get("migration_state_after") is None or c["outcome"] not in (ACCEPTED, REFUSED):
+        return None
+    if c["outcome"] == REFUSED:
+        return c["migration_state"], c["migration_src"], c["migration_dst_after"]
+    if c["command"] == "REASSIGN":
+        return "clone", c["src"], c["dst"]
+    return "cancelling", c["migration_src"], c["dst"]

@@ -22,7 +22,9 @@ every other invariant holds vacuously.
 
 CommandsFollowGuardsInv: every operator command of the optional `commands` table (REASSIGN,
 CANCEL) was accepted exactly when its spec action's guard held on what the harness read from
-Keeper before it (reference/commands.py), so a command a broken guard refuses shows too.
+Keeper before it (reference/commands.py), so a command a broken guard refuses shows too; and
+left in Keeper, read right after it, what its action writes: an accepted REASSIGN a CLONE of its
+src -> dst, an accepted CANCEL "cancelling", a refused one the migration it found.
 
 InsertRefusalsFollowGuardsInv: an INSERT try (optional table `insert_refusals`) was refused only
 when the spec's write path of the sub-block it failed on was closed, before or after the try: a
@@ -63,7 +65,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .commands import ACCEPTED, REFUSED, cancel_allowed, reassign_allowed
+from .commands import ACCEPTED, REFUSED, cancel_allowed, effect_expected, reassign_allowed
 from .history import History
 from .parts import PartName
 from .refusals import allocation_open, write_path_open
@@ -328,9 +330,10 @@ GUARDS = {"REASSIGN": reassign_allowed, "CANCEL": cancel_allowed}
 def commands_off_guard(t: dict) -> list[str]:
     """CommandsFollowGuardsInv: an operator command (table `commands`) was accepted exactly when
     its spec action's guard held on the state the harness read before it (reference/commands.py):
-    accepted against the guard, or refused though it held, is a violation. A command that raised
-    is NoLogicalErrorsInv's (its errors row), not judged here; a history without the table
-    recorded no commands."""
+    accepted against the guard, or refused though it held, is a violation; so is a command whose
+    migration read right after it is not what its outcome writes (commands.effect_expected). A
+    command that raised is NoLogicalErrorsInv's (its errors row), not judged here; a history
+    without the table recorded no commands."""
     out = []
     for x in t.get("commands", ()):
         if x["outcome"] not in (ACCEPTED, REFUSED):
@@ -340,6 +343,13 @@ def commands_off_guard(t: dict) -> list[str]:
             out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
                        f"{x['outcome']} though its guard {'held' if guard else 'did not hold'}"
                        + (f": {x['reason']}" if x["reason"] else ""))
+            continue
+        expected = effect_expected(x)
+        left = (x.get("migration_state_after"), x.get("migration_src_after"), x.get("migration_dst_after"))
+        if expected is not None and left != expected:
+            out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
+                       f"{x['outcome']} and left its migration {left[0]} {left[1] or '(none)'} -> {left[2] or '(none)'}, "
+                       f"not {expected[0]} {expected[1] or '(none)'} -> {expected[2] or '(none)'}")
     return out
 
 

@@ -383,8 +383,12 @@ class Race:
             # `retrying`: an operator's REASSIGN on a stale view of the owners, naming a source
             # that does not own the partition (any more): AdminReassign refuses it
             src = self.rng.choice(candidates)
+        dst = dst or self.rng.choice(candidates)
+        src = src or self.rng.choice(sorted(a.owners))
         try:
-            c.reassign(p, dst or self.rng.choice(candidates), src or self.rng.choice(sorted(a.owners)))
+            # the first owner goes unnamed (ALTER TABLE ... REASSIGN's default source, so the
+            # default's code runs); the same choice, the same draws, as naming it
+            c.reassign(p, dst, None if src == a.owners[0] else src)
             self._count("reassign")
             return True
         except (MigrationError, GuardFailed):

@@ -303,6 +303,62 @@ def test_a_reassign_refused_though_its_guard_held_is_a_violation_for_all_three(s
 
 
 
+def _reassign_from_the_second_owner(monkeypatch) -> None:
+    """admin_reassign's mutant `src = src or a.owners[1]`: a REASSIGN naming no source moves the
+    partition from its second owner, not its first (ALTER TABLE ... REASSIGN's default)."""
+    from reference import cluster, migration
+    reassign = migration.admin_reassign
+
+    def from_second(keeper, layout, partition, dst, src=None, max_concurrent=4):
+        if src is None:
+            a = migration.read_assignment(keeper, layout, partition)
+            src = a.owners[1] if a is not None else None
+        return reassign(keeper, layout, partition, dst, src, max_concurrent)
+    monkeypatch.setattr(cluster, "admin_reassign", from_second)
+
+
+def _off_effect(folder: Path) -> dict:
+    """The oracle's and DuckDB's counts, asserted equal; those that found any."""
+    oracle = {n: len(v) for n, v in check(_read(folder), 2).items() if v}
+    assert oracle == {n: v for n, v in duckdb_check(folder).items() if v}
+    return oracle
+
+
+def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_for_the_oracle_and_duckdb(
+        tmp_path, monkeypatch):
+    """CommandsFollowGuardsInv's effect half: the history reads the migration znode right after
+    each command. On the fixed protocol (`racing` 0: REASSIGNs naming no source among them) each
+    accepted REASSIGN left a CLONE of its src -> dst and each refusal the migration it found. A
+    REASSIGN that takes its default source from the second owner is accepted on a guard that held,
+    and every other invariant holds (any owner is a valid source); the oracle and DuckDB count
+    the same commands. A refused command's row edited to show a migration written counts once."""
+    fixed = Path(racing_history(tmp_path / "fixed", "racing", 0, steps=120, blocks=16)["history"])
+    rows = pq.read_table(fixed / "commands.parquet").to_pylist()
+    assert {x["outcome"] for x in rows} >= {"accepted", "refused"} and _off_effect(fixed) == {}
+    h = _read(fixed)
+    refused = next(x for x in h.tables["commands"] if x["outcome"] == "refused" and x["migration_state"] == "none")
+    refused.update(migration_state_after="clone", migration_src_after=refused["src"],
+                   migration_dst_after=refused["dst"])
+    h.write(tmp_path / "edited")
+    assert _off_effect(tmp_path / "edited") == {"CommandsFollowGuardsInv": 1}
+    _reassign_from_the_second_owner(monkeypatch)
+    broken = Path(racing_history(tmp_path / "broken", "racing", 0, steps=120, blocks=16)["history"])
+    counts = _off_effect(broken)
+    assert set(counts) == {"CommandsFollowGuardsInv"}, counts
+    assert all(" was accepted and left its migration clone " in line
+               for line in check(_read(broken), 2)["CommandsFollowGuardsInv"])
+
+
+@pytest.mark.long   # make check (long tests): a Spark job on two racing histories, over make test's budget
+def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_for_the_spark_job_too(
+        spark, tmp_path, monkeypatch):
+    fixed = Path(racing_history(tmp_path / "fixed", "racing", 0, steps=120, blocks=16)["history"])
+    assert _three_agree(spark, fixed) == {}
+    _reassign_from_the_second_owner(monkeypatch)
+    broken = Path(racing_history(tmp_path / "broken", "racing", 0, steps=120, blocks=16)["history"])
+    assert set(_three_agree(spark, broken)) == {"CommandsFollowGuardsInv"}
+
+
 def _cancel_ignored(keeper, layout, partition, target=None, bugs=frozenset()):
     # Stands in for coordinator_cancel's mutant `{**mig, "XXstateXX": "cancelling"}`: its guards
     # and its write as the fixed one's, the state under a wrong key, so the CLONE goes on to SWITCH.

@@ -36,6 +36,16 @@ def test_full_migration_moves_the_data_and_cleans_the_source(make_cluster):
     assert migrations_rows(admin, LAYOUT)[0]["state"] == "done"
 
 
+def test_a_reassign_naming_no_source_moves_from_the_first_owner(make_cluster):
+    """ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst names no source: the first owner is the
+    source and coordinator (what the history's `commands` record as its src)."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    first = read_assignment(admin, LAYOUT, P).owners[0]
+    mig = admin_reassign(admin, LAYOUT, P, "r3")
+    assert (mig["src"], mig["coord"], mig["dst"]) == (first, first, "r3")
+
+
 @pytest.mark.parametrize("bugs, complete", [(frozenset(), True), (frozenset({"clone_from_source_only"}), False)])
 def test_clone_must_fetch_what_the_source_has_not_fetched_yet(make_cluster, bugs, complete):
     """F3, as MCMigrationWrites_clone_from_source_only: written on r1, r2 has not fetched it,
