@@ -48,6 +48,15 @@ from .workload import WORKLOAD
 # Exceptions a step may raise that are not a failure of the step's code: Keeper away or a session
 # expired. Their callers cope with them (a retry, a read moved to another owner, a new session).
 KEEPER_FAULTS = (KeeperUnavailableError, SessionExpiredError)
+
+
+def read_done(q, partition: str) -> None:
+    """ReplicaReadPartition's effect, checked by the harness after each read: the partition is no
+    longer pending (spec: pending' = pending \\ {p}). A subquery answered yet still awaited would
+    leave the query waiting for ever (a hang in the run, nothing in the history); raised instead,
+    it is logged as the server's error and the query fails (NoLogicalErrorsInv)."""
+    if partition in q.pending:
+        raise RuntimeError(f"the query at {q.at} read {partition}, which is still pending")
 # A (replica, step kind) whose step raised this many times is not tried again in the run. A
 # ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
 # that raises every time would otherwise keep a settle or the wind-down going for ever.
@@ -624,6 +633,7 @@ class Cluster:
                     lag[p] = lag.get(p, set()) | self.in_flight_lag(q.routes[p], p)
                 routes[p] = q.routes[p]
                 got[p] = replica_read_partition(q, p, self.replicas)
+                read_done(q, p)
         except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
             return self._query_failed(q, at, start, routes, got, partitions)
         except Exception as e:  # noqa: BLE001 - the server's exception reaches the client: the query failed

@@ -102,7 +102,7 @@ from dataclasses import dataclass, field
 from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
                          replica_commit_allocation)
 from .cleanup import CleanupSettings
-from .cluster import KEEPER_FAULTS, Cluster
+from .cluster import KEEPER_FAULTS, Cluster, read_done
 from .keeper import Create
 from .insert import client_send_insert, replica_forward_insert
 from .migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight, read_migration,
@@ -837,6 +837,7 @@ class Race:
         try:
             o.lag[p] = o.lag.get(p, set()) | c.in_flight_lag(reader, p)
             o.got[p] = replica_read_partition(o.q, p, c.replicas)
+            read_done(o.q, p)
         except KEEPER_FAULTS:
             raise
         except Exception as e:  # noqa: BLE001 - as Cluster.query: the server's exception fails the query
