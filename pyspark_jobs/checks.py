@@ -243,20 +243,26 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
         guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
                            F.lit(False))
         # the effect (reference/commands.py's effect_expected), judged where the guard was followed
-        # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst,
-        # CoordinatorCancel's "cancelling", a refusal's migration as found
+        # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst with
+        # the target set, CoordinatorCancel's "cancelling" with the target leaving, a refusal's
+        # migration and owners as found; owners unchanged by either
         refused, is_reassign = c("outcome") == "refused", c("command") == "REASSIGN"
-        expected = (F.when(refused, c("migration_state")).when(is_reassign, F.lit("clone")).otherwise(F.lit("cancelling")),
-                    F.when(refused, c("migration_src")).when(is_reassign, c("src")).otherwise(c("migration_src")),
-                    F.when(refused, c("migration_dst_after")).otherwise(c("dst")))
-        left = (c("migration_state_after"), c("migration_src_after"), c("migration_dst_after"))
+
+        def same(column: str, value: F.Column) -> F.Column:
+            return c(column).eqNullSafe(value)
+        as_found = same("migration_state_after", c("migration_state")) & same("migration_src_after", c("migration_src"))
+        reassigned = (same("migration_state_after", F.lit("clone")) & same("migration_src_after", c("src"))
+                      & same("migration_dst_after", c("dst")) & same("target_after", c("dst")))
+        cancelled = (same("migration_state_after", F.lit("cancelling")) & same("migration_src_after", c("migration_src"))
+                     & same("migration_dst_after", c("dst")) & c("target_after").isNull() & same("leaving_after", c("dst")))
         effect_off = c("migration_state_after").isNotNull() & ~(
-            left[0].eqNullSafe(expected[0]) & left[1].eqNullSafe(expected[1]) & left[2].eqNullSafe(expected[2]))
+            same("owners_after", c("owners")) & F.when(refused, as_found).when(is_reassign, reassigned).otherwise(cancelled))
         off = (read_table(spark, h.sources["commands"]).filter(c("outcome").isin("accepted", "refused"))
                .withColumn("guard_held", guard)
                .filter(((c("outcome") == "accepted") != c("guard_held")) | effect_off)
                .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason",
-                       "migration_state_after", "migration_src_after", "migration_dst_after"))
+                       "migration_state_after", "migration_src_after", "migration_dst_after", "owners_after",
+                       "target_after", "leaving_after"))
         n, got = _sample(off, None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CommandsFollowGuardsInv"],
             "seconds": round(time.perf_counter() - t1, 2)}

@@ -106,14 +106,16 @@ QUERIES = {
                                  AND src_active = 1 AND dst_active = 1 AND in_flight < max_in_flight
             WHEN 'CANCEL' THEN migration_state = 'clone' AND migration_src IS NOT NULL AND coordinator_active = 1
             END, false)
-          OR (migration_state_after IS NOT NULL AND NOT (
+          OR (migration_state_after IS NOT NULL AND NOT (owners_after IS NOT DISTINCT FROM owners AND
             CASE WHEN outcome = 'refused' THEN migration_state_after = migration_state
                                                AND migration_src_after IS NOT DISTINCT FROM migration_src
                  WHEN command = 'REASSIGN' THEN migration_state_after = 'clone'
                                                 AND migration_src_after IS NOT DISTINCT FROM src
                                                 AND migration_dst_after IS NOT DISTINCT FROM dst
+                                                AND target_after IS NOT DISTINCT FROM dst
                  ELSE migration_state_after = 'cancelling' AND migration_src_after IS NOT DISTINCT FROM migration_src
-                      AND migration_dst_after IS NOT DISTINCT FROM dst END)))""",
+                      AND migration_dst_after IS NOT DISTINCT FROM dst AND target_after IS NULL
+                      AND leaving_after IS NOT DISTINCT FROM dst END)))""",
     # reference/oracle.py's cancels_ignored: after an accepted CANCEL (strictly later snapshots: one
     # at its step may precede it) its migration is cancelling or cancelled, up to the partition's
     # next accepted REASSIGN (a snapshot at its step may follow it) or another src -> dst (a repair)

@@ -134,8 +134,10 @@ TABLES = {t.name: t for t in (
                        Column("max_in_flight", "long"),
                        # what Keeper held right after the command; older histories have none: the
                        # effect is not judged there
-                       *(Column(f"migration_{name}_after", "string", nullable=True, optional=True)
-                         for name in ("state", "src", "dst"))),
+                       *(Column(f"{name}_after", kind, nullable=True, optional=True)
+                         for name, kind in (("migration_state", "string"), ("migration_src", "string"),
+                                            ("migration_dst", "string"), ("owners", "strings"),
+                                            ("target", "string"), ("leaving", "string")))),
           optional=True),
     # INSERT tries a replica refused, with the write path the harness saw right before and right
     # after each (reference/refusals.py): InsertRefusalsFollowGuardsInv. Optional: older

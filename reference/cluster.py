@@ -747,7 +747,8 @@ class Cluster:
         try:
             return commands.observe_after(self.admin, self.layout, seen["partition_id"])
         except KEEPER_FAULTS:
-            return {"migration_state_after": None, "migration_src_after": None, "migration_dst_after": None}
+            return dict.fromkeys(("migration_state_after", "migration_src_after", "migration_dst_after",
+                                  "owners_after", "target_after", "leaving_after"))
 
     def _started(self, partition: str, src: str, dst: str) -> None:
         self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,

@@ -60,12 +60,15 @@ def observe(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst
 
 def observe_after(keeper: Keeper, layout: Layout, partition: str) -> dict:
     """What the command left in Keeper, read right after it (nothing else runs in between): the
-    partition's migration state ("none": no znode), source and target. The effect half of
-    CommandsFollowGuardsInv: a command accepted must have written its spec action's migration,
-    one refused must have written nothing."""
+    partition's migration state ("none": no znode), source and target, and its assignment's
+    owners (None: not assigned), CLONE target and leaver. The effect half of
+    CommandsFollowGuardsInv: a command accepted must have written its spec action's migration
+    and assignment, one refused must have written nothing."""
     mig = _json(keeper, layout.migration(partition)) or {}
+    asg = _json(keeper, layout.assignment(partition))
     return {"migration_state_after": mig.get("state", "none"), "migration_src_after": mig.get("src"),
-            "migration_dst_after": mig.get("dst")}
+            "migration_dst_after": mig.get("dst"), "owners_after": sorted(asg["owners"]) if asg else None,
+            "target_after": (asg or {}).get("target"), "leaving_after": (asg or {}).get("leaving")}
 
 
 def observe_reassign(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst: str,
@@ -98,15 +101,22 @@ def cancel_allowed(c: dict) -> bool:
     return c["migration_state"] == "clone" and c["migration_src"] is not None and bool(c["coordinator_active"])
 
 
-def effect_expected(c: dict) -> tuple | None:
-    """The migration (state, src, dst) a command must leave: AdminReassign's mig' = [st |-> "clone",
-    src |-> src, dst |-> dst]; CoordinatorCancel's st' = "cancelling" of the same src -> dst; a
-    refused command leaves the state and source it found (dst is not observed before, so any).
-    None when not judged: the command raised, or the history predates the `_after` columns."""
+def effect_expected(c: dict) -> dict | None:
+    """The `_after` columns a command must leave, as column -> value (a column not named may hold
+    anything): AdminReassign's mig' = [st |-> "clone", src |-> src, dst |-> dst] and asg' with
+    target dst, owners unchanged; CoordinatorCancel's st' = "cancelling" of the same src -> dst
+    and asg' with no target, leaving = dst, owners unchanged; a refused command leaves the
+    migration state, source and owners it found (its dst, target and leaver are not observed
+    before). None when not judged: the command raised, or the history predates the `_after`
+    columns."""
     if c.get("migration_state_after") is None or c["outcome"] not in (ACCEPTED, REFUSED):
         return None
     if c["outcome"] == REFUSED:
-        return c["migration_state"], c["migration_src"], c["migration_dst_after"]
+        return {"migration_state_after": c["migration_state"], "migration_src_after": c["migration_src"],
+                "owners_after": c["owners"]}
     if c["command"] == "REASSIGN":
-        return "clone", c["src"], c["dst"]
-    return "cancelling", c["migration_src"], c["dst"]
+        return {"migration_state_after": "clone", "migration_src_after": c["src"], "migration_dst_after": c["dst"],
+                "owners_after": c["owners"], "target_after": c["dst"]}
+    return {"migration_state_after": "cancelling", "migration_src_after": c["migration_src"],
+            "migration_dst_after": c["dst"], "owners_after": c["owners"], "target_after": None,
+            "leaving_after": c["dst"]}

@@ -89,14 +89,15 @@ SCHEMAS = {
     # src, dst and the coordinator were active, the migrations in flight and the limit. The
     # checkers judge that a command was accepted exactly when its spec action's guard held, and
     # that it left in Keeper what its action writes, read right after it (the `_after` columns:
-    # accepted, its action's migration; refused, the one it found) (CommandsFollowGuardsInv).
+    # accepted, its action's migration and assignment; refused, those it found) (CommandsFollowGuardsInv).
     # Optional for readers: older histories record no commands, nor the `_after` columns.
     "commands": {"step": "int64", "command": "string", "partition_id": "string", "src": "string", "dst": "string",
                  "outcome": "string", "reason": "string", "owners": "list<string>", "migration_state": "string",
                  "migration_src": "string", "migration_coordinator": "string", "src_active": "int64",
                  "dst_active": "int64", "coordinator_active": "int64", "in_flight": "int64",
                  "max_in_flight": "int64", "migration_state_after": "string", "migration_src_after": "string",
-                 "migration_dst_after": "string"},
+                 "migration_dst_after": "string", "owners_after": "list<string>", "target_after": "string",
+                 "leaving_after": "string"},
     # Every INSERT try a replica refused (Cluster.insert; the sub-block it failed on) with what
     # the harness saw of the write path right before and right after it (reference/refusals.py):
     # the assignment's owners and znode version, whether the receiver was writable and its map's

@@ -323,6 +323,11 @@ def logical_errors(t: dict) -> list[str]:
             for e in t.get("errors", ())]
 
 
+def _listed(v):
+    """A list column as pyarrow reads it back (owners: a list), comparable with the observed one."""
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
 # Per operator command, its spec action's guard on what the harness observed before it.
 GUARDS = {"REASSIGN": reassign_allowed, "CANCEL": cancel_allowed}
 
@@ -344,12 +349,12 @@ def commands_off_guard(t: dict) -> list[str]:
                        f"{x['outcome']} though its guard {'held' if guard else 'did not hold'}"
                        + (f": {x['reason']}" if x["reason"] else ""))
             continue
-        expected = effect_expected(x)
-        left = (x.get("migration_state_after"), x.get("migration_src_after"), x.get("migration_dst_after"))
-        if expected is not None and left != expected:
+        expected = effect_expected(x) or {}
+        off = {k: v for k, v in expected.items() if _listed(x.get(k)) != _listed(v)}
+        if off:
             out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
-                       f"{x['outcome']} and left its migration {left[0]} {left[1] or '(none)'} -> {left[2] or '(none)'}, "
-                       f"not {expected[0]} {expected[1] or '(none)'} -> {expected[2] or '(none)'}")
+                       f"{x['outcome']} and left " + ", ".join(f"{k.removesuffix('_after')} {x.get(k)}, not {v}"
+                                                              for k, v in off.items()))
     return out
 
 

@@ -331,7 +331,8 @@ def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_f
     accepted REASSIGN left a CLONE of its src -> dst and each refusal the migration it found. A
     REASSIGN that takes its default source from the second owner is accepted on a guard that held,
     and every other invariant holds (any owner is a valid source); the oracle and DuckDB count
-    the same commands. A refused command's row edited to show a migration written counts once."""
+    the same commands. A refused command's row edited to show a migration written counts once, and
+    so does an accepted CANCEL's edited to show its target not leaving."""
     fixed = Path(racing_history(tmp_path / "fixed", "racing", 0, steps=120, blocks=16)["history"])
     rows = pq.read_table(fixed / "commands.parquet").to_pylist()
     assert {x["outcome"] for x in rows} >= {"accepted", "refused"} and _off_effect(fixed) == {}
@@ -339,13 +340,19 @@ def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_f
     refused = next(x for x in h.tables["commands"] if x["outcome"] == "refused" and x["migration_state"] == "none")
     refused.update(migration_state_after="clone", migration_src_after=refused["src"],
                    migration_dst_after=refused["dst"])
+    # coordinator_cancel's mutant 83: the cancelled target not made the leaver, so no CLEANUP drops it
+    cancel = next(x for x in h.tables["commands"] if x["command"] == "CANCEL" and x["outcome"] == "accepted")
+    assert cancel["leaving_after"] == cancel["dst"] and cancel["target_after"] is None
+    cancel.update(leaving_after=None)
     h.write(tmp_path / "edited")
-    assert _off_effect(tmp_path / "edited") == {"CommandsFollowGuardsInv": 1}
+    assert _off_effect(tmp_path / "edited") == {"CommandsFollowGuardsInv": 2}
+    assert any(line.endswith(f"was accepted and left leaving None, not {cancel['dst']}")
+               for line in check(_read(tmp_path / "edited"), 2)["CommandsFollowGuardsInv"])
     _reassign_from_the_second_owner(monkeypatch)
     broken = Path(racing_history(tmp_path / "broken", "racing", 0, steps=120, blocks=16)["history"])
     counts = _off_effect(broken)
     assert set(counts) == {"CommandsFollowGuardsInv"}, counts
-    assert all(" was accepted and left its migration clone " in line
+    assert all(" was accepted and left migration_src " in line
                for line in check(_read(broken), 2)["CommandsFollowGuardsInv"])
 
 
