@@ -91,7 +91,7 @@ MIGRATION = ["reference.migration.*"]
 # that runs route_insert's read-only fall-back and client_send_insert's unknown outcome, and
 # mutating, the only one with mutations (a CLONE fetch meeting keepers' queued MUTATE_PARTs).
 RACING_PROFILES = ("churn", "switching", "cancelling", "deserting", "clients", "overlapping", "refusing", "expiring",
-                   "mutating", "retrying",
+                   "impatient", "mutating", "retrying",
                    "altering", "dropping", "leaving", "lossy", "losing", "racing", "stale", "allocating", "thin")
 SMALL = {"steps": 80, "blocks": 16}   # as tests/reference/test_races.py
 FULL: dict = {}                       # the profile's own steps, 60 blocks (races.race's defaults)
@@ -164,7 +164,8 @@ def only_logical_errors(invariants) -> bool:
 
 def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     """Every (seed, profile) run that calls the mutated function, seed 0 first (test_races.py's
-    runs) and the cheapest profile first; stops at the first history the oracle refuses by a
+    runs) and the cheapest profile first, then the reached profiles at full size and the teeth's
+    runs with no switch on, while the racing seconds last; stops at the first history the oracle refuses by a
     protocol invariant. A history refused only through NoLogicalErrorsInv is a kill too, but the
     search goes on (within --racing-seconds) for one a protocol invariant refuses, so that
     `racing_invariants` says whether the history layer saw more than the exception."""
@@ -176,6 +177,12 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     # refusals need a state a small run seldom makes (an orphaned CLONE, a query still open after
     # one of its reads).
     runs += [(p, 0, FULL) for p in extra["racing_reached"]]
+    # Then each broken variant's tooth (profile and seed) with no switch on: a mutant that turns the
+    # fixed code into a variant (`stale = None` where the variant's is `[]`) shows where the variant
+    # does, and the teeth's seeds were searched for that (pyspark_jobs/teeth.py).
+    from pyspark_jobs.teeth import SIZE as TEETH_SIZE, TEETH
+    runs += [(p, s, TEETH_SIZE) for p, s in dict.fromkeys((t.profile, t.seed) for t in TEETH)
+             if p in extra["racing_reached"]]
     t0, ran, crashes, detail = time.monotonic(), 0, [], ""
     logical: tuple[str, list[str]] | None = None   # the first refusal through NoLogicalErrorsInv alone
 
@@ -185,7 +192,7 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
         tests_run = seed == 0 and size is SMALL   # test_races.py's run
         if not tests_run and time.monotonic() - t0 > RACING_SECONDS:
             break
-        where = f"{profile}/{seed}" + ("" if size is SMALL else "/full")
+        where = f"{profile}/{seed}" + ("" if size is SMALL else "/full" if size is FULL else "/tooth")
         folder = Path(tempfile.mkdtemp(prefix="mutlayer-"))
         try:
             run = racing_history(folder, profile, seed, **size)

@@ -73,7 +73,10 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   whose session expired (it goes to another owner), and a session expires between the map read
   and the write, the writer's or the receiver's own (the sub-block goes to another owner the map
   names, or is refused when none is writable). New partitions keep appearing (12 months), so a
-  writer's map often does not have the partition yet.
+  writer's map often does not have the partition yet;
+- in `impatient`, `expiring` with most INSERTs from clients that try once (Profile.client_tries):
+  a try whose commit went out and whose answer was lost is the client's only answer, and must be
+  told "unknown", not "failed" (its rows are in the table).
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
@@ -128,6 +131,7 @@ class Profile:
     buckets: int = 4                           # user buckets per month
     down_timeout: float = math.inf             # steps a migration waits on a down replica (Cluster.down_timeout)
     min_down: int = 0                          # steps a crashed replica stays down before a restart may pick it
+    client_tries: int = 3                      # tries of a client_send_insert before its client gives up
     describe: str = ""
 
 
@@ -230,6 +234,12 @@ PROFILES = {p.name: p for p in (
                      "INSERTs are forwarded by non-owners and sent through client_send_insert: a forward meets an "
                      "expired owner, a session expires between the map read and the write or right after the "
                      "commit went out (its answer lost), and new partitions (12 months) miss from writers' maps"),
+    Profile("impatient", {"insert": 1, "forward": 2, "client_insert": 4, "expire": 0.7, "reestablish": 3, "step": 8,
+                          "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.4, "restart": 0.6},
+            _KINDS, max_down=1, months=12, client_tries=1,
+            describe="as expiring, with most INSERTs from clients that try once and give up: a try whose "
+                     "commit went out and whose answer was lost must be told unknown, never failed (its rows "
+                     "are in the table), and one refused before its commit must be told failed"),
     Profile("mutating", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "mutate": 1},
             {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2},
             describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
@@ -701,7 +711,7 @@ class Race:
         # with sessions expiring (`expiring`), the client's tries meet them as forwards do
         faults = self._session_faults(None) if "expire" in self.p.actions else c._faults
         try:
-            told = client_send_insert(c.replicas, c.table, rows, rng=c.rng, faults=faults)
+            told = client_send_insert(c.replicas, c.table, rows, tries=self.p.client_tries, rng=c.rng, faults=faults)
         except GuardFailed as e:
             told = "unknown"
             self._count(f"client insert raised {type(e).__name__}")

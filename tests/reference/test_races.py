@@ -290,6 +290,22 @@ def test_client_send_insert_failed_means_nothing_written(tmp_path, monkeypatch):
     assert "NoPhantomRowsInv" in forgetting["oracle_invariants"], forgetting["oracle_sample"]
 
 
+def test_a_lost_answer_is_told_unknown_to_a_client_that_tries_once(tmp_path, monkeypatch):
+    """`impatient` (seed 1, full size): clients that try once, Keeper sessions expiring, some right
+    after the commit went out (the answer lost). The fixed client_send_insert tells such a try
+    "unknown" and a try refused before its commit "failed"; one that takes the lost answer for a
+    refusal before the commit (as _unavailable_before_commit's mutant 2, any KeeperUnavailableError)
+    tells "failed" of rows that are in the table: NoPhantomRowsInv."""
+    from reference.keeper import KeeperUnavailableError, SessionExpiredError
+    run = racing_history(tmp_path / "fixed", "impatient", 1)
+    assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
+    assert run["actions"].get("client insert unknown", 0) > 0 and run["actions"].get("client insert failed", 0) > 0
+    monkeypatch.setattr("reference.insert._unavailable_before_commit",
+                        lambda e: isinstance(e, (SessionExpiredError, KeeperUnavailableError)))
+    told_failed = racing_history(tmp_path / "told_failed", "impatient", 1)
+    assert "NoPhantomRowsInv" in told_failed["oracle_invariants"], told_failed["oracle_sample"]
+
+
 def test_overlapping_queries_hold_pins_across_cleanup(tmp_path, monkeypatch):
     """`overlapping` (small): SELECTs in flight across turns, some pinned on a move's source before
     its SWITCH, so the source's CLEANUP is refused for their pins while the fixed protocol holds;
