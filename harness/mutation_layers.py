@@ -164,8 +164,8 @@ def only_logical_errors(invariants) -> bool:
 
 def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     """Every (seed, profile) run that calls the mutated function, seed 0 first (test_races.py's
-    runs) and the cheapest profile first, then the reached profiles at full size and the teeth's
-    runs with no switch on, while the racing seconds last; stops at the first history the oracle refuses by a
+    runs) and the cheapest profile first, then the reached profiles at full size, the teeth's runs
+    with no switch on, and the other seeds at full size, while the racing seconds last; stops at the first history the oracle refuses by a
     protocol invariant. A history refused only through NoLogicalErrorsInv is a kill too, but the
     search goes on (within --racing-seconds) for one a protocol invariant refuses, so that
     `racing_invariants` says whether the history layer saw more than the exception."""
@@ -183,6 +183,9 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     from pyspark_jobs.teeth import SIZE as TEETH_SIZE, TEETH
     runs += [(p, s, TEETH_SIZE) for p, s in dict.fromkeys((t.profile, t.seed) for t in TEETH)
              if p in extra["racing_reached"]]
+    # Then the other seeds at full size: a client's lost answer left without a retry needs a long run
+    # (`impatient` shows it on full-size seeds 1-3, on no small one of 0-3).
+    runs += [(p, s, FULL) for s in SEEDS[1:] for p in extra["racing_reached"]]
     t0, ran, crashes, detail = time.monotonic(), 0, [], ""
     logical: tuple[str, list[str]] | None = None   # the first refusal through NoLogicalErrorsInv alone
 

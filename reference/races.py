@@ -235,11 +235,12 @@ PROFILES = {p.name: p for p in (
                      "expired owner, a session expires between the map read and the write or right after the "
                      "commit went out (its answer lost), and new partitions (12 months) miss from writers' maps"),
     Profile("impatient", {"insert": 1, "forward": 2, "client_insert": 4, "expire": 0.7, "reestablish": 3, "step": 8,
-                          "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.4, "restart": 0.6},
+                          "reassign": 1, "cancel": 0.3, "query": 1, "client_query": 1.5, "crash": 0.4, "restart": 0.6},
             _KINDS, max_down=1, months=12, client_tries=1,
             describe="as expiring, with most INSERTs from clients that try once and give up: a try whose "
                      "commit went out and whose answer was lost must be told unknown, never failed (its rows "
-                     "are in the table), and one refused before its commit must be told failed"),
+                     "are in the table), and one refused before its commit must be told failed; SELECTs "
+                     "through select_all, whose reads avoid owners whose session expired"),
     Profile("mutating", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "mutate": 1},
             {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2},
             describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
