@@ -380,6 +380,20 @@ def test_clone_target_gets_skipped_entries_the_cleanup_thread_trimmed(make_clust
     assert (reps["r3"].has_rows_of(P) == expected) == converged
 
 
+def test_f8s_first_fix_re_reads_the_partitions_entries_from_the_start_of_the_log(make_cluster):
+    """clone_reads_skipped_entries_from_log (F8's first fix, F16's variant) re-reads every entry of
+    the partition still in the log below the target's log_pointer, the log's first entry
+    included: here the GET_PART of P's first INSERT, which r3 pulled and skipped as no keeper."""
+    from reference.log_entry import GET_PART
+    from reference.migration import _skipped_entries
+    admin, reps = make_cluster(frozenset({"clone_reads_skipped_entries_from_log"}))
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    assert admin.get_children(LAYOUT.log) == ["log-0000000000"]
+    drain(reps["r3"])
+    skipped = _skipped_entries(reps["r3"], P, read_assignment(admin, LAYOUT, P))
+    assert [(e.type, e.partition) for _, e in skipped] == [(GET_PART, P)]
+
+
 def test_a_crashed_coordinator_is_taken_over_and_the_migration_finishes(make_cluster, connect):
     """The coordinator (the source r1) loses its session mid-CLONE: SWITCH is refused until an
     active replica takes over (ReplicaTakeOverMigration), and the takeover is refused while the
