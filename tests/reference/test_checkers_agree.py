@@ -28,6 +28,18 @@ from reference.workload import blocks
 pytestmark = pytest.mark.spark
 
 
+# make test: the oracle and DuckDB; make check's long tests: the Spark job too (over make test's budget)
+WITH_SPARK = [False, pytest.param(True, marks=pytest.mark.long, id="spark")]
+
+
+def _checkers(request, with_spark: bool):
+    """The checkers that must agree: all three, or (make test) the oracle and DuckDB."""
+    if with_spark:
+        spark = request.getfixturevalue("spark")
+        return lambda folder: _three_agree(spark, folder)
+    return _two_agree
+
+
 def _verdicts(c: Cluster) -> dict:
     return {name: not problems for name, problems in check(c.history, 2).items()}
 
@@ -193,7 +205,9 @@ def _broken_switch(*args, **kwargs):
     raise RuntimeError("broken switch")
 
 
-def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_all_three(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("with_spark", WITH_SPARK)
+def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_all_three(request, tmp_path, monkeypatch,
+                                                                                         with_spark):
     """MigrationsEndProp, the spec's liveness property judged on a finite history's settled end:
     with SWITCH raising every time, `churn`'s CLONEs are still in flight when the run has settled.
     The oracle, DuckDB and the Spark job count the same migrations and report nothing else. The
@@ -203,15 +217,10 @@ def test_migrations_left_in_flight_at_a_settled_end_get_the_same_verdict_from_al
     run = racing_history(tmp_path, "churn", 0, steps=80, blocks=16)
     folder = Path(run["history"])
 
+    agree = _checkers(request, with_spark)
+
     def verdicts():
-        h = History()
-        for f in folder.glob("*.parquet"):
-            h.tables[f.stem] = pq.read_table(f).to_pylist()
-        oracle = {name: len(problems) for name, problems in check(h, 2).items()}
-        with contextlib.redirect_stdout(io.StringIO()):
-            spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(folder), 3)["invariants"].items()}
-        assert spark_counts == oracle == duckdb_check(folder)
-        return {n: v for n, v in oracle.items() if v}
+        return agree(folder)
     stuck = verdicts()
     assert set(stuck) == {"MigrationsEndProp", "NoLogicalErrorsInv"}   # each raise of SWITCH is a LOGICAL_ERROR
     assert stuck["MigrationsEndProp"] == run["actions"]["reassign"] and stuck["NoLogicalErrorsInv"] == run["errors"]
@@ -317,8 +326,9 @@ def _reassign_from_the_second_owner(monkeypatch) -> None:
     monkeypatch.setattr(cluster, "admin_reassign", from_second)
 
 
-def _off_effect(folder: Path) -> dict:
-    """The oracle's and DuckDB's counts, asserted equal; those that found any."""
+def _two_agree(folder: Path) -> dict:
+    """The oracle's and DuckDB's counts, asserted equal; those that found any (make test's half of
+    _three_agree: the Spark job's runs go to the long tests)."""
     oracle = {n: len(v) for n, v in check(_read(folder), 2).items() if v}
     assert oracle == {n: v for n, v in duckdb_check(folder).items() if v}
     return oracle
@@ -335,7 +345,7 @@ def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_f
     so does an accepted CANCEL's edited to show its target not leaving."""
     fixed = Path(racing_history(tmp_path / "fixed", "racing", 0, steps=120, blocks=16)["history"])
     rows = pq.read_table(fixed / "commands.parquet").to_pylist()
-    assert {x["outcome"] for x in rows} >= {"accepted", "refused"} and _off_effect(fixed) == {}
+    assert {x["outcome"] for x in rows} >= {"accepted", "refused"} and _two_agree(fixed) == {}
     h = _read(fixed)
     refused = next(x for x in h.tables["commands"] if x["outcome"] == "refused" and x["migration_state"] == "none")
     refused.update(migration_state_after="clone", migration_src_after=refused["src"],
@@ -345,12 +355,12 @@ def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_f
     assert cancel["leaving_after"] == cancel["dst"] and cancel["target_after"] is None
     cancel.update(leaving_after=None)
     h.write(tmp_path / "edited")
-    assert _off_effect(tmp_path / "edited") == {"CommandsFollowGuardsInv": 2}
+    assert _two_agree(tmp_path / "edited") == {"CommandsFollowGuardsInv": 2}
     assert any(line.endswith(f"was accepted and left leaving None, not {cancel['dst']}")
                for line in check(_read(tmp_path / "edited"), 2)["CommandsFollowGuardsInv"])
     _reassign_from_the_second_owner(monkeypatch)
     broken = Path(racing_history(tmp_path / "broken", "racing", 0, steps=120, blocks=16)["history"])
-    counts = _off_effect(broken)
+    counts = _two_agree(broken)
     assert set(counts) == {"CommandsFollowGuardsInv"}, counts
     assert all(" was accepted and left migration_src " in line
                for line in check(_read(broken), 2)["CommandsFollowGuardsInv"])
@@ -554,16 +564,19 @@ def _cleanup_ends_as_cancelled(leaver, partition, bugs=frozenset()):
     leaver.keeper.set(leaver.layout.migration(partition), json.dumps({**mig, "state": "cancelled"}).encode(), version)
 
 
-def test_a_switched_migration_recorded_as_cancelled_is_a_violation_for_all_three(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("with_spark", WITH_SPARK)
+def test_a_switched_migration_recorded_as_cancelled_is_a_violation_for_all_three(request, tmp_path, monkeypatch,
+                                                                                  with_spark):
     """MigrationOutcomeInv: on the fixed protocol a migration's state agrees with its partition's
     owners at every snapshot, for the oracle, the Spark job and DuckDB alike. With CLEANUP
     recording every end as cancelled, a switched migration reads cancelled with its target an
     owner: all three count the same snapshots, and no other invariant notices."""
+    agree = _checkers(request, with_spark)
     fixed = racing_history(tmp_path / "fixed", "racing", 0, **SIZE)
-    assert _three_agree(spark, Path(fixed["history"])) == {}
+    assert agree(Path(fixed["history"])) == {}
     monkeypatch.setattr("reference.cluster.replica_cleanup", _cleanup_ends_as_cancelled)
     broken = Path(racing_history(tmp_path / "broken", "racing", 0, **SIZE)["history"])
-    found = _three_agree(spark, broken)
+    found = agree(broken)
     assert set(found) == {"MigrationOutcomeInv"}, found
     lines = check(_read(broken), 2)["MigrationOutcomeInv"]
     assert all("is cancelled, yet its target" in line for line in lines), lines
