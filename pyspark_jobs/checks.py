@@ -56,6 +56,8 @@ DESCRIPTIONS = {
     "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's owners: switched or "
                            "done, the source is no owner; clone, cancelling or cancelled, the target is none "
                            "(tables migrations, assignments)",
+    "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
+                            "between its start and end steps (tables crashes, queries)",
     "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
                            "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
                            "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
@@ -403,6 +405,26 @@ def migration_outcome(spark: SparkSession, h: History, sample: int) -> dict:
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def crash_fails_queries(spark: SparkSession, h: History, sample: int) -> dict:
+    """CrashFailsQueriesInv (reference/oracle.py's queries_across_crashes): a query answered
+    complete though its receiver crashed strictly between its start and end steps (spec
+    ReplicaCrash fails every query the replica served). One violation per query. No table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("crashes", "queries")):
+        c = F.col
+        crashes = read_table(spark, h.sources["crashes"]).select("replica", c("step").alias("crash_step"))
+        complete = (read_table(spark, h.sources["queries"]).filter(c("status") == "complete")
+                    .select("query_id", "replica", "start_step", "end_step"))
+        off = (complete.join(crashes, "replica")
+               .filter((c("crash_step") > c("start_step")) & (c("crash_step") < c("end_step")))
+               .groupBy("query_id", "replica", "start_step", "end_step").agg(F.min("crash_step").alias("crash_step"))
+               .orderBy("query_id"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CrashFailsQueriesInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
 def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:
     """DownWaitBoundedProp (reference/oracle.py's down_waits_too_long): per partition, its
     migration snapshots in step order; one waits on a down replica when its Leaver (switched:
@@ -522,6 +544,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
     record("CancelHonouredInv", cancel_honoured(spark, h, sample))
     record("MigrationOutcomeInv", migration_outcome(spark, h, sample))
+    record("CrashFailsQueriesInv", crash_fails_queries(spark, h, sample))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
     record("MutationsAppliedInv", mutations_applied(spark, h, sample))

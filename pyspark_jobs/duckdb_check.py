@@ -137,6 +137,11 @@ QUERIES = {
             ON a.snapshot_step = m.snapshot_step AND a.partition_id = m.partition_id
         WHERE (m.state IN ('switched', 'done') AND m.src IS NOT NULL AND coalesce(list_contains(a.owners, m.src), false))
            OR (m.state IN ('clone', 'cancelling', 'cancelled') AND coalesce(list_contains(a.owners, m.dst), false))""",
+    # reference/oracle.py's queries_across_crashes: a complete query whose receiver crashed
+    # strictly between its start and end steps
+    "CrashFailsQueriesInv": """
+        SELECT count(DISTINCT q.query_id) FROM queries q JOIN crashes c ON c.replica = q.replica
+        WHERE q.status = 'complete' AND c.step > q.start_step AND c.step < q.end_step""",
     # reference/oracle.py's down_waits_too_long: per partition, consecutive migration snapshots
     # waiting on the same down replica (its leaver once no map is behind; a CLONE's coordinator)
     # are one wait, from its first snapshot; a snapshot more than down_timeout + the grace after it
@@ -208,7 +213,7 @@ QUERIES = {
 
 
 OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands", "insert_refusals",
-                  "log_mutations", "queued_mutations")
+                  "log_mutations", "queued_mutations", "crashes")
 SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
 
 

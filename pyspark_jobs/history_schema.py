@@ -57,7 +57,10 @@ TABLES = {t.name: t for t in (
                       Column("status", "string"), Column("ack_step", "long", nullable=True)),
           large=True, statuses=INSERT_STATUSES, must_have_rows="no inserts: nothing to prove"),
     Table("queries", (Column("query_id", "string"), Column("start_step", "long"), Column("status", "string"),
-                      Column("partitions_requested", "strings", nullable=True)),
+                      Column("partitions_requested", "strings", nullable=True),
+                      # the receiver and the answer's step: CrashFailsQueriesInv, with `crashes`
+                      Column("replica", "string", nullable=True, optional=True),
+                      Column("end_step", "long", nullable=True, optional=True)),
           statuses=QUERY_STATUSES),
     Table("query_rows", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
           large=True),
@@ -139,6 +142,9 @@ TABLES = {t.name: t for t in (
                                             ("migration_dst", "string"), ("owners", "strings"),
                                             ("target", "string"), ("leaving", "string")))),
           optional=True),
+    # Replica crashes (a process killed), at the step each happened: CrashFailsQueriesInv.
+    # Optional: older histories record none.
+    Table("crashes", (Column("step", "long"), Column("replica", "string")), optional=True),
     # INSERT tries a replica refused, with the write path the harness saw right before and right
     # after each (reference/refusals.py): InsertRefusalsFollowGuardsInv. Optional: older
     # histories and real ClickHouse's record none.

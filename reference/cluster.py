@@ -242,6 +242,7 @@ class Cluster:
         rep = self.replicas.pop(name)
         self.down[name] = self.stores.pop(name)
         rep.keeper.close()
+        self.history.crash(self.step, name)
         self.log(f"replica {name} down")
 
     def drop_replica(self, name: str) -> list[str]:

@@ -98,6 +98,12 @@ SCHEMAS = {
                  "max_in_flight": "int64", "migration_state_after": "string", "migration_src_after": "string",
                  "migration_dst_after": "string", "owners_after": "list<string>", "target_after": "string",
                  "leaving_after": "string"},
+    # Every replica crash (its process killed: Cluster.crash_replica, also the crash of a replica
+    # lost for good), at the step it happened. A crash fails every query the replica served (spec
+    # ReplicaCrash: the connections and the pins were in that process); the checkers judge that
+    # no query completed across its receiver's crash (CrashFailsQueriesInv). Optional for readers:
+    # older histories record no crashes.
+    "crashes": {"step": "int64", "replica": "string"},
     # Every INSERT try a replica refused (Cluster.insert; the sub-block it failed on) with what
     # the harness saw of the write path right before and right after it (reference/refusals.py):
     # the assignment's owners and znode version, whether the receiver was writable and its map's
@@ -155,6 +161,10 @@ class History:
         (reference/commands.observe) and how it ended."""
         self.tables["commands"].append({"step": step, "command": command, **observed, "outcome": outcome,
                                         "reason": reason})
+
+    def crash(self, step: int, replica: str) -> None:
+        """A replica's process killed at `step`."""
+        self.tables["crashes"].append({"step": step, "replica": replica})
 
     def insert_refused(self, row: dict) -> None:
         """An INSERT try refused, and the write path around it (reference/refusals.row)."""

@@ -33,6 +33,11 @@ partition not yet assigned, a read-only receiver or fewer than replication_facto
 (reference/refusals.py). Without it a router that refuses writes it should forward or fail over
 leaves a history in which the client simply retried.
 
+CrashFailsQueriesInv: no query is answered complete though its receiver crashed while it ran
+(optional table `crashes`): the spec's ReplicaCrash fails every query the replica served. Without
+it a harness whose crash leaves such a query open (served_by's mutant `query.at != replica`)
+shows a client served by a dead process, and every other invariant holds.
+
 MutationsAppliedInv: the spec's, at every snapshot (tables log_mutations, queued_mutations and
 metadata.log_pointer; `mutations_not_applied`): a keeper's part reflects every MUTATE_PART of its
 partition below the keeper's log_pointer that overlaps it, or a mutation of the partition is
@@ -74,7 +79,7 @@ INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "Q
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
               "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv",
-              "MutationsAppliedInv", "MigrationOutcomeInv")
+              "MutationsAppliedInv", "MigrationOutcomeInv", "CrashFailsQueriesInv")
 # The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
 MIGRATION_ENDED = ("done", "cancelled")
 
@@ -170,6 +175,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["InsertRefusalsFollowGuardsInv"] = refusals_off_guard(t, rf)
     out["MutationsAppliedInv"] = mutations_not_applied(t)
     out["MigrationOutcomeInv"] = outcomes_contradicted(t)
+    out["CrashFailsQueriesInv"] = queries_across_crashes(t)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -182,6 +188,23 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
                 out["AmbiguousInsertAtomicInv"].append(
                     f"insert {insert_id} of unknown outcome is partly on {o}: {len(present)} of {len(ids)} rows")
     return out
+
+
+def queries_across_crashes(t: dict) -> list[str]:
+    """CrashFailsQueriesInv: a query answered complete though its receiver crashed while it ran
+    (table `crashes`, strictly between its start and end steps: a crash does not tick the clock,
+    so one at the start's step may precede the query and one at the end's step follows the
+    answer). The spec's ReplicaCrash fails every query the replica served: the client's
+    connection and the query's pins were in that process. One line per query; a history without
+    the table recorded no crashes."""
+    crashed: dict[str, list[int]] = {}
+    for x in t.get("crashes", ()):
+        crashed.setdefault(x["replica"], []).append(x["step"])
+    return [f"{q['query_id']} at {q['replica']} was answered complete at step {q['end_step']}, though "
+            f"{q['replica']} crashed at step {s} after it started at {q['start_step']}"
+            for q in t["queries"] if q["status"] == "complete" and q.get("end_step") is not None
+            for s in [min((s for s in crashed.get(q.get("replica"), ()) if q["start_step"] < s < q["end_step"]),
+                          default=None)] if s is not None]
 
 
 def refusals_off_guard(t: dict, rf: int) -> list[str]:

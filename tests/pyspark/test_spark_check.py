@@ -36,7 +36,7 @@ def test_a_correct_synthetic_history_holds_in_one_pass(spark, correct):
     before = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
     result = checked(spark, correct)
     assert {k: spark.conf.get(k) for k in before} == before  # the caller's session is left as it was
-    assert failing(result) == set() and len(result["invariants"]) == 18   # 10 invariants, MigrationsEndProp, NoLogicalErrorsInv, CommandsFollowGuardsInv, CancelHonouredInv, DownWaitBoundedProp, InsertRefusalsFollowGuardsInv, MutationsAppliedInv, MigrationOutcomeInv
+    assert failing(result) == set() and len(result["invariants"]) == 19   # 10 invariants, MigrationsEndProp, NoLogicalErrorsInv, CommandsFollowGuardsInv, CancelHonouredInv, DownWaitBoundedProp, InsertRefusalsFollowGuardsInv, MutationsAppliedInv, MigrationOutcomeInv, CrashFailsQueriesInv
     assert result["counts"]["inserted_rows"] == 2000 and result["counts"]["part_rows"] > 2 * 1900
     # three small tables collected, then one job over the large ones (and one job per broadcast
     # table: replicas, each snapshot's keepers for NoForeignPartsInv, queries, partitions):

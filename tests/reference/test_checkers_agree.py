@@ -376,6 +376,36 @@ def test_a_command_that_wrote_another_migration_than_its_action_is_a_violation_f
     assert set(_three_agree(spark, broken)) == {"CommandsFollowGuardsInv"}
 
 
+def _crash_spares_the_receivers_queries(monkeypatch) -> None:
+    """served_by's mutant `query.at != replica`: a crash fails the open queries started elsewhere
+    and spares those the crashed replica received (unless one still has a read routed to it)."""
+    from reference.query import served_by
+    monkeypatch.setattr("reference.races.served_by", lambda q, r: not q.done and (
+        q.at != r or any(q.routes[p] == r for p in q.pending)))
+    assert served_by   # the fixed one, for the record: q.at == r
+
+
+@pytest.mark.parametrize("with_spark", WITH_SPARK)
+def test_a_query_answered_across_its_receivers_crash_is_a_violation_for_all_three(request, tmp_path, monkeypatch,
+                                                                                  with_spark):
+    """CrashFailsQueriesInv: the history records each crash (table `crashes`). On the fixed
+    protocol (`overlapping` 0: SELECTs in flight across crashes) a crash fails every open query
+    its replica received, and no query is answered complete across its receiver's crash. With a
+    crash sparing its own replica's queries, one is (q14 at r1, started at step 13, answered at
+    346, r1 crashed at 110), and every other invariant holds: the checkers count the same
+    queries. Without the table (an older history) nothing is judged."""
+    agree = _checkers(request, with_spark)
+    fixed = Path(racing_history(tmp_path / "fixed", "overlapping", 0)["history"])
+    assert pq.read_table(fixed / "crashes.parquet").num_rows > 0 and agree(fixed) == {}
+    _crash_spares_the_receivers_queries(monkeypatch)
+    broken = Path(racing_history(tmp_path / "broken", "overlapping", 0)["history"])
+    assert agree(broken) == {"CrashFailsQueriesInv": 1}
+    assert check(_read(broken), 2)["CrashFailsQueriesInv"] == [
+        "q14 at r1 was answered complete at step 346, though r1 crashed at step 110 after it started at 13"]
+    (broken / "crashes.parquet").unlink()
+    assert agree(broken) == {}
+
+
 def _cancel_ignored(keeper, layout, partition, target=None, bugs=frozenset()):
     # Stands in for coordinator_cancel's mutant `{**mig, "XXstateXX": "cancelling"}`: its guards
     # and its write as the fixed one's, the state under a wrong key, so the CLONE goes on to SWITCH.
