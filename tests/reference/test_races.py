@@ -166,6 +166,24 @@ def test_a_query_that_raises_is_a_failed_query_and_the_run_goes_on(tmp_path, mon
     assert run["oracle_invariants"] == ["NoLogicalErrorsInv"] and run["oracle_violations"] == run["errors"]
 
 
+def test_a_read_that_leaves_its_partition_pending_fails_its_query_instead_of_hanging(tmp_path, monkeypatch):
+    """ReplicaReadPartition removes the partition from the query's pending ones; one that does not
+    (replica_read_partition's mutant 13) would leave an open query waiting for ever and the run
+    with it. The harness checks the effect after each read (cluster.read_done): the query fails,
+    the error is logged, and the run ends with its history refused through NoLogicalErrorsInv."""
+    from reference.query import replica_read_partition
+
+    def leaves_it_pending(query, partition, replicas):
+        rows = replica_read_partition(query, partition, replicas)
+        query.pending.add(partition)
+        return rows
+    for where in ("reference.cluster.replica_read_partition", "reference.races.replica_read_partition"):
+        monkeypatch.setattr(where, leaves_it_pending)
+    run = racing_history(tmp_path, "overlapping", 0, **SMALL)
+    assert run["errors"] > 0 and all("which is still pending" in e for e in run["error_sample"]), run["error_sample"]
+    assert run["oracle_invariants"] == ["NoLogicalErrorsInv"], run["oracle_sample"]
+
+
 def test_an_unparsable_queue_entry_is_logged_and_the_run_still_ends(tmp_path, monkeypatch):
     """A CLONE fetch that queues a GET_PART nobody can parse (as replica_clone_fetch's mutant 85,
     whose part name is "None"): the observer reading queues for the history logs the bad entry
