@@ -180,9 +180,15 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     # Then each broken variant's tooth (profile and seed) with no switch on: a mutant that turns the
     # fixed code into a variant (`stale = None` where the variant's is `[]`) shows where the variant
     # does, and the teeth's seeds were searched for that (pyspark_jobs/teeth.py).
+    # A tooth counts when a recorded run of its profile calls the function at any seed, or when the
+    # function names the tooth's switch (the variant lives there: `leaving` reaches the down-leaver
+    # CLEANUP only after its minimum down time, past a small run's steps).
     from pyspark_jobs.teeth import SIZE as TEETH_SIZE, TEETH
-    runs += [(p, s, TEETH_SIZE) for p, s in dict.fromkeys((t.profile, t.seed) for t in TEETH)
-             if p in extra["racing_reached"]]
+    reached_any = {p for (p, _), fns in CALLS.items() if fn in fns} | set(extra["racing_reached"])
+    module = key.rsplit(".", 1)[0].replace(".", "/") + ".py"
+    named = set(switches_named(module, [key], {t.switch for t in TEETH}, {}).get(key, ()))
+    runs += [(p, s, TEETH_SIZE) for p, s in dict.fromkeys((t.profile, t.seed) for t in TEETH
+                                                         if t.profile in reached_any or t.switch in named)]
     # Then the other seeds at full size: a client's lost answer left without a retry needs a long run
     # (`impatient` shows it on full-size seeds 1-3, on no small one of 0-3).
     runs += [(p, s, FULL) for s in SEEDS[1:] for p in extra["racing_reached"]]
