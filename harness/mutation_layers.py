@@ -165,8 +165,8 @@ def only_logical_errors(invariants) -> bool:
 def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     """Every (seed, profile) run that calls the mutated function, seed 0 first (test_races.py's
     runs) and the cheapest profile first, then the reached profiles at full size, the teeth's runs
-    with no switch on, and the other seeds at full size, while the racing seconds last; stops at the first history the oracle refuses by a
-    protocol invariant. A history refused only through NoLogicalErrorsInv is a kill too, but the
+    with no switch on, and the other seeds at full size, while the racing seconds last; stops at
+    the first history the oracle refuses by a protocol invariant. A history refused only through NoLogicalErrorsInv is a kill too, but the
     search goes on (within --racing-seconds) for one a protocol invariant refuses, so that
     `racing_invariants` says whether the history layer saw more than the exception."""
     from reference.races import racing_history
@@ -185,10 +185,9 @@ def _racing(key: str, keep: Path | None) -> tuple[str, str, dict]:
     # CLEANUP only after its minimum down time, past a small run's steps).
     from pyspark_jobs.teeth import SIZE as TEETH_SIZE, TEETH
     reached_any = {p for (p, _), fns in CALLS.items() if fn in fns} | set(extra["racing_reached"])
-    module = key.rsplit(".", 1)[0].replace(".", "/") + ".py"
-    named = set(switches_named(module, [key], {t.switch for t in TEETH}, {}).get(key, ()))
+    named = TEETH_OF.get(key, [])
     runs += [(p, s, TEETH_SIZE) for p, s in dict.fromkeys((t.profile, t.seed) for t in TEETH
-                                                         if t.profile in reached_any or t.switch in named)]
+                                                         if t.profile in reached_any or t in named)]
     # Then the other seeds at full size: a client's lost answer left without a retry needs a long run
     # (`impatient` shows it on full-size seeds 1-3, on no small one of 0-3).
     runs += [(p, s, FULL) for s in SEEDS[1:] for p in extra["racing_reached"]]
@@ -275,7 +274,8 @@ def switches_named(module: str, keys: list[str], switches, diffs: dict, root: Pa
     return out
 
 
-# Filled by main() before the children fork: per mutant, the teeth to run (switches_named's order),
+# Filled by main() before the children fork: per mutant, the teeth of the switches its function
+# names (switches_named's order; the teeth layer runs them, the racing layer their runs unswitched),
 # and per tooth (switch, profile, seed) the unmutated code's run: the oracle's refused invariants
 # and the kept history (or the error that left no history).
 TEETH_OF: dict[str, list] = {}
@@ -590,12 +590,14 @@ def main(argv: list[str] | None = None) -> int:
         # 10 s): all of migration.py's and the routing code's mutants take hours, a sample minutes.
         todo = sorted(random.Random(a.seed).sample(todo, min(a.sample, len(todo))))
     kept = sum(1 for r in results.values() if r.get("history")) + sum(1 for r in results.values() if r.get("teeth_history"))
+    # The teeth of each mutant's function: the teeth layer runs them, the racing layer runs their
+    # (profile, seed) with no switch on. Parsed once here, before the children fork.
+    switches = {t.switch for t in TEETH}
+    for module in {m for m, _, _ in todo}:
+        named = switches_named(module, [k for m, k, _ in todo if m == module], switches, diffs)
+        TEETH_OF.update({k: [t for sw in sws for t in TEETH if t.switch == sw] for k, sws in named.items()})
     if "teeth" in layers:
         t_teeth = time.monotonic()
-        switches = {t.switch for t in TEETH}
-        for module in {m for m, _, _ in todo}:
-            named = switches_named(module, [k for m, k, _ in todo if m == module], switches, diffs)
-            TEETH_OF.update({k: [t for sw in sws for t in TEETH if t.switch == sw] for k, sws in named.items()})
         needed = sorted({t for ts in TEETH_OF.values() for t in ts}, key=lambda t: (t.switch, t.profile, t.seed))
         base_keep = None
         if a.keep_histories:

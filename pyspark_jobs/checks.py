@@ -231,9 +231,10 @@ def logical_errors(h: History, sample: int) -> dict:
 def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
     r"""CommandsFollowGuardsInv (reference/oracle.py's commands_off_guard): a command accepted
     though its spec action's guard did not hold on the observed inputs, or refused though it did,
-    or one whose migration read right after it is not what its outcome writes. AdminReassign = dst active /\ StartMigration (assigned, no migration in flight, src an owner,
-    dst not, src active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a
-    repair, coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
+    or one whose migration read right after it is not what its outcome writes. AdminReassign =
+    dst active /\ StartMigration (assigned, no migration in flight, src an owner, dst not, src
+    active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a repair,
+    coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
     t1 = time.perf_counter()
     n, got = 0, []
     if "commands" in h.sources and h.sources["commands"].rows:

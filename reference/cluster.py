@@ -49,6 +49,12 @@ from .workload import WORKLOAD
 # expired. Their callers cope with them (a retry, a read moved to another owner, a new session).
 KEEPER_FAULTS = (KeeperUnavailableError, SessionExpiredError)
 
+# A (replica, step kind) whose step raised this many times is not tried again in the run. A
+# ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
+# that raises every time would otherwise keep a settle or the wind-down going for ever.
+MAX_STEP_ERRORS = 20
+STEP_KINDS = ("refresh", "pull", "execute", "merge", "migrate", "cleanup")   # what Cluster._try runs
+
 
 def read_done(q, partition: str) -> None:
     """ReplicaReadPartition's effect, checked by the harness after each read: the partition is no
@@ -57,11 +63,6 @@ def read_done(q, partition: str) -> None:
     it is logged as the server's error and the query fails (NoLogicalErrorsInv)."""
     if partition in q.pending:
         raise RuntimeError(f"the query at {q.at} read {partition}, which is still pending")
-# A (replica, step kind) whose step raised this many times is not tried again in the run. A
-# ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
-# that raises every time would otherwise keep a settle or the wind-down going for ever.
-MAX_STEP_ERRORS = 20
-STEP_KINDS = ("refresh", "pull", "execute", "merge", "migrate", "cleanup")   # what Cluster._try runs
 
 
 class ReplicaNotInSync(Exception):
@@ -735,21 +736,21 @@ class Cluster:
         except KEEPER_FAULTS:
             raise
         except (MigrationError, GuardFailed) as e:
-            self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.REFUSED, str(e)[:300])
+            self._record_command(command, seen, commands.REFUSED, str(e)[:300])
             raise
         except Exception as e:
-            self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.RAISED,
-                                 f"{type(e).__name__}: {str(e)[:280]}")
+            self._record_command(command, seen, commands.RAISED, f"{type(e).__name__}: {str(e)[:280]}")
             raise
-        self.history.command(self.step, command, {**seen, **self._after(seen)}, commands.ACCEPTED)
+        self._record_command(command, seen, commands.ACCEPTED)
 
-    def _after(self, seen: dict) -> dict:
-        """commands.observe_after, or nothing known (the effect not judged) if Keeper faults."""
+    def _record_command(self, command: str, seen: dict, outcome: str, reason: str | None = None) -> None:
+        """The command's history row: what was seen before it, its outcome, and what Keeper holds
+        right after it (commands.observe_after; nothing known, the effect not judged, if Keeper faults)."""
         try:
-            return commands.observe_after(self.admin, self.layout, seen["partition_id"])
+            after = commands.observe_after(self.admin, self.layout, seen["partition_id"])
         except KEEPER_FAULTS:
-            return dict.fromkeys(("migration_state_after", "migration_src_after", "migration_dst_after",
-                                  "owners_after", "target_after", "leaving_after"))
+            after = dict.fromkeys(commands.AFTER)
+        self.history.command(self.step, command, {**seen, **after}, outcome, reason)
 
     def _started(self, partition: str, src: str, dst: str) -> None:
         self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,

@@ -26,6 +26,9 @@ IN_FLIGHT = ("clone", "switched", "cancelling")
 # StartMigration's mig[p].st \in {"none", "done", "cancelled"}: a partition free to migrate.
 STARTABLE = ("none", "done", "cancelled")
 ACCEPTED, REFUSED, RAISED = "accepted", "refused", "raised"
+# The history's columns of what a command left in Keeper (observe_after).
+AFTER = ("migration_state_after", "migration_src_after", "migration_dst_after", "owners_after", "target_after",
+         "leaving_after")
 
 
 def _json(keeper: Keeper, path: str) -> dict | None:
@@ -66,9 +69,9 @@ def observe_after(keeper: Keeper, layout: Layout, partition: str) -> dict:
     and assignment, one refused must have written nothing."""
     mig = _json(keeper, layout.migration(partition)) or {}
     asg = _json(keeper, layout.assignment(partition))
-    return {"migration_state_after": mig.get("state", "none"), "migration_src_after": mig.get("src"),
-            "migration_dst_after": mig.get("dst"), "owners_after": sorted(asg["owners"]) if asg else None,
-            "target_after": (asg or {}).get("target"), "leaving_after": (asg or {}).get("leaving")}
+    return dict(zip(AFTER, (mig.get("state", "none"), mig.get("src"), mig.get("dst"),
+                            sorted(asg["owners"]) if asg else None, (asg or {}).get("target"),
+                            (asg or {}).get("leaving"))))
 
 
 def observe_reassign(keeper: Keeper, layout: Layout, partition: str, src: str | None, dst: str,

@@ -200,11 +200,15 @@ def queries_across_crashes(t: dict) -> list[str]:
     crashed: dict[str, list[int]] = {}
     for x in t.get("crashes", ()):
         crashed.setdefault(x["replica"], []).append(x["step"])
-    return [f"{q['query_id']} at {q['replica']} was answered complete at step {q['end_step']}, though "
-            f"{q['replica']} crashed at step {s} after it started at {q['start_step']}"
-            for q in t["queries"] if q["status"] == "complete" and q.get("end_step") is not None
-            for s in [min((s for s in crashed.get(q.get("replica"), ()) if q["start_step"] < s < q["end_step"]),
-                          default=None)] if s is not None]
+    out = []
+    for q in t["queries"]:
+        if q["status"] != "complete" or q.get("end_step") is None:
+            continue
+        during = [s for s in crashed.get(q.get("replica"), ()) if q["start_step"] < s < q["end_step"]]
+        if during:
+            out.append(f"{q['query_id']} at {q['replica']} was answered complete at step {q['end_step']}, "
+                       f"though {q['replica']} crashed at step {min(during)} after it started at {q['start_step']}")
+    return out
 
 
 def refusals_off_guard(t: dict, rf: int) -> list[str]:
@@ -346,11 +350,6 @@ def logical_errors(t: dict) -> list[str]:
             for e in t.get("errors", ())]
 
 
-def _listed(v):
-    """A list column as pyarrow reads it back (owners: a list), comparable with the observed one."""
-    return list(v) if isinstance(v, (list, tuple)) else v
-
-
 # Per operator command, its spec action's guard on what the harness observed before it.
 GUARDS = {"REASSIGN": reassign_allowed, "CANCEL": cancel_allowed}
 
@@ -373,7 +372,7 @@ def commands_off_guard(t: dict) -> list[str]:
                        + (f": {x['reason']}" if x["reason"] else ""))
             continue
         expected = effect_expected(x) or {}
-        off = {k: v for k, v in expected.items() if _listed(x.get(k)) != _listed(v)}
+        off = {k: v for k, v in expected.items() if x.get(k) != v}
         if off:
             out.append(f"{x['command']} of {x['partition_id']} {x['src']} -> {x['dst']} at step {x['step']} was "
                        f"{x['outcome']} and left " + ", ".join(f"{k.removesuffix('_after')} {x.get(k)}, not {v}"
