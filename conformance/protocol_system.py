@@ -248,7 +248,9 @@ class ProtocolSystem:
         out["MigrationLimitInv"] = len(migrations_in_flight(self.admin, LAYOUT)) <= self.max_concurrent
         # (this machine removes no replica: SYSTEM DROP REPLICA is the model machines', so gone is empty)
         out["MigrationOutcomeInv"] = not any(
-            outcome_contradiction(m["state"], m["src"], m["dst"], asg[p].owners if asg[p] else (), gone=())
+            outcome_contradiction(m["state"], m["src"], m["dst"], asg[p].owners if asg[p] else (), gone=(),
+                                  leaving=asg[p].leaving if asg[p] else None,
+                                  stops_at_switch="source_stops_at_switch" in self.bugs)
             for p, m in migs.items() if m)
         return out
 

@@ -218,8 +218,10 @@ def invariants(s: dict, m: Model) -> dict[str, bool]:
 
     def outcome_ok(p):   # MigrationOutcomeInv, the history checker's rule with the spec's gone
         x = at(mig, p)
-        return outcome_contradiction(x["st"], None if x["src"] == NONE else x["src"], x["dst"],
-                                     at(asg, p)["owners"], gone) is None
+        a = at(asg, p)
+        return outcome_contradiction(x["st"], None if x["src"] == NONE else x["src"], x["dst"], a["owners"], gone,
+                                     leaving=None if a["leaving"] == NONE else a["leaving"],
+                                     stops_at_switch="source_stops_at_switch" in m.bugs) is None
 
     def alters_ok(r):
         passed = sum(e["type"] == "ALTER" for e in v.log[:at(s["ptr"], r)])

@@ -53,9 +53,10 @@ DESCRIPTIONS = {
     "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
                          "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
                          "src -> dst (tables commands, migrations)",
-    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's owners: switched or "
-                           "done, the source is no owner; clone, cancelling or cancelled, the target is none "
-                           "(tables migrations, assignments)",
+    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's assignment: switched or "
+                           "done, the source is no owner; clone, cancelling or cancelled, the target is none; "
+                           "the leaving replica is the source while switched (none under source_stops_at_switch), "
+                           "the target while cancelling, no one otherwise (tables migrations, assignments, run.bugs)",
     "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
                             "between its start and end steps (tables crashes, queries)",
     "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
@@ -392,14 +393,22 @@ def migration_outcome(spark: SparkSession, h: History, sample: int) -> dict:
     n, got = 0, []
     if all(t in h.sources and h.sources[t].rows for t in ("assignments", "migrations")):
         c = F.col
-        owners = read_table(spark, h.sources["assignments"]).select("snapshot_step", "partition_id", "owners")
+        owners = (read_table(spark, h.sources["assignments"])
+                  .select("snapshot_step", "partition_id", "owners", "leaving_replica", F.lit(True).alias("assigned")))
         snaps = read_table(spark, h.sources["migrations"]).select("snapshot_step", "partition_id", "state", "src", "dst")
 
         def owns(who: str):   # (array_contains with a column as its value: SQL's form takes one)
             return F.coalesce(F.expr(f"array_contains(owners, {who})"), F.lit(False))
+        # the Leaver the assignment must name (oracle's expected_leaving): none after a SWITCH of
+        # the RFC as written (source_stops_at_switch), which the spec exempts
+        switched_leaver = F.lit(None) if "source_stops_at_switch" in h.bugs else c("src")
+        leaver = (F.when(c("state") == "switched", switched_leaver)
+                  .when(c("state") == "cancelling", c("dst")).otherwise(F.lit(None).cast("string")))
         off = (snaps.join(owners, ["snapshot_step", "partition_id"], "left")
                .filter((c("state").isin(*SWITCHED) & c("src").isNotNull() & owns("src"))
-                       | (c("state").isin(*NOT_SWITCHED) & owns("dst")))
+                       | (c("state").isin(*NOT_SWITCHED) & owns("dst"))
+                       | (c("assigned").isNotNull() & ~c("leaving_replica").eqNullSafe(leaver)))
+               .drop("assigned")
                .orderBy("snapshot_step", "partition_id"))
         n, got = _sample(off, None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationOutcomeInv"],

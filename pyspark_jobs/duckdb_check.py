@@ -130,13 +130,17 @@ QUERIES = {
             AND NOT EXISTS (SELECT 1 FROM migrations o WHERE o.partition_id = m.partition_id
                             AND o.snapshot_step > c.step AND o.snapshot_step <= m.snapshot_step
                             AND (o.src IS DISTINCT FROM c.src OR o.dst IS DISTINCT FROM c.dst)))""",
-    # reference/oracle.py's outcomes_contradicted: a migration snapshot whose state the owners of
-    # its partition at the same snapshot contradict
+    # reference/oracle.py's outcomes_contradicted: a migration snapshot whose state the owners or
+    # the leaving replica of its partition at the same snapshot contradict
     "MigrationOutcomeInv": """
         SELECT count(*) FROM migrations m LEFT JOIN assignments a
             ON a.snapshot_step = m.snapshot_step AND a.partition_id = m.partition_id
         WHERE (m.state IN ('switched', 'done') AND m.src IS NOT NULL AND coalesce(list_contains(a.owners, m.src), false))
-           OR (m.state IN ('clone', 'cancelling', 'cancelled') AND coalesce(list_contains(a.owners, m.dst), false))""",
+           OR (m.state IN ('clone', 'cancelling', 'cancelled') AND coalesce(list_contains(a.owners, m.dst), false))
+           OR (a.partition_id IS NOT NULL AND a.leaving_replica IS DISTINCT FROM
+               CASE WHEN m.state = 'switched' AND NOT EXISTS (SELECT 1 FROM run
+                                                              WHERE list_contains(run.bugs, 'source_stops_at_switch'))
+                    THEN m.src WHEN m.state = 'cancelling' THEN m.dst END)""",
     # reference/oracle.py's queries_across_crashes: a complete query whose receiver crashed
     # strictly between its start and end steps
     "CrashFailsQueriesInv": """

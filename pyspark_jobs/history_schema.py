@@ -50,8 +50,12 @@ TABLES = {t.name: t for t in (
     # down_timeout: the steps a migration waits on a down replica before it acts without it; null
     # (or absent: older histories, real ClickHouse's, a timeout in seconds) is infinite, and
     # DownWaitBoundedProp is not judged.
+    # bugs: the broken variants the run switched on (reference/bugs.py); null or absent, none. Read
+    # for source_stops_at_switch, the RFC as written, whose SWITCH leaves no leaving replica
+    # (MigrationOutcomeInv exempts it, as the spec does).
     Table("run", (Column("replication_factor", "long"), Column("settled_step", "long", nullable=True, optional=True),
-                  Column("down_timeout", "long", nullable=True, optional=True)),
+                  Column("down_timeout", "long", nullable=True, optional=True),
+                  Column("bugs", "strings", nullable=True, optional=True)),
           must_have_rows="no run row: the replication factor is unknown"),
     Table("inserts", (Column("insert_id", "string"), Column("partition_id", "string"), Column("row_id", "long"),
                       Column("status", "string"), Column("ack_step", "long", nullable=True)),

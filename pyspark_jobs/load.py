@@ -175,6 +175,7 @@ class History:
     metadata: list = field(default_factory=list)  # (replica, applied, queued, table's) at the last metadata snapshot
     settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
     down_timeout: int | None = None   # run.down_timeout in steps; None: infinite (DownWaitBoundedProp not judged)
+    bugs: tuple = ()                  # run.bugs: the broken variants switched on (none when absent)
     # Rows of the optional `errors` table (step, replica, action, error, message), by step: each is
     # a NoLogicalErrorsInv violation. A small table: a racing run stops retrying a step after a few raises.
     errors: list = field(default_factory=list)
@@ -243,7 +244,7 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
                    metadata=metadata, keepers=keepers, assignment_keepers=assignment_keepers, settled_step=run[0]["settled_step"], errors=errors,
-                   down_timeout=run[0]["down_timeout"])
+                   down_timeout=run[0]["down_timeout"], bugs=tuple(run[0]["bugs"] or ()))
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

@@ -50,12 +50,14 @@ migration goes to "cancelling", and only CLEANUP ends it, as "cancelled"). Witho
 acknowledged and ignored (its state written under the wrong key) lets the CLONE SWITCH, and
 every other invariant holds.
 
-MigrationOutcomeInv: at every snapshot, a partition's migration state agrees with its owners
+MigrationOutcomeInv: at every snapshot, a partition's migration state agrees with its assignment
 (outcome_contradiction: switched or done, the source is no owner; clone, cancelling or cancelled,
-the target is none). The history does not record which replicas SYSTEM DROP REPLICA removed, so
-the spec's third clause (switched or done, the target is an owner unless removed) is judged by
-TLC and conformance only. Without it a CLEANUP that records a switched migration as cancelled
-breaks nothing else.
+the target is none; the leaving replica is the source while switched, the target while
+cancelling, no one otherwise). The history does not record which replicas SYSTEM DROP REPLICA
+removed, so the spec's clause "switched or done, the target is an owner unless removed" is judged
+by TLC and conformance only. Without it a CLEANUP that records a switched migration as cancelled
+breaks nothing else, nor one on a down leaver's behalf whose end is lost (the migration left
+switched with no one leaving, until the leaver comes back and ends it).
 
 DownWaitBoundedProp: no migration waits on a down replica much longer than the down timeout
 (run.down_timeout, in steps; a history without it, or with it null, is not judged). A
@@ -260,12 +262,30 @@ SWITCHED = ("switched", "done")
 NOT_SWITCHED = ("clone", "cancelling", "cancelled")
 
 
-def outcome_contradiction(state: str, src: str | None, dst: str, owners, gone=None) -> str | None:
-    """MigrationOutcomeInv on one partition: why its migration's state contradicts its owners, or
-    None. From SWITCH on the source is no owner and the target is one (unless SYSTEM DROP REPLICA
-    removed it since: `gone`; None when unknown, as in a history, and that clause is not judged);
-    before SWITCH and after CANCEL the target is no owner. A replica becomes an owner again only
-    through a later migration, which replaces the znode."""
+# outcome_contradiction's `leaving` when the assignment's leaving replica is not judged
+UNJUDGED = object()
+
+
+def expected_leaving(state: str, src: str | None, dst: str, stops_at_switch: bool = False) -> str | None:
+    """The assignment's leaving replica while the migration is in `state`: the spec's
+    ReplicationFactorInv role clause, with who leaves. The source from SWITCH to its CLEANUP (none
+    under source_stops_at_switch, the RFC as written, which the spec exempts), the target from
+    CANCEL to its CLEANUP; no one in a CLONE or once the migration ended."""
+    if state == "switched":
+        return None if stops_at_switch else src
+    return dst if state == "cancelling" else None
+
+
+def outcome_contradiction(state: str, src: str | None, dst: str, owners, gone=None, leaving=UNJUDGED,
+                          stops_at_switch: bool = False) -> str | None:
+    """MigrationOutcomeInv on one partition: why its migration's state contradicts its assignment,
+    or None. From SWITCH on the source is no owner and the target is one (unless SYSTEM DROP
+    REPLICA removed it since: `gone`; None when unknown, as in a history, and that clause is not
+    judged); before SWITCH and after CANCEL the target is no owner. A replica becomes an owner
+    again only through a later migration, which replaces the znode. `leaving`: the assignment's
+    leaving replica, which must be expected_leaving's. Without that clause a CLEANUP whose end is
+    lost (its state written under another key) leaves the migration switched with no one leaving
+    until the leaver, back, ends it: no row and no owner is wrong meanwhile."""
     if state in SWITCHED:
         if src and src in owners:
             return f"{state}, yet its source {src} is still an owner"
@@ -273,16 +293,25 @@ def outcome_contradiction(state: str, src: str | None, dst: str, owners, gone=No
             return f"{state}, yet its target {dst} is no owner"
     elif state in NOT_SWITCHED and dst in owners:
         return f"{state}, yet its target {dst} is an owner"
+    if leaving is not UNJUDGED:
+        must = expected_leaving(state, src, dst, stops_at_switch)
+        if leaving != must:
+            return f"{state}, yet its assignment's leaving replica is {leaving or 'none'}, not {must or 'none'}"
     return None
 
 
 def outcomes_contradicted(t: dict) -> list[str]:
-    """MigrationOutcomeInv: one line per migration snapshot whose state its partition's owners at
-    the same snapshot (table assignments) contradict."""
-    owners = {(a["snapshot_step"], a["partition_id"]): a["owners"] or () for a in t.get("assignments", ())}
+    """MigrationOutcomeInv: one line per migration snapshot whose state its partition's assignment at
+    the same snapshot (table assignments: owners, leaving_replica) contradicts. A history run with
+    source_stops_at_switch (table run, bugs) owes no leaving replica after SWITCH, as the spec
+    exempts it."""
+    asg = {(a["snapshot_step"], a["partition_id"]): a for a in t.get("assignments", ())}
+    stops = any("source_stops_at_switch" in (r.get("bugs") or ()) for r in t.get("run", ()))
     out = []
     for m in sorted(t.get("migrations", ()), key=lambda m: (m["snapshot_step"], m["partition_id"])):
-        why = outcome_contradiction(m["state"], m["src"], m["dst"], owners.get((m["snapshot_step"], m["partition_id"]), ()))
+        a = asg.get((m["snapshot_step"], m["partition_id"]))
+        why = outcome_contradiction(m["state"], m["src"], m["dst"], (a["owners"] or ()) if a else (),
+                                    leaving=a["leaving_replica"] if a else UNJUDGED, stops_at_switch=stops)
         if why:
             out.append(f"{m['partition_id']}'s migration {m['src'] or '(repair)'} -> {m['dst']} at step "
                        f"{m['snapshot_step']} is {why}")

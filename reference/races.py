@@ -20,7 +20,10 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   target skipped before it became a keeper must reach it; the history records what each drop
   removed (History.drop), so the checkers owe those rows to nobody after it and report any
   replica that still holds one at the end (DropsAppliedInv). The log is short, so the cleanup
-  thread trims a DROP_RANGE every replica pulled before the owners executed it (F16);
+  thread trims a DROP_RANGE every replica pulled before the owners executed it (F16). Half the
+  drops meet keepers whose pulling is behind the target's (keepers_lag): the DROP_RANGE is in the
+  log between their log_pointers and the target's, in no keeper's queue, when the CLONE fetch
+  runs at once (F8's log range);
 - in `retrying`, migration steps retried on stale reads (a task whose Keeper answer was lost
   after its write went through, or one queued for an earlier migration): SWITCH, CLEANUP (by
   the leaver and on a down leaver's behalf), the CLONE fetch and the take-over, each only where
@@ -29,7 +32,8 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   CLEANUP on the behalf of a leaver that is back, ...) is tried in turn, the least tried first, so
   a short run meets every guard, not only the common ones;
 - in `mutating`, ALTER TABLE UPDATE racing the moves: a partition's MUTATE_PARTs written and
-  pulled by every replica, not executed, when its CLONE fetch runs (F8, for mutations).
+  pulled by every replica, not executed, when its CLONE fetch runs (F8, for mutations); half the
+  time pulled by the replicas that do not keep the partition only, as drops are.
 - in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
   owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
 - in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
@@ -45,7 +49,8 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   cancelled once already, then cancelled; and a CANCEL of an ended migration and of a repair's
   CLONE (a replica lost for good and repaired, as in `losing`): a CANCEL accepted where the
   coordinator must refuse it makes an owner drop its copy, one refused where it must be accepted
-  leaves the CLONE to end otherwise;
+  leaves the CLONE to end otherwise; after a CANCEL of a fetched CLONE, the coordinator's
+  SWITCH decided before it (its target caught up) runs, and its state guard must refuse it;
 - in `deserting`, a replica that is a leaver of both kinds (the source of moves driven to SWITCH,
   the target of a CLONE cancelled) goes down (`desert`) and comes back (`return`) only once no
   migration awaits it as its leaver, so CLEANUP is done on its behalf several times a run; one of
@@ -112,7 +117,7 @@ from .migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinat
                         replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                         replica_take_over_migration)
 from .query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
-from .replica import InsertRejected
+from .replica import InsertRejected, caught_up
 
 
 @dataclass(frozen=True)
@@ -458,8 +463,35 @@ class Race:
             self._drive(p, lambda m: m["state"] == "switched")
         elif aim == "cancelling":
             self._cancel_of(p)
-        self._cancel_of(p)
+        if self._cancel_of(p) and aim == "fetched":
+            self._switch_after_cancel(p)
         return None
+
+    def _switch_after_cancel(self, p: str) -> None:
+        """The coordinator's SWITCH of a fetched CLONE, decided before a CANCEL overtook it (a task
+        queued before the CANCEL was accepted), runs after it: CoordinatorSwitch's state guard must
+        refuse it. Its target first catches up on the partition (pulls the log, runs its queue: it
+        is still a keeper, as the leaver), so the catch-up guard cannot refuse it instead. An
+        accepted SWITCH is raised here and logged by `run` (NoLogicalErrorsInv); the history shows
+        the cancelled migration switched too (CancelHonouredInv, MigrationOutcomeInv)."""
+        c = self.c
+        mig, _ = read_migration(c.admin, c.layout, p)
+        if not mig or mig["state"] != "cancelling" or not {mig["coord"], mig["dst"]} <= set(c.replicas):
+            return
+        dst = c.replicas[mig["dst"]]
+        for _ in range(20):
+            if caught_up(c.admin, c.layout, dst.name, p):
+                break
+            stepped = [kind for kind in ("pull", "execute") if c._try(kind, dst)]
+            for _ in stepped:
+                c.tick()
+            if not stepped:
+                break
+        try:
+            coordinator_switch(c.replicas[mig["coord"]].keeper, c.layout, p, mig["dst"], c.bugs)
+        except GuardFailed:
+            return self._count("switch after its cancel refused")
+        raise RuntimeError(f"the SWITCH of {p} to {mig['dst']} decided before its CANCEL was accepted after it")
 
     @staticmethod
     def _is_aim(mig: dict | None, aim: str) -> bool:
@@ -942,10 +974,15 @@ class Race:
         partitions = sorted(c.admin.get_children(c.layout.assignments))
         moving = sorted(migrations_in_flight(c.admin, c.layout))
         then_move = not moving or self.rng.random() < 0.5
-        pool = partitions if then_move else moving
+        # a partition to move after its drop: one with no migration in flight, which the REASSIGN
+        # would refuse
+        pool = ([p for p in partitions if p not in moving] or partitions) if then_move else moving
         if not pool:
             return
         p = self.rng.choice(pool)
+        lag = then_move and self.rng.random() < 0.5
+        if lag:
+            self._pull_all()   # the DROP_RANGE is then every keeper's next entry
         try:
             c.drop_partition(p)
             self._count("drop")
@@ -954,24 +991,42 @@ class Race:
             return
         if not then_move:
             return
-        self._pull_then_move(p)
+        dst = self._pull_then_move(p, keepers_lag=lag)
+        if lag and dst in c.replicas:   # the CLONE fetch at once, and the fetches it queued
+            c.read_in_flight()
+            for kind in ("migrate", "execute", "execute", "execute"):
+                if dst in c.replicas and c._try(kind, c.replicas[dst]):
+                    c.tick()
 
-    def _pull_then_move(self, p: str) -> str | None:
-        """Every replica pulls the log up to date, then, some steps later, p moves to a replica
-        that does not own it: its keepers have the latest entries queued, not yet executed.
-        Returns the target if the REASSIGN started."""
-        c = self.c
-        candidates = sorted(r for r in c.replicas if r not in read_assignment(c.admin, c.layout, p).owners)
-        if not candidates:
-            return None
-        dst = self.rng.choice(candidates)
-        for rep in c.replicas.values():   # every pulling thread catches up; executing lags behind
+    def _pull_all(self, skip=frozenset()) -> None:
+        """Every running replica but `skip` pulls the log up to date (ClickHouse pulls on every
+        change of log/, far ahead of executing)."""
+        for rep in self.c.replicas.values():
+            if rep.name in skip:
+                continue
             try:
                 rep.pull_whole_log()
             except GuardFailed:
                 pass   # lost: it clones before it pulls again
-        for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
-            self._step()
+
+    def _pull_then_move(self, p: str, keepers_lag: bool = False) -> str | None:
+        """Every replica pulls the log up to date, then, some steps later, p moves to a replica
+        that does not own it: its keepers have the latest entries queued, not yet executed.
+        With `keepers_lag`, the keepers' pulling threads are behind (a slow Keeper session): only
+        the other replicas pull, and the move starts at once, so the CLONE fetch finds the
+        partition's latest entries in the log between the keepers' log_pointers and the
+        target's, skipped by the target and in no keeper's queue (F8's log range). Returns the
+        target if the REASSIGN started."""
+        c = self.c
+        a = read_assignment(c.admin, c.layout, p)
+        candidates = sorted(r for r in c.replicas if r not in a.owners)
+        if not candidates:
+            return None
+        dst = self.rng.choice(candidates)
+        self._pull_all(skip=a.keepers() if keepers_lag else frozenset())
+        if not keepers_lag:
+            for _ in range(self.rng.randint(0, 3 * self.p.interleave)):
+                self._step()
         return dst if self._reassign(p, dst) else None
 
     def _mutate(self) -> None:
@@ -991,6 +1046,9 @@ class Race:
         if not held:
             return
         p = self.rng.choice(held)
+        lag = self.rng.random() < 0.5
+        if lag:
+            self._pull_all()   # the MUTATE_PARTs are then every keeper's next entries
         for owner in read_assignment(c.admin, c.layout, p).owners:
             for _ in range(64):   # one MUTATE_PART per part; GuardFailed when none owes it (or not an owner)
                 if owner not in c.replicas:
@@ -999,7 +1057,7 @@ class Race:
                     c.replicas[owner].replica_select_mutation(p)
                 except GuardFailed:
                     break
-        dst = self._pull_then_move(p)
+        dst = self._pull_then_move(p, keepers_lag=lag)
         if dst is None or self.rng.random() < 0.3:
             return
         # Most times the target fetches at once, before a keeper executes its MUTATE_PARTs (a

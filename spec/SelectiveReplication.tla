@@ -949,13 +949,21 @@ DomainAntiAffinityInv ==
 \* and after CANCEL (clone, cancelling, cancelled) the target is no owner. A replica re-enters
 \* the owners only by a later migration, which replaces mig[p]. Without it a CLEANUP that records
 \* a switched migration as cancelled, or a cancelled one as done, breaks nothing else: no reader
-\* of the data looks at the migration's end, but the rebalancer and system.migrations do.
+\* of the data looks at the migration's end, but the rebalancer and system.migrations do. The
+\* assignment's leaving replica is the migration's Leaver: the source from SWITCH to its CLEANUP
+\* (none under the RFC's source_stops_at_switch), the target from CANCEL to its CLEANUP, no one
+\* otherwise (ReplicationFactorInv says when there is one; this says who). Without it a CLEANUP
+\* whose end is lost leaves a switched migration with no one leaving until the leaver, back,
+\* ends it: no row and no owner is wrong meanwhile.
 MigrationOutcomeInv ==
     \A p \in Partitions :
         /\ mig[p].st \in {"switched", "done"} =>
               /\ mig[p].src = None \/ mig[p].src \notin asg[p].owners
               /\ mig[p].dst \in asg[p].owners \/ mig[p].dst \in gone
         /\ mig[p].st \in {"clone", "cancelling", "cancelled"} => mig[p].dst \notin asg[p].owners
+        /\ asg[p].leaving = CASE mig[p].st = "switched" /\ ~Bug("source_stops_at_switch") -> mig[p].src
+                               [] mig[p].st = "cancelling" -> mig[p].dst
+                               [] OTHER -> None
 
 \* No more migrations are in flight than the concurrency limit allows.
 MigrationLimitInv == Cardinality(MigrationsInFlight) <= MaxConcurrentMigrations
