@@ -58,7 +58,9 @@ DESCRIPTIONS = {
                            "the leaving replica is the source while switched (none under source_stops_at_switch), "
                            "the target while cancelling, no one otherwise (tables migrations, assignments, run.bugs)",
     "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
-                            "between its start and end steps (tables crashes, queries)",
+                            "between its start and end steps, and none is failed by the crash of a replica that "
+                            "served it neither as its receiver nor as a reader of a partition it had still to read "
+                            "(tables crashes, queries: failed_by, pending_at)",
     "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
                            "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
                            "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
@@ -429,10 +431,24 @@ def crash_fails_queries(spark: SparkSession, h: History, sample: int) -> dict:
         off = (complete.join(crashes, "replica")
                .filter((c("crash_step") > c("start_step")) & (c("crash_step") < c("end_step")))
                .groupBy("query_id", "replica", "start_step", "end_step").agg(F.min("crash_step").alias("crash_step"))
-               .orderBy("query_id"))
-        n, got = _sample(off, None, sample)
+               .select("query_id", "replica", "start_step", "end_step", "crash_step",
+                       F.lit(None).cast("string").alias("failed_by")))
+        n, got = _sample(off.unionByName(_failed_by_crash_unserved(spark, h)).orderBy("query_id"), None, sample)
+    elif "queries" in h.sources and h.sources["queries"].rows:
+        n, got = _sample(_failed_by_crash_unserved(spark, h).orderBy("query_id"), None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CrashFailsQueriesInv"],
             "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def _failed_by_crash_unserved(spark: SparkSession, h: History) -> DataFrame:
+    """CrashFailsQueriesInv's other half: a query failed by a crash (failed_by) of a replica that
+    was neither its receiver nor among pending_at, the readers of its unread partitions."""
+    c = F.col
+    return (read_table(spark, h.sources["queries"])
+            .filter((c("status") == "failed") & c("failed_by").isNotNull() & (c("failed_by") != c("replica"))
+                    & ~F.coalesce(F.expr("array_contains(pending_at, failed_by)"), F.lit(False)))
+            .select("query_id", "replica", "start_step", "end_step", F.lit(None).cast("long").alias("crash_step"),
+                    "failed_by"))
 
 
 def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:

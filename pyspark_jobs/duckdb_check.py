@@ -142,10 +142,14 @@ QUERIES = {
                                                               WHERE list_contains(run.bugs, 'source_stops_at_switch'))
                     THEN m.src WHEN m.state = 'cancelling' THEN m.dst END)""",
     # reference/oracle.py's queries_across_crashes: a complete query whose receiver crashed
-    # strictly between its start and end steps
+    # strictly between its start and end steps, and a query failed by the crash of a replica that
+    # served it neither as its receiver nor as a reader of a partition still to read
     "CrashFailsQueriesInv": """
-        SELECT count(DISTINCT q.query_id) FROM queries q JOIN crashes c ON c.replica = q.replica
-        WHERE q.status = 'complete' AND c.step > q.start_step AND c.step < q.end_step""",
+        SELECT (SELECT count(DISTINCT q.query_id) FROM queries q JOIN crashes c ON c.replica = q.replica
+                WHERE q.status = 'complete' AND c.step > q.start_step AND c.step < q.end_step)
+             + (SELECT count(*) FROM queries q WHERE q.status = 'failed' AND q.failed_by IS NOT NULL
+                AND q.failed_by IS DISTINCT FROM q.replica
+                AND NOT coalesce(list_contains(q.pending_at, q.failed_by), false))""",
     # reference/oracle.py's down_waits_too_long: per partition, consecutive migration snapshots
     # waiting on the same down replica (its leaver once no map is behind; a CLONE's coordinator)
     # are one wait, from its first snapshot; a snapshot more than down_timeout + the grace after it

@@ -64,7 +64,11 @@ TABLES = {t.name: t for t in (
                       Column("partitions_requested", "strings", nullable=True),
                       # the receiver and the answer's step: CrashFailsQueriesInv, with `crashes`
                       Column("replica", "string", nullable=True, optional=True),
-                      Column("end_step", "long", nullable=True, optional=True)),
+                      Column("end_step", "long", nullable=True, optional=True),
+                      # the replica whose crash failed the query, and the replicas its unread
+                      # partitions were routed to then: a crash fails only a query it served
+                      Column("failed_by", "string", nullable=True, optional=True),
+                      Column("pending_at", "strings", nullable=True, optional=True)),
           statuses=QUERY_STATUSES),
     Table("query_rows", (Column("query_id", "string"), Column("partition_id", "string"), Column("row_id", "long")),
           large=True),

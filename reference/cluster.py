@@ -660,11 +660,14 @@ class Cluster:
         return self._rows_of(in_flight(self.admin, self.layout, reader, partition))
 
     def query_answered(self, at: str, start: int, routes: dict, got: dict, status: str, partitions=None,
-                       lag: dict[str, set[int]] | None = None) -> None:
+                       lag: dict[str, set[int]] | None = None, failed_by: str | None = None,
+                       pending_at=None) -> None:
         """The client has its answer: the query recorded with its reads, rows and lag, for the
-        checkers. Shared by every way a client reads (Cluster.query, races.py's select_all)."""
+        checkers (and, failed by a crash, whose and where its unread partitions were routed).
+        Shared by every way a client reads (Cluster.query, races.py's select_all and open queries)."""
         self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status, partitions, lag)
+        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status, partitions, lag,
+                           failed_by, pending_at)
 
     def _rows_of(self, block_ids) -> set[int]:
         return {r for b in block_ids for r in self.block_rows.get(b, ())}

@@ -27,8 +27,13 @@ SCHEMAS = {
             "seed": "int64", "final_step": "int64", "settled_step": "int64", "down_timeout": "int64"},
     "inserts": {"insert_id": "string", "block_id": "string", "partition_id": "string", "row_id": "int64",
                 "status": "string", "sent_step": "int64", "ack_step": "int64"},
+    # failed_by: the replica whose crash failed the query (the spec's ReplicaCrash), null for any
+    # other end; pending_at: the replicas its unread partitions were routed to when it ended. A
+    # crash fails only a query it served: its receiver, or a reader of a partition still to read
+    # (CrashFailsQueriesInv). Both optional for readers.
     "queries": {"query_id": "string", "replica": "string", "start_step": "int64", "end_step": "int64",
-                "status": "string", "partitions_requested": "list<string>"},
+                "status": "string", "partitions_requested": "list<string>", "failed_by": "string",
+                "pending_at": "list<string>"},
     "query_reads": {"query_id": "string", "partition_id": "string", "read_from": "string"},
     "query_rows": {"query_id": "string", "partition_id": "string", "row_id": "int64"},
     # Rows a query is not owed by replication lag (the spec's R2, reference/lag.py): of a partition
@@ -137,12 +142,17 @@ class History:
 
     def query(self, query_id: str, replica: str, start: int, end: int, routes: dict[str, str],
               rows_by_partition: dict[str, list[dict]], status: str = "complete",
-              requested: set[str] | None = None, lag: dict[str, set[int]] | None = None) -> None:
+              requested: set[str] | None = None, lag: dict[str, set[int]] | None = None,
+              failed_by: str | None = None, pending_at=None) -> None:
         """`requested`: the partitions the query asked for after pruning; None for the whole table.
-        `lag`: per partition, the row_ids it is not owed by replication lag (table query_lag)."""
+        `lag`: per partition, the row_ids it is not owed by replication lag (table query_lag).
+        `failed_by`: the replica whose crash failed it; `pending_at`: the replicas its partitions
+        still to read were routed to when it ended."""
         self.tables["queries"].append({"query_id": query_id, "replica": replica, "start_step": start,
                                        "end_step": end, "status": status,
-                                       "partitions_requested": None if requested is None else sorted(requested)})
+                                       "partitions_requested": None if requested is None else sorted(requested),
+                                       "failed_by": failed_by,
+                                       "pending_at": None if pending_at is None else sorted(set(pending_at))})
         for p, r in sorted(routes.items()):
             self.tables["query_reads"].append({"query_id": query_id, "partition_id": p, "read_from": r})
         for p, rows in sorted(rows_by_partition.items()):

@@ -34,9 +34,12 @@ partition not yet assigned, a read-only receiver or fewer than replication_facto
 leaves a history in which the client simply retried.
 
 CrashFailsQueriesInv: no query is answered complete though its receiver crashed while it ran
-(optional table `crashes`): the spec's ReplicaCrash fails every query the replica served. Without
-it a harness whose crash leaves such a query open (served_by's mutant `query.at != replica`)
-shows a client served by a dead process, and every other invariant holds.
+(optional table `crashes`), and none is failed by the crash of a replica that served it neither
+as its receiver nor as a reader of a partition it had still to read (queries.failed_by,
+pending_at): the spec's ReplicaCrash fails exactly the queries the replica served. Without it a
+harness whose crash leaves such a query open (served_by's mutant `query.at != replica`) shows a
+client served by a dead process, one whose crash fails every open query (`not query.done or`)
+fails queries no broken connection touched, and every other invariant holds.
 
 MutationsAppliedInv: the spec's, at every snapshot (tables log_mutations, queued_mutations and
 metadata.log_pointer; `mutations_not_applied`): a keeper's part reflects every MUTATE_PART of its
@@ -196,14 +199,21 @@ def queries_across_crashes(t: dict) -> list[str]:
     """CrashFailsQueriesInv: a query answered complete though its receiver crashed while it ran
     (table `crashes`, strictly between its start and end steps: a crash does not tick the clock,
     so one at the start's step may precede the query and one at the end's step follows the
-    answer). The spec's ReplicaCrash fails every query the replica served: the client's
-    connection and the query's pins were in that process. One line per query; a history without
-    the table recorded no crashes."""
+    answer); or one failed by a crash (queries.failed_by) of a replica that did not serve it,
+    neither its receiver nor the reader of a partition it had still to read (queries.pending_at).
+    The spec's ReplicaCrash fails exactly the queries the replica served: the client's connection
+    and the query's pins were in that process, and no other query's. One line per query; a
+    history without the tables (or the columns) recorded no crashes."""
     crashed: dict[str, list[int]] = {}
     for x in t.get("crashes", ()):
         crashed.setdefault(x["replica"], []).append(x["step"])
     out = []
     for q in t["queries"]:
+        by = q.get("failed_by")
+        if q["status"] == "failed" and by is not None and by != q.get("replica") and by not in (q.get("pending_at") or ()):
+            out.append(f"{q['query_id']} at {q['replica']} failed by {by}'s crash, which served it neither as its "
+                       f"receiver nor as the reader of a partition it had still to read "
+                       f"({', '.join(q.get('pending_at') or ()) or 'none'})")
         if q["status"] != "complete" or q.get("end_step") is None:
             continue
         during = [s for s in crashed.get(q.get("replica"), ()) if q["start_step"] < s < q["end_step"]]

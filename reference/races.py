@@ -890,15 +890,17 @@ class Race:
             self._answer(o, "complete")
         return None
 
-    def _answer(self, o: OpenQuery, status: str) -> None:
+    def _answer(self, o: OpenQuery, status: str, failed_by: str | None = None) -> None:
         """The client's answer, recorded as Cluster.query records one; a failed query's other pins
-        released (ClientQueryFails)."""
+        released (ClientQueryFails). `failed_by`: the replica whose crash failed it."""
         c = self.c
         self.open.remove(o)
+        pending_at = [o.q.routes[p] for p in o.q.pending]   # read before ClientQueryFails clears them
         if status == "failed":
             client_query_fails(o.q, c.replicas)
         routes = {p: o.q.routes[p] for p in o.got}
-        c.query_answered(o.at, o.start, routes, o.got, status, o.partitions, o.lag if status == "complete" else None)
+        c.query_answered(o.at, o.start, routes, o.got, status, o.partitions, o.lag if status == "complete" else None,
+                         failed_by, pending_at)
         self._count("query" if status == "complete" else "query failed")   # as `_query` counts
 
     def _close_open_queries(self) -> None:
@@ -930,7 +932,7 @@ class Race:
         """ReplicaCrash fails every open query `name` served (its initiator, or a reader of a
         partition still to read): the pins were in that process's memory."""
         for o in [o for o in self.open if served_by(o.q, name)]:
-            self._answer(o, "failed")
+            self._answer(o, "failed", failed_by=name)
 
     def _strand(self) -> None:
         """A migration's source goes down in CLONE or after SWITCH: the coordinator (the source)

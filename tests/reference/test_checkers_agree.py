@@ -388,22 +388,43 @@ def _crash_spares_the_receivers_queries(monkeypatch) -> None:
 @pytest.mark.parametrize("with_spark", WITH_SPARK)
 def test_a_query_answered_across_its_receivers_crash_is_a_violation_for_all_three(request, tmp_path, monkeypatch,
                                                                                   with_spark):
-    """CrashFailsQueriesInv: the history records each crash (table `crashes`). On the fixed
-    protocol (`overlapping` 0: SELECTs in flight across crashes) a crash fails every open query
-    its replica received, and no query is answered complete across its receiver's crash. With a
-    crash sparing its own replica's queries, one is (q14 at r1, started at step 13, answered at
-    346, r1 crashed at 110), and every other invariant holds: the checkers count the same
-    queries. Without the table (an older history) nothing is judged."""
+    """CrashFailsQueriesInv: the history records each crash (table `crashes`) and, for a query a
+    crash failed, whose (queries.failed_by) and where its unread partitions were routed
+    (queries.pending_at). On the fixed protocol (`overlapping` 0: SELECTs in flight across
+    crashes) a crash fails exactly the open queries its replica served, and no query is answered
+    complete across its receiver's crash. With a crash sparing its own replica's queries, one is
+    (q14 at r1, started at step 13, answered at 346, r1 crashed at 110), and eleven queries the
+    crashed replica did not serve are failed (q7: r1's crash failed a query received by r3 whose
+    last read was routed to r4); every other invariant holds: the checkers count the same queries.
+    Without the crashes table (an older history) only the failed ones are judged."""
     agree = _checkers(request, with_spark)
     fixed = Path(racing_history(tmp_path / "fixed", "overlapping", 0)["history"])
-    assert pq.read_table(fixed / "crashes.parquet").num_rows > 0 and agree(fixed) == {}
+    failed = [q for q in pq.read_table(fixed / "queries.parquet").to_pylist() if q["failed_by"]]
+    assert pq.read_table(fixed / "crashes.parquet").num_rows > 0 and failed and agree(fixed) == {}
     _crash_spares_the_receivers_queries(monkeypatch)
     broken = Path(racing_history(tmp_path / "broken", "overlapping", 0)["history"])
-    assert agree(broken) == {"CrashFailsQueriesInv": 1}
-    assert check(_read(broken), 2)["CrashFailsQueriesInv"] == [
-        "q14 at r1 was answered complete at step 346, though r1 crashed at step 110 after it started at 13"]
+    assert agree(broken) == {"CrashFailsQueriesInv": 12}
+    lines = check(_read(broken), 2)["CrashFailsQueriesInv"]
+    assert "q14 at r1 was answered complete at step 346, though r1 crashed at step 110 after it started at 13" in lines
+    assert ("q7 at r3 failed by r1's crash, which served it neither as its receiver nor as the reader of a partition "
+            "it had still to read (r4)") in lines
     (broken / "crashes.parquet").unlink()
-    assert agree(broken) == {}
+    assert agree(broken) == {"CrashFailsQueriesInv": 11}
+
+
+@pytest.mark.parametrize("with_spark", WITH_SPARK)
+def test_a_crash_that_fails_every_open_query_is_a_violation_for_all_three(request, tmp_path, monkeypatch, with_spark):
+    """served_by's mutant `not query.done or (...)`: a crash fails every open query, those it did
+    not serve too. No query is answered across a crash (CrashFailsQueriesInv's first half holds),
+    and a failed query excuses nothing (no other invariant reads it): only the second half, a
+    crash failing only the queries it served (the spec's ReplicaCrash), refuses the history."""
+    agree = _checkers(request, with_spark)
+    monkeypatch.setattr("reference.races.served_by", lambda q, r: not q.done or (
+        q.at == r or any(q.routes[p] == r for p in q.pending)))
+    broken = Path(racing_history(tmp_path / "broken", "overlapping", 0)["history"])
+    found = agree(broken)
+    assert set(found) == {"CrashFailsQueriesInv"} and found["CrashFailsQueriesInv"] > 0
+    assert all(" failed by " in line for line in check(_read(broken), 2)["CrashFailsQueriesInv"])
 
 
 def _cancel_ignored(keeper, layout, partition, target=None, bugs=frozenset()):
