@@ -176,6 +176,9 @@ class History:
     settled_step: int | None = None   # run.settled_step: the end is settled (MigrationsEndProp is judged)
     down_timeout: int | None = None   # run.down_timeout in steps; None: infinite (DownWaitBoundedProp not judged)
     bugs: tuple = ()                  # run.bugs: the broken variants switched on (none when absent)
+    # the failed queries a crash failed (queries.failed_by): query_id, replica, start_step, end_step,
+    # failed_by, pending_at, for CrashFailsQueriesInv's second half
+    crash_failed: list = field(default_factory=list)
     # Rows of the optional `errors` table (step, replica, action, error, message), by step: each is
     # a NoLogicalErrorsInv violation. A small table: a racing run stops retrying a step after a few raises.
     errors: list = field(default_factory=list)
@@ -244,7 +247,10 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
     return History(folder, sources, final, run[0]["replication_factor"], sorted(replicas), assignment,
                    [(q, start, requested) for start, q, requested in done], len(queries), n, cloning=cloning,
                    metadata=metadata, keepers=keepers, assignment_keepers=assignment_keepers, settled_step=run[0]["settled_step"], errors=errors,
-                   down_timeout=run[0]["down_timeout"], bugs=tuple(run[0]["bugs"] or ()))
+                   down_timeout=run[0]["down_timeout"], bugs=tuple(run[0]["bugs"] or ()),
+                   crash_failed=[{k: q[k] for k in ("query_id", "replica", "start_step", "end_step", "failed_by")}
+                                 | {"pending_at": list(q["pending_at"] or ())}
+                                 for q in queries if q["status"] == "failed" and q["failed_by"] is not None])
 
 
 # The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.

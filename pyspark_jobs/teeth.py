@@ -47,6 +47,9 @@ TEETH = [
     Tooth("source_stops_at_switch", "stale", 3, "QueryNoMissingInv", long=True),
     Tooth("insert_without_assignment_check", "churn", 6, "OwnersCompleteInv", long=True),
     Tooth("repair_without_clone", "losing", 0, "OwnersCompleteInv", long=True),
+    # ... and a run where the variant breaks nothing but its repairs: a mutant that gives the
+    # naive path to the moves instead of the repairs holds there (on losing 0 it breaks as much)
+    Tooth("repair_without_clone", "losing", 3, "OwnersCompleteInv", long=True),
     # The down-leaver rule (spec/FINDINGS.md, issue 15), in the racing runs' steps (races.py `leaving`):
     # the source back from down keeps the partition cleaned up for it (caught on 6 of seeds 0-9) ...
     Tooth("restart_keeps_foreign_parts", "leaving", 1, "NoForeignPartsInv", long=True),

@@ -631,3 +631,37 @@ def test_a_switched_migration_recorded_as_cancelled_is_a_violation_for_all_three
     assert set(found) == {"MigrationOutcomeInv"}, found
     lines = check(_read(broken), 2)["MigrationOutcomeInv"]
     assert all("is cancelled, yet its target" in line for line in lines), lines
+
+
+def _down_leaver_end_lost(rep, partition, bugs=frozenset()):
+    # Stands in for replica_cleanup_for_down_leaver's mutant `{**mig, "XXstateXX": ...}`: the fixed
+    # CLEANUP on the leaver's behalf (`leaving` cleared), its end then written back as the state it
+    # had, as if under another key, so the migration stays switched (or cancelling) with no one leaving.
+    import json
+
+    from reference.migration import replica_cleanup_for_down_leaver
+    before, _ = read_migration(rep.keeper, rep.layout, partition)
+    out = replica_cleanup_for_down_leaver(rep, partition, bugs)
+    mig, version = read_migration(rep.keeper, rep.layout, partition)
+    rep.keeper.set(rep.layout.migration(partition), json.dumps({**mig, "state": before["state"]}).encode(), version)
+    return out
+
+
+@pytest.mark.parametrize("with_spark", WITH_SPARK)
+def test_a_down_leavers_cleanup_whose_end_is_lost_is_a_violation_for_all_three(request, tmp_path, monkeypatch,
+                                                                               with_spark):
+    """MigrationOutcomeInv's leaving clause: the assignment's leaving replica is the source while a
+    migration is switched. On `deserting` 0 (leavers down past the down timeout, their CLEANUPs
+    done on their behalf) the fixed protocol holds. With the end of such a CLEANUP lost, the
+    migration stays switched with `leaving` cleared: no row is lost, no owner is wrong and the
+    leaver ends the migration itself when it comes back, so nothing but this clause notices
+    (before it, replica_cleanup_for_down_leaver's mutants 76/77 broke no invariant)."""
+    agree = _checkers(request, with_spark)
+    fixed = racing_history(tmp_path / "fixed", "deserting", 0)
+    assert agree(Path(fixed["history"])) == {}
+    monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _down_leaver_end_lost)
+    broken = Path(racing_history(tmp_path / "broken", "deserting", 0)["history"])
+    found = agree(broken)
+    assert set(found) == {"MigrationOutcomeInv"}, found
+    lines = check(_read(broken), 2)["MigrationOutcomeInv"]
+    assert all("yet its assignment's leaving replica is none, not" in line for line in lines), lines
