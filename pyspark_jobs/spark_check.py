@@ -4,7 +4,8 @@ on the history a reference run wrote.
     spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR [--report out.json]
     python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]|spark://HOST:PORT]
     python -m pyspark_jobs.spark_check --scale small|large   (make spark-check: runs reference
-        workloads with migrations and crashes, then checks their histories)
+        workloads with migrations and crashes, every broken-variant switch's racing history among
+        them, then checks their histories)
 
 Prints a line per invariant as it finishes. Exit status: 0 every invariant holds, 1 a violation
 was found, 2 bad input or usage, 3 the environment failed (Java, Spark, the cluster). Errors are
@@ -116,23 +117,24 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     return results, ok
 
 
-# Racing profiles (reference/races.py) on the fixed protocol, and switches the job must catch on
-# them (pyspark_jobs/teeth.py); the large scale runs every tooth.
-# `losing` is a permanent loss with its repair (SYSTEM DROP REPLICA, F20), fixed and with the naive repair;
-# `leaving` a migration's source down past the down timeout, fixed and keeping what was cleaned up for it;
-# `dropping` has DROP PARTITIONs (the drops table), fixed and with F8's clone that ignores them.
-RACING_SMALL = {"fixed": [("racing", 0), ("stale", 1), ("lossy", 0), ("losing", 0), ("leaving", 1), ("dropping", 2)],
-                "switches": ["filter_with_stale_cache", "cleanup_no_delay", "clone_lost_replica_from_one_peer",
-                             "repair_without_clone", "restart_keeps_foreign_parts", "clone_ignores_skipped_entries"]}
+# Racing profiles (reference/races.py) with every broken-variant switch the job must catch on them
+# (pyspark_jobs/teeth.py), and the same profile and seed on the fixed protocol, which must hold:
+# each switch's first row at the small scale (every switch, among them `losing`'s permanent loss
+# with its repair, `leaving`'s source down past the down timeout, `dropping`'s DROP PARTITIONs,
+# `racing`'s and `stale`'s writes, cancels and unsynced reads racing the moves); every row at the large.
+def racing_cases(scale: str) -> tuple[list, list[tuple[str, int]]]:
+    """The teeth to run and the (profile, seed) runs of the fixed protocol."""
+    from pyspark_jobs.teeth import TEETH
+    teeth = TEETH if scale != "small" else list({t.switch: t for t in reversed(TEETH)}.values())[::-1]
+    return teeth, sorted({(t.profile, t.seed) for t in teeth})
 
 
 def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dict]) -> bool:
     """Each run must agree with the oracle; a fixed one must hold, a switched one must be refused
     with its tooth's invariant named. The report says what each found."""
-    from pyspark_jobs.teeth import SIZE, TEETH
+    from pyspark_jobs.teeth import SIZE
     from reference.races import racing_history
-    teeth = [t for t in TEETH if scale != "small" or t.switch in RACING_SMALL["switches"]]
-    fixed = RACING_SMALL["fixed"] if scale == "small" else sorted({(t.profile, t.seed) for t in TEETH})
+    teeth, fixed = racing_cases(scale)
     cases = [(p, s, None) for p, s in fixed] + [(t.profile, t.seed, t) for t in teeth]
     ok = True
     for profile, seed, tooth in cases:
