@@ -305,7 +305,8 @@ def plan_settings(spark: SparkSession, partitions: int):
 
 def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     """Refuse the large tables on what the facts pass found: a bad row (named by file and line), an
-    empty table, nothing acknowledged, a parts snapshot after the last assignment snapshot."""
+    empty table, nothing acknowledged, a parts snapshot after the last assignment snapshot (unless
+    the run logged errors)."""
     for name in LARGE:
         if totals["bad"].get(name):
             raise refuse(spark, h.sources[name], read_table(spark, h.sources[name]), totals["bad"][name])
@@ -318,6 +319,10 @@ def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     refused = "insert_refusals" in h.sources and h.sources["insert_refusals"].rows
     if totals["acknowledged"] == 0 and not h.errors and not refused:
         raise BadInput(f"{h.sources['inserts'].path}: no insert was acknowledged (status ok): nothing to prove")
-    if totals["last_parts"] > h.final_step:
+    # A run that logged errors may have left its later snapshots with no assignment row (a step that
+    # corrupted the znodes: Cluster.assignment_rows logs each and leaves it out): judged on its last
+    # snapshot with assignments, its errors NoLogicalErrorsInv's violations. Without errors the
+    # tables do not fit together.
+    if totals["last_parts"] > h.final_step and not h.errors:
         raise BadInput(f"{h.sources['parts'].path}: a snapshot at step {totals['last_parts']}, after the last "
                        f"assignment snapshot in {h.sources['assignments'].path} (step {h.final_step})")

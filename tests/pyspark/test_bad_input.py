@@ -255,6 +255,22 @@ def test_replicas_that_hold_nothing_are_a_loss_not_bad_input(bases, tmp_path, ca
     assert "OwnersCompleteInv" in capsys.readouterr().out
 
 
+def test_late_parts_beside_logged_errors_are_judged_not_refused(bases, tmp_path, capsys):
+    """Parts snapshots after the last assignment snapshot are bad input (the case above), unless the
+    run logged errors: a step that corrupted every assignment znode leaves its later snapshots with
+    no assignment row (Cluster.assignment_rows logs each and leaves it out). The history is judged
+    on its last snapshot with assignments, and the errors are NoLogicalErrorsInv's violations (exit
+    1): so a mutant of _write whose assignments could not be read was refused as bad input, not judged."""
+    folder = tmp_path / "history"
+    shutil.copytree(bases["jsonl"], folder)
+    late_parts(folder)
+    write_jsonl(folder / "errors.jsonl", [{"step": 7, "replica": "", "action": "read assignment",
+                                          "error": "ValueError", "message": "assignment znode is not JSON"}])
+    assert main(["--input", str(folder), "--log", str(tmp_path / "log")]) == 1
+    out = capsys.readouterr().out
+    assert "NoLogicalErrorsInv" in out and "bad input" not in out
+
+
 def test_java_that_cannot_start_is_exit_3(bases, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "JAVA_HOME": str(tmp_path / "no-jdk")}
     r = subprocess.run([sys.executable, "-m", "pyspark_jobs.spark_check", "--input", str(bases["parquet"]),
