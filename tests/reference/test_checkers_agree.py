@@ -657,10 +657,10 @@ def test_a_down_leavers_cleanup_whose_end_is_lost_is_a_violation_for_all_three(r
     leaver ends the migration itself when it comes back, so nothing but this clause notices
     (before it, replica_cleanup_for_down_leaver's mutants 76/77 broke no invariant)."""
     agree = _checkers(request, with_spark)
-    fixed = racing_history(tmp_path / "fixed", "deserting", 0)
+    fixed = racing_history(tmp_path / "fixed", "deserting", 0, **SIZE)
     assert agree(Path(fixed["history"])) == {}
     monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _down_leaver_end_lost)
-    broken = Path(racing_history(tmp_path / "broken", "deserting", 0)["history"])
+    broken = Path(racing_history(tmp_path / "broken", "deserting", 0, **SIZE)["history"])
     found = agree(broken)
     assert set(found) == {"MigrationOutcomeInv"}, found
     lines = check(_read(broken), 2)["MigrationOutcomeInv"]
