@@ -158,7 +158,8 @@ PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "AckedCommittedInv", "NoAckedBloc
 
 # The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and
 # the repair (DropReplica, RepairStart: F20) are driven by the model machines and the replays
-# (conformance/spec_system.py) under the repair models' bounds, not here.
+# (conformance/spec_system.py) under the repair models' bounds, not here (its switch:
+# conformance/__main__.py OTHER_SWITCHES).
 ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.name in ProtocolSystem.PARAMS]
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
                  "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
@@ -237,7 +238,14 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
             # A walk that writes across the SWITCH queries after it: the stale reader that misses
             # those rows (F6) starts only then.
             crosses = knobs[0] == 2
-            walk = Walk(not crosses, not knobs[1] and not crosses, knobs[2], knobs[3] == 3, self.swarm_out)
+            # Of the walks that neither cancel nor crash first, one in three crashes its migration's
+            # source after the SWITCH (down_leaver) and one in three trims a DROP or a mutation
+            # from the log before the first migration (alter_first); of those that crash first, one
+            # in four keeps the replica down until it is lost. Derived from the draws the other
+            # windows already make, so that the walks of those keep theirs.
+            walk = Walk(not crosses, not knobs[1] and not crosses, knobs[2], knobs[3] == 3, self.swarm_out,
+                        lost_restart=knobs[2] and knobs[3] == 1, down_leaver=not knobs[2] and knobs[3] == 2,
+                        alter_first=not knobs[2] and knobs[3] == 1)
             self.walk = walk
             note(f"left out this run: {sorted(out)}; {'drops, no retries' if drops else 'retries, no drops'}; {walk}")
 

@@ -12,6 +12,9 @@ source_stops_at_switch, F9 serve_before_map_loaded, cleanup_no_delay) each need 
 on a map that disagrees with Keeper (it has seen a CLONE, has not seen a SWITCH, or was not
 loaded after a restart) while a migration is part-way, with rows written around it. Uniform
 choice over ~25 actions reaches a migration's end with traffic around it in few walks.
+The windows beyond a migration's own (issue 18: the ci machine must catch every switch on
+invariants alone) are a lost replica's restart, a down leaver's CLEANUP and a skipped entry
+trimmed from the log before a CLONE (Walk's lost_restart, down_leaver, alter_first).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reference.assignment import read_assignment
+from reference.cleanup import old_logs
+from reference.log_entry import DROP_RANGE, MUTATE_PART
 from reference.migration import read_migration
 
-from .protocol_system import INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
+from .protocol_system import CLEANUP, INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
 
 MIGRATION_ACTIONS = ("ReplicaCloneFetch", "CoordinatorSwitch", "ReplicaCleanup")
 
@@ -32,12 +37,25 @@ class Walk:
     windows: the SWITCH waits for an INSERT on its way or not (a write in CLONE, or one that
     lands after the SWITCH); the fetch waits for a query to start and read or not; a replica
     crashes and restarts before the first migration or not; the migration is cancelled before
-    its fetch instead of switched or not. `left_out`: the swarm's choice."""
+    its fetch instead of switched or not. `left_out`: the swarm's choice.
+
+    Three windows the whole protocol opens beyond a migration's own, each a broken variant's
+    (spec/FINDINGS.md): `lost_restart`, the walk's crash comes before the first migration and
+    the replica stays down until the cleanup thread marks it lost, so that it clones on its
+    restart (crashed when it alone holds a block it wrote: F14, F15); `down_leaver`, the migration's source crashes after
+    the SWITCH, another replica ends the migration for it and it restarts
+    (ReplicaCleanupForDownLeaver: restart_keeps_foreign_parts, down_leaver_cleanup_ignores_maps);
+    `alter_first`, a DROP PARTITION or a mutation of a partition is logged, pulled by every
+    replica and trimmed from the log before the partition's first migration, whose target
+    skipped it (F16)."""
     switch_waits_for_writes: bool = True
     query_before_fetch: bool = True
     restart_before_migration: bool = False
     cancel: bool = False
     left_out: frozenset = frozenset()
+    lost_restart: bool = False
+    down_leaver: bool = False
+    alter_first: bool = False
 INSERT_ACTIONS = ("ReplicaAllocate", "ReplicaForwardInsert", "ReplicaWriteInsert", "ClientReceiveAck")
 
 
@@ -59,6 +77,10 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
     once every replica has pulled the log."""
     if walk.restart_before_migration and s.counts["crashes"] < s.bounds["crashes"] and "ReplicaCrash" not in walk.left_out:
         return []   # this walk's crash and restart come first (restart_after_writes)
+    if walk.lost_restart and len(s.reps) < len(s.names) and "RestartAfterWrites" not in walk.left_out:
+        return []   # ... and a lost replica's restart too
+    if walk.alter_first and "AlterBeforeMigration" not in walk.left_out and alter_before_migration(s, enabled_of, walk):
+        return []   # the skipped entry is trimmed first
     acked = {INSERT_PARTITION[i] for i, x in s.ins.items() if x.get("acked")}
     if walk.query_before_fetch and acked and enabled_of("AdminReassign"):
         # Every replica pulls the log first: the replica that becomes the target then has passed
@@ -112,12 +134,13 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
                     or ([("CoordinatorCancel", (p,))] if (p,) in enabled_of("CoordinatorCancel") and not sent else []))
         elif st == "clone" and not m["fetched"]:
             read_first = any(x["st"] == "running" and pid in x["query"].pending for x in s.qry.values())
-            if idle_query and stale and walk.query_before_fetch:
+            if idle_query and stale and walk.query_before_fetch and not walk.alter_first:
                 # the target's own pull too: a read it serves misses rows only once it has passed
                 # their entries (before that they are in flight to it)
                 out += [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog") if x[0] == m["dst"]] or [
                     ("ReplicaRefreshCache", x) for x in stale]
-            elif not read_first or not walk.query_before_fetch:
+            elif not read_first or not walk.query_before_fetch or walk.alter_first:
+                # (alter_first: the fetch comes before the keepers execute the trimmed entry)
                 out += [("ReplicaCloneFetch", (p,))] if (p,) in enabled_of("ReplicaCloneFetch") else []
         elif st == "clone":
             if (p,) in enabled_of("CoordinatorSwitch"):
@@ -126,6 +149,10 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
             else:
                 out += [(x, params) for x in ("ReplicaPullLog", "ReplicaExecuteEntry") for params in enabled_of(x)
                         if params[0] == m["dst"]]
+        elif st == "switched" and walk.down_leaver and (down := down_leaver_steps(s, enabled_of, p, m, stale)):
+            out += down
+        elif st == "done" and walk.down_leaver and m["src"] not in s.reps:
+            out += [("ReplicaRestart", (m["src"],))]
         elif st in ("switched", "cancelling"):
             out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
             # Walks that query after the SWITCH keep the target's map stale until the queries
@@ -196,7 +223,18 @@ def map_disagrees(s: ProtocolSystem, r: str, moving: dict[str, str]) -> bool:
 
 def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """ClientStartQuery on a replica whose map is in a migration's window (map_disagrees)."""
-    moving = {p: st for p, st in s.migration_states().items() if st in ("clone", "switched", "cancelling")}
+    states = s.migration_states()
+    moving = {p: st for p, st in states.items() if st in ("clone", "switched", "cancelling")}
+    if walk.down_leaver:
+        # q2 waits for a map that has not seen the SWITCH of a migration a down leaver's CLEANUP
+        # ended, once the leaver is back (a query routed to a replica that is down fails at once):
+        # the target's, which lists the old owners and not itself (down_leaver_cleanup_ignores_maps)
+        up = len(s.reps) == len(s.names)
+        readers = {(read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}).get("dst"): p
+                   for p, st in states.items() if st == "done" and up}
+        return [("ClientStartQuery", (q, r)) for q, r in enabled_of("ClientStartQuery")
+                if q == "q2" and r in readers and stale_map(s, r, readers[r])
+                or q != "q2" and map_disagrees(s, r, moving)]
     if not walk.query_before_fetch:
         # This walk's queries wait for a SWITCH and for every INSERT of the partition to be
         # settled (those not sent yet are sent after the SWITCH): a stale reader then misses
@@ -209,7 +247,8 @@ def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
 def reads_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """A running query reads a migrating partition from the replica its map chose."""
     moving = migrating(s)
-    return [("ReplicaReadPartition", (q, p)) for q, p in enabled_of("ReplicaReadPartition") if p in moving]
+    return [("ReplicaReadPartition", (q, p)) for q, p in enabled_of("ReplicaReadPartition")
+            if p in moving or walk.down_leaver and q == "q2"]   # q2: see queries_in_window
 
 
 def inserts_around_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -263,12 +302,97 @@ def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
     a map not yet loaded serves a query that should see the INSERT (F9)."""
     if migrating(s) or not walk.restart_before_migration:
         return []
+    if walk.lost_restart:
+        return lost_restart(s, enabled_of, walk)
     log = s.log()
     acked = [i for i, x in s.ins.items() if x.get("acked")]
     seen = [(r,) for (r,) in enabled_of("ReplicaCrash") if any(s.ptr(r) >= s.first_idx(i, log) > 0 for i in acked)]
     out = [("ReplicaCrash", x) for x in seen] or [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")
                                                   if acked and enabled_of("ReplicaCrash")]
     return out + [("ReplicaRestart", params) for params in enabled_of("ReplicaRestart")]
+
+
+def is_lost(s: ProtocolSystem, r: str) -> bool:
+    return s.admin.get(LAYOUT.is_lost(r))[0] == b"1"
+
+
+def lost_restart(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """A replica holding written rows crashes, the log moves on while it is down (an INSERT, a
+    mutation or an ALTER) until the cleanup thread trims an entry every other replica has pulled
+    and marks it lost, and it restarts: CloneLostReplica, whose sources must between them hold
+    every partition it keeps (F14) and whose local parts must outlive a source that has not
+    pulled their entries yet (F15). (Walks that first waited for the replica to hold rows of
+    both partitions, F14's TLC trace, ran out of steps before their migration and caught
+    nothing these do not.)"""
+    log = s.log()
+    down = [r for r in s.names if r not in s.reps]
+    # what moves the log on: the INSERTs' next steps and new ones, a mutation, an ALTER
+    # (one INSERT at a time: each writes its block before the next is sent)
+    in_flight = [(a, x) for a in INSERT_ACTIONS for x in enabled_of(a)]
+    moves = in_flight + ([] if any(x["st"] == "sent" for x in s.ins.values()) else [
+        ("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "idle"]) + [
+        ("ReplicaRefreshCache", (r, p)) for r, p in enabled_of("ReplicaRefreshCache") if stale_map(s, r, p)]
+    pulls = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
+    if not down:
+        written = [i for i, x in s.ins.items() if x.get("acked") or x["st"] == "written"]
+        holds = {r: {i for i in written if s.has_block(r, i)} for (r,) in enabled_of("ReplicaCrash")}
+        # r alone holds a block and no other replica has pulled its entry, and an older entry
+        # every replica has pulled is there for the cleanup thread to trim: F15's source has not
+        # pulled the block; F14's one peer does not keep the other partition r keeps, if r kept two
+        def sole(r, i):
+            return all(not s.has_block(o, i) and s.ptr(o) < s.first_idx(i, log) for o in s.names if o != r)
+        ready = min(s.ptr(r) for r in s.names) >= 1
+        crash = [r for r, mine in holds.items() if ready and any(sole(r, i) for i in mine)]
+        return [("ReplicaCrash", (r,)) for r in crash] or (moves + pulls if ready or not log else pulls)
+    if any(is_lost(s, r) for r in down):
+        return [("ReplicaRestart", (r,)) for r in down if is_lost(s, r)]
+    if enabled_of("CleanupClearOldLogs") and old_logs(s.admin, LAYOUT, CLEANUP)[1]:
+        return [("CleanupClearOldLogs", ())]   # a trim that marks it lost (an earlier one would
+        # leave none for later: the next needs an entry the others pull, F15's block's say)
+    # the others pull only once nothing else moves the log: F15's source must not have pulled
+    # the lost replica's block when the cleanup thread marks it lost
+    # an ALTER or a mutation first: an INSERT left over is one the walk's migration can write in
+    # its CLONE
+    alters = [(a, x) for a in ("ClientAlterMetadata", "ClientMutate") for x in enabled_of(a)]
+    return alters or moves or pulls or [("ReplicaRestart", (r,)) for r in down]
+
+
+def down_leaver_steps(s: ProtocolSystem, enabled_of, p: str, m: dict, stale: list) -> list[tuple[str, tuple]]:
+    """After the SWITCH of p, its source crashes before its CLEANUP; an active replica ends the
+    migration for it once every active map has seen the SWITCH (the target's map last: a query it
+    starts while stale routes to the leaver), and the leaver restarts (migration_next_steps)."""
+    leaver = m["src"]
+    if leaver in s.reps:
+        return [("ReplicaCrash", (leaver,))] if (leaver,) in enabled_of("ReplicaCrash") else []
+    # run by a replica other than the target: the one that ends it has seen its own write
+    ends = [("ReplicaCleanupForDownLeaver", x) for x in enabled_of("ReplicaCleanupForDownLeaver")
+            if x[0] == p and x[1] != m["dst"]]
+    fails = [("ClientQueryFails", x) for x in enabled_of("ClientQueryFails")]
+    others = [x for x in stale if x[0] != m["dst"]]
+    return ends or fails or [("ReplicaRefreshCache", x) for x in others or stale]
+
+
+def alter_before_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """Before any migration, once a partition holds acknowledged rows: a DROP PARTITION or a
+    mutation of it (its MUTATE_PART selected by an owner), every replica pulls the entry, and
+    the cleanup thread trims it from the log before the keepers execute it: the CLONE target
+    that skipped it must find it in their queues, not in the log (F16)."""
+    if not walk.alter_first or s.counts["migrations"] or migrating(s):
+        return []
+    acked = {INSERT_PARTITION[i] for i, x in s.ins.items() if x.get("acked")}
+    if not acked:
+        return []
+    logged = [k for k, e in enumerate(s.log()) if e.type in (DROP_RANGE, MUTATE_PART)]
+    if not logged:
+        if s.counts["mutations"]:
+            return [("ReplicaSelectMutation", x) for x in enabled_of("ReplicaSelectMutation")]
+        return [("ClientDropPartition", (p,)) for (p,) in enabled_of("ClientDropPartition") if p in acked] + (
+            [("ClientMutate", ())] if enabled_of("ClientMutate") else [])
+    live = {int(n.rsplit("-", 1)[1]) for n in s.admin.get_children(LAYOUT.log)}
+    if not live & set(logged):
+        return []
+    return [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")] or (
+        [("CleanupClearOldLogs", ())] if enabled_of("CleanupClearOldLogs") else [])
 
 
 def insert_retry(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -302,4 +426,5 @@ DIRECTED = {
     "ReadDuringMigration": reads_in_window,
     "AlterDuringClone": alter_during_clone,
     "InsertRetry": insert_retry,
+    "AlterBeforeMigration": alter_before_migration,
 }
