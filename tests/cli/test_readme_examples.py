@@ -83,6 +83,8 @@ EXAMPLES = {
     ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
         "tests/conformance/test_switch_table.py (the ci table's rows as tests)"),
     "python -m conformance --switch-table": Covered("tests/conformance/test_switch_table.py (at the ci profile)"),
+    "python -m conformance --switch-table --profile ci": Covered(
+        "tests/conformance/test_switch_table.py (the ci table's rows as tests)"),
     "python -m conformance --switch-table --profile P": Help(["conformance"]),
     "python -m conformance --switch-table --profile ci [--undirected]": Help(["conformance"]),
     "python -m harness.mutation_spec --check-witnesses": Covered(
