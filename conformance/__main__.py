@@ -54,11 +54,11 @@ PROTOCOL_SWITCHES = ["filter_with_stale_cache", "clone_from_source_only", "inser
                      "clone_reads_skipped_entries_from_log", "restart_keeps_foreign_parts",
                      "down_leaver_cleanup_ignores_maps"]
 # The switches the protocol machine cannot drive, each with the ci machine that does: the
-# assignment's own (Assignment.tla, the Assignment machine with no graph to check its steps
-# against), and the repair's (SYSTEM DROP REPLICA and RepairStart are not ProtocolSystem steps:
-# the model machine under the variant's constants, on invariants alone).
-OTHER_SWITCHES = {"blind_write": "Assignment machine", "allow_short_assignment": "Assignment machine",
-                  "repair_without_clone": "model machine MCRepair_repair_without_clone.cfg"}
+# assignment's own (None: Assignment.tla's machine, with no graph to check its steps against),
+# and the repair's (SYSTEM DROP REPLICA and RepairStart are not ProtocolSystem steps: the model
+# machine under the variant's cfg, on invariants alone).
+OTHER_SWITCHES = {"blind_write": None, "allow_short_assignment": None,
+                  "repair_without_clone": "MCRepair_repair_without_clone.cfg"}
 ASSIGNMENT_MODELS = ["MCAssignment.cfg", "MCAssignment_allow_short_assignment.cfg", "MCAssignment_blind_write.cfg",
                      "MCAssignment_blind_write_routing.cfg"]
 

@@ -25,7 +25,7 @@ import time
 from hypothesis import settings
 
 # The switches of reference/bugs.py that SelectiveReplication.tla models and the protocol machine
-# drives (the repair's and the down leaver's are driven by the model machines, see machines.py).
+# drives, and the three it cannot (the assignment's, the repair's) with the machine that does.
 from .__main__ import OTHER_SWITCHES, PROTOCOL_SWITCHES, run_machine
 
 
@@ -57,9 +57,9 @@ def other_row(bug: str, prof: settings) -> dict:
     """A switch the protocol machine does not drive (OTHER_SWITCHES), on invariants alone: the
     Assignment machine with no state graph, or the model machine under the variant's constants."""
     from .machines import assignment_machine, model_machine
-    machine = OTHER_SWITCHES[bug]
-    built = (assignment_machine(frozenset({bug})) if machine == "Assignment machine"
-             else model_machine(machine.split()[-1]))
+    cfg = OTHER_SWITCHES[bug]
+    machine = f"model machine {cfg}" if cfg else "Assignment machine"
+    built = model_machine(cfg) if cfg else assignment_machine(frozenset({bug}))
     r = run_machine(built, settings(prof, database=None), shrink=False)
     return {"switch": bug, "machine": machine, "caught": r["failed"],
             "invariant": _invariant(r["error"]) if r["failed"] else None, "seconds": r["seconds"]}

@@ -25,6 +25,7 @@ from reference.assignment import read_assignment
 from reference.cleanup import old_logs
 from reference.log_entry import DROP_RANGE, MUTATE_PART
 from reference.migration import read_migration
+from reference.replica import log_number
 
 from .protocol_system import CLEANUP, INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
 
@@ -313,6 +314,7 @@ def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
 
 
 def is_lost(s: ProtocolSystem, r: str) -> bool:
+    # (reference.recovery.is_lost reads it through a live Replica; r is down)
     return s.admin.get(LAYOUT.is_lost(r))[0] == b"1"
 
 
@@ -324,16 +326,18 @@ def lost_restart(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, t
     pulled their entries yet (F15). (Walks that first waited for the replica to hold rows of
     both partitions, F14's TLC trace, ran out of steps before their migration and caught
     nothing these do not.)"""
-    log = s.log()
+    def writes():
+        """The INSERTs' next steps, a new one sent once none is on its way (each writes its block
+        before the next is sent), and the refreshes a write waits for."""
+        in_flight = [(a, x) for a in INSERT_ACTIONS for x in enabled_of(a)]
+        return in_flight + ([] if any(x["st"] == "sent" for x in s.ins.values()) else [
+            ("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "idle"]) + [
+            ("ReplicaRefreshCache", (r, p)) for r, p in enabled_of("ReplicaRefreshCache") if stale_map(s, r, p)]
+
     down = [r for r in s.names if r not in s.reps]
-    # what moves the log on: the INSERTs' next steps and new ones, a mutation, an ALTER
-    # (one INSERT at a time: each writes its block before the next is sent)
-    in_flight = [(a, x) for a in INSERT_ACTIONS for x in enabled_of(a)]
-    moves = in_flight + ([] if any(x["st"] == "sent" for x in s.ins.values()) else [
-        ("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "idle"]) + [
-        ("ReplicaRefreshCache", (r, p)) for r, p in enabled_of("ReplicaRefreshCache") if stale_map(s, r, p)]
     pulls = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
     if not down:
+        log = s.log()
         written = [i for i, x in s.ins.items() if x.get("acked") or x["st"] == "written"]
         holds = {r: {i for i in written if s.has_block(r, i)} for (r,) in enabled_of("ReplicaCrash")}
         # r alone holds a block and no other replica has pulled its entry, and an older entry
@@ -343,18 +347,18 @@ def lost_restart(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, t
             return all(not s.has_block(o, i) and s.ptr(o) < s.first_idx(i, log) for o in s.names if o != r)
         ready = min(s.ptr(r) for r in s.names) >= 1
         crash = [r for r, mine in holds.items() if ready and any(sole(r, i) for i in mine)]
-        return [("ReplicaCrash", (r,)) for r in crash] or (moves + pulls if ready or not log else pulls)
+        return [("ReplicaCrash", (r,)) for r in crash] or (writes() + pulls if ready or not log else pulls)
     if any(is_lost(s, r) for r in down):
         return [("ReplicaRestart", (r,)) for r in down if is_lost(s, r)]
+    # Only a trim that marks it lost: one before would take the older entry, and the next could
+    # only take one the others pulled after it (F15's block, which its source must not have).
     if enabled_of("CleanupClearOldLogs") and old_logs(s.admin, LAYOUT, CLEANUP)[1]:
-        return [("CleanupClearOldLogs", ())]   # a trim that marks it lost (an earlier one would
-        # leave none for later: the next needs an entry the others pull, F15's block's say)
-    # the others pull only once nothing else moves the log: F15's source must not have pulled
-    # the lost replica's block when the cleanup thread marks it lost
-    # an ALTER or a mutation first: an INSERT left over is one the walk's migration can write in
-    # its CLONE
+        return [("CleanupClearOldLogs", ())]
+    # The log moves on by an ALTER or a mutation first (an INSERT left over is one the walk's
+    # migration can write in its CLONE), then by INSERTs; the others pull only once nothing else
+    # does, for the same reason.
     alters = [(a, x) for a in ("ClientAlterMetadata", "ClientMutate") for x in enabled_of(a)]
-    return alters or moves or pulls or [("ReplicaRestart", (r,)) for r in down]
+    return alters or writes() or pulls or [("ReplicaRestart", (r,)) for r in down]
 
 
 def down_leaver_steps(s: ProtocolSystem, enabled_of, p: str, m: dict, stale: list) -> list[tuple[str, tuple]]:
@@ -388,7 +392,7 @@ def alter_before_migration(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tu
             return [("ReplicaSelectMutation", x) for x in enabled_of("ReplicaSelectMutation")]
         return [("ClientDropPartition", (p,)) for (p,) in enabled_of("ClientDropPartition") if p in acked] + (
             [("ClientMutate", ())] if enabled_of("ClientMutate") else [])
-    live = {int(n.rsplit("-", 1)[1]) for n in s.admin.get_children(LAYOUT.log)}
+    live = {log_number(n) for n in s.admin.get_children(LAYOUT.log)}
     if not live & set(logged):
         return []
     return [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")] or (

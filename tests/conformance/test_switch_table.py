@@ -9,8 +9,6 @@ drops the target at once also drops a copy a running query reads: CleanupSafeInv
 
 import json
 import os
-import re
-from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -19,9 +17,9 @@ os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
 
 from conformance.__main__ import OTHER_SWITCHES, PROTOCOL_SWITCHES  # noqa: E402
 from conformance.machines import profile  # noqa: E402
+from conformance.replay import model_constants  # noqa: E402
+from conformance.stategraph import SPEC  # noqa: E402
 from conformance.switch_table import SWITCH_WALKS, other_row, protocol_row  # noqa: E402
-
-SPEC = Path(__file__).resolve().parents[2] / "spec"
 
 BROKEN_BY = {
     "filter_with_stale_cache": {"OwnersCompleteInv", "QueryNoMissingInv"},
@@ -66,17 +64,12 @@ NOT_ON_INVARIANTS = {
 }
 
 
-def _switches(cfg: str) -> set[str]:
-    m = re.search(r"Bugs\s*=\s*\{([^}]*)\}", (SPEC / cfg).read_text())
-    return set(re.findall(r'"(\w+)"', m.group(1))) if m else set()
-
-
 def test_every_broken_variants_switch_is_in_one_table_or_the_other():
     """Each switch of a broken variant of the RFC's design (spec/models.json, not PR #102244's)
     is caught on invariants alone by one ci machine, or said here why not."""
     switches = {b for m in json.loads((SPEC / "models.json").read_text())["models"]
                 if m["expect"] == "violates" and m["spec"] in ("MCSelectiveReplication.tla", "MCAssignment.tla")
-                for b in _switches(m["config"])}
+                for b in model_constants(m["config"])["bugs"]}
     tables = [set(BROKEN_BY), set(OTHER_BROKEN_BY), set(NOT_ON_INVARIANTS)]
     assert sum(len(t) for t in tables) == len(set().union(*tables)), "a switch in two tables"
     assert switches == set().union(*tables), switches ^ set().union(*tables)
