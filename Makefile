@@ -44,7 +44,7 @@ test: setup
 # -m faults after addopts' -m 'not long': pytest keeps the last one.
 faults: setup
 	@$(PY) -m pytest -m faults $(ARGS)
-	@$(PY) -m harness.faults
+	@$(PY) -m lab.faults
 
 check-spec: setup
 	@$(PY) -m harness.check_models $(ARGS)
@@ -59,18 +59,18 @@ bench: setup
 	@$(PY) -m harness.check_all --stage bench
 
 # Survivors make mutmut and mutation_spec exit non-zero; the report is written either way
-# (ARGS go to harness.mutation_spec, e.g. ARGS="--actions all --budget 300").
+# (ARGS go to lab.mutation_spec, e.g. ARGS="--actions all --budget 300").
 # Hours on 2 cores: every migration and routing mutant on the racing and teeth layers takes 3-4 h
 # here (the protocol machine, not yet run on all of them, adds about 10 s a survivor). The report
-# keeps what it reports in harness/mutation_results/, and the layers skip the mutants kept there,
+# keeps what it reports in lab/mutation_results/, and the layers skip the mutants kept there,
 # so a run cut short goes on from a later checkout. The spec run is the first pass of the one in
 # BENCHMARKS.md.
 mutation: setup
 	-@$(VENV)/bin/mutmut run --max-children 2
-	-@$(PY) -m harness.mutation_layers --racing-seconds 20 --keep-histories 2000   # every kill's history, for the Spark job (~40 MB)
-	-@$(PY) -m harness.mutation_layers --spark
-	-@$(PY) -m harness.mutation_spec $(ARGS)
-	@$(PY) -m harness.mutation_report
+	-@$(PY) -m lab.mutation_layers --racing-seconds 20 --keep-histories 2000   # every kill's history, for the Spark job (~40 MB)
+	-@$(PY) -m lab.mutation_layers --spark
+	-@$(PY) -m lab.mutation_spec $(ARGS)
+	@$(PY) -m lab.mutation_report
 
 clean:
 	rm -rf build mutants .tools $(VENV) .pytest_cache .hypothesis

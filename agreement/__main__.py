@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .aspects import ASPECTS, BY_NAME
-from .compare import AGREE, DISAGREE, Result, run
+from agreement.aspects import ASPECTS, BY_NAME
+from agreement.compare import AGREE, DISAGREE, Result, run
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "reference" / "README.md"
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from harness.clickhouse import ClickHouseCluster, ClickHouseUnavailable
     from harness.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
-    from reference.keeper.zookeeper import ZooKeeperKeeper
+    from protocol.keeper.zookeeper import ZooKeeperKeeper
     aspects = [BY_NAME[n] for n in a.only] if a.only else ASPECTS
     try:
         with ZooKeeperServer() as zk, ClickHouseCluster(zk.hosts, ["r1", "r2"], session_timeout_ms=3000) as ch, \

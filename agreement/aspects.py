@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .scenario import (AddColumn, Attach, ClearColumn, Cleanup, Detach, Drop, Insert, Mutate, Optimize, Replace,
-                       Settings, Start, Step, Stop, Sync)
+from agreement.scenario import (AddColumn, Attach, Cleanup, ClearColumn, Detach, Drop, Insert, Mutate, Optimize,
+                                Replace, Settings, Start, Step, Stop, Sync)
 
 A = ("2024-01-15", 21, "a")       # partition 202401-5
 B = ("2024-02-01", 3, "b")        # partition 202402-3

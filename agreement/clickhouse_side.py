@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import time
 
+from agreement.scenario import (COLUMNS, PARTITION_BY, AddColumn, Attach, Cleanup, ClearColumn, Detach, Drop, Insert,
+                                Mutate, Optimize, Replace, Settings, Start, Step, Stop, Sync, partition_sql)
+from agreement.tree import Tree, read_tree
 from harness.clickhouse import ClickHouseCluster
-from reference.keeper import Keeper
-
-from .scenario import (COLUMNS, PARTITION_BY, AddColumn, Attach, ClearColumn, Cleanup, Detach, Drop, Insert, Mutate,
-                       Optimize, Replace, Settings, Start, Step, Stop, Sync, partition_sql)
-from .tree import Tree, read_tree
+from protocol.keeper import Keeper
 
 
 class ClickHouseSide:

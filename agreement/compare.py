@@ -7,13 +7,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agreement.aspects import Aspect
+from agreement.clickhouse_side import ClickHouseSide
+from agreement.reference_side import ReferenceSide
+from agreement.tree import Tree
 from harness.clickhouse import ClickHouseCluster
-from reference.keeper import Keeper
-
-from .aspects import Aspect
-from .clickhouse_side import ClickHouseSide
-from .reference_side import ReferenceSide
-from .tree import Tree
+from protocol.keeper import Keeper
 
 AGREE, ON_PURPOSE, DISAGREE = "agree", "differs on purpose", "DISAGREES"
 

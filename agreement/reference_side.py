@@ -11,18 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from reference.assignment import GuardFailed
-from reference.cleanup import CleanupSettings
+from agreement.scenario import (COLUMNS, PARTITION_BY, AddColumn, Attach, Cleanup, ClearColumn, Detach, Drop, Insert,
+                                Mutate, Optimize, Replace, Row, Settings, Start, Step, Stop, Sync)
+from agreement.tree import Tree, read_tree
+from protocol.assignment import GuardFailed
+from protocol.cleanup_thread import CleanupSettings
+from protocol.insert import route_insert
+from protocol.keeper import Keeper
+from protocol.replica import (client_alter_metadata, client_attach_partition, client_clear_column,
+                              client_detach_partition, client_drop_partition, client_mutate, client_replace_partition)
+from protocol.table import Table
 from reference.cluster import Cluster
-from reference.insert import route_insert
-from reference.keeper import Keeper
-from reference.replica import (client_alter_metadata, client_attach_partition, client_clear_column,
-                               client_detach_partition, client_drop_partition, client_mutate, client_replace_partition)
-from reference.table import Table
-
-from .scenario import (COLUMNS, PARTITION_BY, AddColumn, Attach, ClearColumn, Cleanup, Detach, Drop, Insert, Mutate,
-                       Optimize, Replace, Row, Settings, Start, Step, Stop, Sync)
-from .tree import Tree, read_tree
 
 
 def as_dict(row: Row) -> dict:

@@ -1,6 +1,6 @@
 """A ReplicatedMergeTree table's ZooKeeper tree, read into the one normalised form in which a real
 ClickHouse and the reference are compared. Both trees are read by the same code, and every log
-and queue entry of both is parsed by the reference's codec (reference/log_entry.py), so a real
+and queue entry of both is parsed by the reference's codec (protocol/log_entry.py), so a real
 entry that the codec cannot read fails the comparison.
 
 Normalised away, because no finding depends on them: entry creation times, the hash part of a
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference.keeper import Keeper, NoNodeError
-from reference.log_entry import LogEntry
-from reference.mutations import MutationEntry
+from protocol.keeper import Keeper, NoNodeError
+from protocol.log_entry import LogEntry
+from protocol.mutations import MutationEntry
 
 
 def describe(e: LogEntry) -> str:

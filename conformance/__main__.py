@@ -2,7 +2,6 @@
 
     python -m conformance [--profile ci|dev|thorough] [--report FILE]
     python -m conformance replay FILE [--svg OUT]   run a recorded failing sequence again (--svg: drawn)
-    python -m conformance --switch-table [--profile ci] [--model-machine]   each switch on invariants alone
 
 Stages, each printed with its figures:
   1. state-graph replay of the Assignment models (every edge; broken variants on the reference
@@ -20,7 +19,7 @@ Stages, each printed with its figures:
      of the same constants with no switch on, and again with the spec's invariants alone; time
      to first failure, the failing walk's length and its length shrunk (conformance/walk.py),
      written to build/conformance/machine-*.json for `replay`.
-  6. PR #102244's design (spec/PR102244.tla, reference/pr102244/): the state-graph replay of
+  6. PR #102244's design (spec/pr102244/PR102244.tla, reference/pr102244/): the state-graph replay of
      MCPR102244 (both directions, cut at a depth or sampled per profile), and (dev, thorough)
      PR-F1..PR-F4's counterexamples carried to the reference with and without their switch.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
@@ -39,52 +38,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
+
+from conformance.runner import run_machine
+from conformance.switches import PROTOCOL_SWITCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILURES = ROOT / "build" / "conformance"
 
-PROTOCOL_SWITCHES = ["filter_with_stale_cache", "clone_from_source_only", "insert_without_assignment_check",
-                     "route_to_clone_target", "source_stops_at_switch", "cancel_drops_target_at_once",
-                     "clone_ignores_skipped_entries", "serve_before_map_loaded", "switch_without_catchup",
-                     "cleanup_no_delay", "filter_skips_global", "no_dedup",
-                     # the lost replica's clone, the trimmed log, the down leaver (windows.py Walk)
-                     "clone_lost_replica_from_one_peer", "clone_keeps_only_what_the_source_has",
-                     "clone_reads_skipped_entries_from_log", "restart_keeps_foreign_parts",
-                     "down_leaver_cleanup_ignores_maps"]
-# The switches the protocol machine cannot drive, each with the ci machine that does: the
-# assignment's own (None: Assignment.tla's machine, with no graph to check its steps against),
-# and the repair's (SYSTEM DROP REPLICA and RepairStart are not ProtocolSystem steps: the model
-# machine under the variant's cfg, on invariants alone).
-OTHER_SWITCHES = {"blind_write": None, "allow_short_assignment": None,
-                  "repair_without_clone": "MCRepair_repair_without_clone.cfg"}
 ASSIGNMENT_MODELS = ["MCAssignment.cfg", "MCAssignment_allow_short_assignment.cfg", "MCAssignment_blind_write.cfg",
                      "MCAssignment_blind_write_routing.cfg"]
-
-
-def run_machine(machine, prof: settings, shrink: bool) -> dict:
-    """Run a state machine; on failure the sequence Hypothesis reports (shrunk when `shrink`)."""
-    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
-    t0 = time.perf_counter()
-    try:
-        run_state_machine_as_test(machine, settings=settings(prof, phases=phases, print_blob=False))
-    except BaseException as e:  # noqa: BLE001 - a failing run is the result
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        notes = "\n".join(getattr(e, "__notes__", []))
-        # The failing sequence as Hypothesis prints it: one `state.<Action>(...)` line per step,
-        # each preceded by the instance it took (a note); invariant checks left out.
-        lines = [x for x in notes.splitlines() if x and not x.endswith(("Inv()", "Invariants()"))
-                 and not x.startswith(("Explanation", " "))]
-        # Steps are the spec's actions: not the teardown, the model machine's schedule draw or its
-        # stutters once nothing can run.
-        steps = [x for x in lines if x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule",
-                                                                                  "state.swarm", "state.Stutter"))]
-        first = e.exceptions[0] if isinstance(e, BaseExceptionGroup) else e
-        return {"failed": True, "error": f"{type(first).__name__}: {str(first)[:200]}", "steps": steps, "sequence": lines,
-                "seconds": round(time.perf_counter() - t0, 1)}
-    return {"failed": False, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 # A model machine's steps are checked against the state graph of its model with no switch on
@@ -98,16 +61,16 @@ HUNT_EXAMPLES = {"dev": 1000, "thorough": 2000}
 
 
 def graph_of(cfg: str):
-    from .explore import spec_graph
+    from conformance.explore import spec_graph
     return spec_graph(cfg, GRAPH_DEPTH.get(cfg.split("_")[0].removesuffix(".cfg")), without_switches=True)
 
 
 def hunt(cfg: str, graph, prof: settings, failures: Path = FAILURES) -> dict:
     """The model machine on a broken variant: caught or not, time to first failure, and the
     failing walk shrunk (conformance/walk.py) and written where `replay` finds it."""
-    from .machines import model_machine
-    from .spec_model import load_model
-    from .walk import WalkChecks, shrink
+    from conformance.machines import model_machine
+    from conformance.spec_model import load_model
+    from conformance.walk import WalkChecks, shrink
     walks: list = []
     r = run_machine(model_machine(cfg, graph=graph, walks=walks), prof, shrink=False)
     r["model"] = cfg
@@ -130,7 +93,7 @@ def hunt(cfg: str, graph, prof: settings, failures: Path = FAILURES) -> dict:
 
 
 def stage_replay(profile: str, out: dict) -> bool:
-    from .replay import replay
+    from conformance.replay import replay
     ok = True
     # blind_write_routing has blind_write's graph (only its invariant differs): thorough only.
     for cfg in ASSIGNMENT_MODELS if profile == "thorough" else ASSIGNMENT_MODELS[:3]:
@@ -167,7 +130,7 @@ EXPLORE = {
 
 
 def stage_explore(profile: str, out: dict) -> bool:
-    from .explore import explore
+    from conformance.explore import explore
     ok = True
     for cfg, depth in EXPLORE[profile]:
         r = explore(cfg, depth=depth, progress=print, failure_file=FAILURES / f"explore-{cfg}.json").as_dict()
@@ -187,7 +150,7 @@ def stage_explore(profile: str, out: dict) -> bool:
 
 
 def stage_counterexamples(out: dict) -> bool:
-    from .counterexample import carry, variants
+    from conformance.counterexample import carry, variants
     ok = True
     for cfg in variants():
         r = carry(cfg, svg=FAILURES / f"counterexample-{cfg}.svg")
@@ -200,8 +163,8 @@ def stage_counterexamples(out: dict) -> bool:
 
 
 def stage_assignment_machine(prof: settings, out: dict) -> bool:
-    from .machines import assignment_machine
-    from .stategraph import dump
+    from conformance.machines import assignment_machine
+    from conformance.stategraph import dump
     graph = dump("MCAssignment.cfg")
     ok = True
     for bugs in (frozenset(), frozenset({"blind_write"}), frozenset({"allow_short_assignment"})):
@@ -220,7 +183,7 @@ def stage_assignment_machine(prof: settings, out: dict) -> bool:
 
 
 def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
-    from .machines import ALL_PROTOCOL_ACTIONS, protocol_machine
+    from conformance.machines import ALL_PROTOCOL_ACTIONS, protocol_machine
     counts, refusals = Counter(), Counter()
     res = run_machine(protocol_machine(counts=counts, refusals=refusals), prof, shrink=True)
     ok = not res["failed"]
@@ -235,8 +198,9 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
         return ok
     # The switch table: each broken variant under its own model's constants (one or two
     # partitions, one insert, one migration), where random choice reaches the deep states.
-    from .counterexample import variants
-    from .machines import model_machine
+    from conformance.counterexample import variants
+    from conformance.machines import model_machine
+
     # Walks of 20 steps (every example tries every instance at every step: about 0.1 s each).
     # No example database: a failure saved by an earlier run (or by the variant before, which may
     # fail the same way) would be replayed at once and make the time to first failure meaningless.
@@ -283,8 +247,8 @@ PR_EXPLORE = {"ci": (5, None), "dev": (6, None), "thorough": (None, 0.05)}
 
 
 def stage_pr102244(profile: str, out: dict) -> bool:
-    from .pr_counterexample import FINDINGS, carry
-    from .pr_explore import explore
+    from conformance.pr_counterexample import FINDINGS, carry
+    from conformance.pr_explore import explore
     depth, sample = PR_EXPLORE[profile]
     r = explore("MCPR102244.cfg", depth=depth, sample=sample, progress=print,
                 failure_file=FAILURES / "explore-MCPR102244.cfg.json").as_dict()
@@ -328,8 +292,8 @@ def _tuples(x):
 def replay_explore_file(rec: dict, seen: list) -> int:
     """Run a recorded SelectiveReplication failure's steps on a fresh reference and show the
     variable where it left the spec."""
-    from .spec_model import load_model
-    from .spec_system import REFUSED, SpecSystem
+    from conformance.spec_model import load_model
+    from conformance.spec_system import REFUSED, SpecSystem
     from harness.tlc.values import to_json
     system = SpecSystem(load_model(rec["cfg"]), frozenset(rec["bugs"]))
     seen.append(("Init", (), system.abstract()))
@@ -350,9 +314,9 @@ def replay_explore_file(rec: dict, seen: list) -> int:
 
 def replay_walk_file(rec: dict, seen: list) -> int:
     """A model machine's failing walk, on a fresh reference, with the same checks."""
-    from .explore import spec_graph
-    from .spec_model import load_model
-    from .walk import WalkChecks, replay
+    from conformance.explore import spec_graph
+    from conformance.spec_model import load_model
+    from conformance.walk import WalkChecks, replay
     graph = spec_graph(*rec["graph"]) if rec["graph"] else None
     steps = [(a, _tuples(p)) for a, p in rec["steps"]]
     n, failed = replay(WalkChecks(load_model(rec["cfg"]), graph), frozenset(rec["bugs"]), steps, seen)
@@ -368,6 +332,7 @@ FAILURE_KEYS = {"model machine": ("cfg", "bugs", "graph", "steps"), "SelectiveRe
 
 
 def check_failure_file(path: str, rec) -> None:
+    from harness.check_models import spec_file
     from harness.cli_args import BadInput
     if not isinstance(rec, dict):
         raise BadInput(f"{path} is not a failure file (a JSON {type(rec).__name__}, not an object)")
@@ -379,7 +344,7 @@ def check_failure_file(path: str, rec) -> None:
         raise BadInput(f"{path}: a {kind} failure file without {', '.join(missing)}")
     if not isinstance(rec["steps"], list) or not all(isinstance(s, list) and len(s) == 2 for s in rec["steps"]):
         raise BadInput(f"{path}: 'steps' must be a list of [action, parameters] pairs")
-    cfg = ROOT / "spec" / str(rec["cfg"])
+    cfg = spec_file(str(rec["cfg"]))
     if not cfg.is_file():
         raise BadInput(f"{path}: cfg {rec['cfg']} is not a model in {cfg.parent}")
 
@@ -387,7 +352,7 @@ def check_failure_file(path: str, rec) -> None:
 def replay_file(path: str, svg: Path | None = None) -> int:
     rec = json.loads(Path(path).read_text())
     check_failure_file(path, rec)
-    from .replay import model_constants, run_steps
+    from conformance.replay import model_constants, run_steps
     seen: list = []
     out = sys.stdout
     if rec.get("kind") == "model machine":
@@ -452,33 +417,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
     ap.add_argument("--report", type=output_file, help="write the JSON report here")
-    ap.add_argument("--switch-table", action="store_true",
-                    help="only the switch table on invariants alone: the profile's protocol machine with each "
-                         "switch on, and the walks that complete a migration (conformance/switch_table.py)")
-    ap.add_argument("--model-machine", action="store_true",
-                    help="with --switch-table: also the model machine under each broken variant's constants (slow)")
-    ap.add_argument("--undirected", action="store_true",
-                    help="with --switch-table: the protocol machine without its directed rules (conformance/windows.py)")
     a = ap.parse_args(argv)
-    if (a.model_machine or a.undirected) and not a.switch_table:
-        ap.error("--model-machine and --undirected go with --switch-table")
-    return run_main(ap.prog, lambda: run_switch_table(a) if a.switch_table else run(a), environment=(TLCSetupError,))
+    return run_main(ap.prog, lambda: run(a), environment=(TLCSetupError,))
 
-
-def run_switch_table(a) -> int:
-    os.environ["CONFORMANCE_PROFILE"] = a.profile
-    from .machines import profile
-    from .switch_table import switch_table
-    ok, out = switch_table(profile(), a.profile, a.model_machine, directed=not a.undirected)
-    if a.report:
-        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.report).write_text(json.dumps(out, indent=1, default=str))
-    return 0 if ok else 1
 
 
 def run(a) -> int:
     os.environ["CONFORMANCE_PROFILE"] = a.profile
-    from .machines import profile
+    from conformance.machines import profile
     prof = profile()
     out: dict = {"profile": a.profile}
     t0 = time.perf_counter()

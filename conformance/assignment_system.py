@@ -1,5 +1,5 @@
-"""The reference's allocation (reference/assignment.py) as a system with the spec's actions and
-variables (spec/Assignment.tla): `step(action, params)` runs the reference step, `abstract()`
+"""The reference's allocation (protocol/assignment.py) as a system with the spec's actions and
+variables (spec/assignment/Assignment.tla): `step(action, params)` runs the reference step, `abstract()`
 reads the reference's state (Keeper and the replicas' in-memory allocations) as the spec's
 variables, `enabled(action)` lists the parameter tuples whose spec guard holds there.
 
@@ -14,11 +14,11 @@ import copy
 from itertools import combinations
 
 from harness.tlc.values import Fn, ModelValue
-from reference.assignment import (AlreadyAssigned, Allocation, GuardFailed, read_assignment, replica_adopt_assignment,
-                                  replica_choose_owners, replica_create_assignment)
-from reference.keeper import MemoryEnsemble
-from reference.layout import Layout
-from reference.registration import create_table_znodes, register_replica
+from protocol.assignment import (Allocation, AlreadyAssigned, GuardFailed, read_assignment, replica_adopt_assignment,
+                                 replica_choose_owners, replica_create_assignment)
+from protocol.keeper import MemoryEnsemble
+from protocol.layout import Layout
+from protocol.registration import create_table_znodes, register_replica
 
 ABSENT = -1
 LAYOUT = Layout("/clickhouse/tables/conformance/assignment")
@@ -211,6 +211,6 @@ class AssignmentSystem:
 
 
 def refused(e: Exception) -> bool:
-    from reference.keeper import SessionExpiredError
-    from reference.registration import RegistrationError
+    from protocol.keeper import SessionExpiredError
+    from protocol.registration import RegistrationError
     return isinstance(e, (GuardFailed, AlreadyAssigned, SessionExpiredError, RegistrationError))

@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.explore import first_difference, project
+from conformance.spec_model import invariants, load_model
+from conformance.spec_system import SpecSystem
+from conformance.stategraph import SPEC, spec_file
 from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
-
-from .explore import first_difference, project
-from .spec_model import invariants, load_model
-from .spec_system import SpecSystem
-from .stategraph import SPEC
 
 
 @dataclass
@@ -89,7 +88,7 @@ def carry(cfg: str, timeout: float = 900, svg: Path | None = None) -> Carried:
     model = load_model(cfg)
     t0 = time.perf_counter()
     m = next(x for x in json.loads((SPEC / "models.json").read_text())["models"] if x["config"] == cfg)
-    result = run_tlc(SPEC / m["spec"], SPEC / cfg, workers=1, check_deadlock=m.get("check_deadlock", False),
+    result = run_tlc(spec_file(m["spec"]), spec_file(cfg), workers=1, check_deadlock=m.get("check_deadlock", False),
                      timeout_s=timeout)
     tlc_seconds = round(time.perf_counter() - t0, 1)
     if result.outcome != INVARIANT_VIOLATED or not result.trace:

@@ -26,12 +26,11 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-
+from conformance.spec_model import invariants, load_model
+from conformance.spec_system import SpecSystem
+from conformance.stategraph import cfg_invariants, dump, expanded, graph_cfg, spec_file, state_key, wrapper_of
 from harness.tlc.values import Fn, to_json
 
-from .spec_model import invariants, load_model
-from .spec_system import SpecSystem
-from .stategraph import SPEC, cfg_invariants, dump, expanded, graph_cfg, state_key, wrapper_of
 
 # Spec steps the reference does not take, on purpose: the reference's choice is narrower than
 # the spec's "some", and the narrower choice is the safe one. Each is a refinement, not a gap,
@@ -117,7 +116,7 @@ _graphs: dict = {}
 def spec_graph(cfg: str, depth: int | None = None, without_switches: bool = False) -> SpecGraph:
     """One dump per distinct model and depth in a process (TLC takes seconds to a minute): the
     fixed twins of MCMigration's six variants are one graph."""
-    text = graph_cfg((SPEC / cfg).read_text(), without_switches)
+    text = graph_cfg(spec_file(cfg).read_text(), without_switches)
     key = (wrapper_of(cfg), "\n".join(x for x in text.splitlines() if not x.startswith("\\*")), depth)
     if key not in _graphs:
         _graphs[key] = SpecGraph(cfg, depth, without_switches)
@@ -180,10 +179,10 @@ def _path(parent: dict, node) -> list:
 
 def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, progress=print,
             failure_file: Path | None = None, stop_at_violation: bool = False) -> ExploreReport:
-    """Replay spec/{cfg}'s graph (states within `depth` steps) on the reference, with `bugs`
+    """Replay spec/<family>/{cfg}'s graph (states within `depth` steps) on the reference, with `bugs`
     instead of the cfg's switches when given."""
     model = load_model(cfg)
-    names = cfg_invariants((SPEC / cfg).read_text())
+    names = cfg_invariants(spec_file(cfg).read_text())
     t0 = time.perf_counter()
     g = dump(cfg, depth=depth)
     report = ExploreReport(cfg, depth, g.number_of_nodes(), g.number_of_edges())

@@ -2,12 +2,12 @@
 one rule per spec action, with the action's name, its parameters drawn from the model's
 constants, and its guard as a precondition; one invariant per spec invariant, same name.
 
-Assignment (spec/Assignment.tla): the precondition is "the reference accepts some instance here"
+Assignment (spec/assignment/Assignment.tla): the precondition is "the reference accepts some instance here"
 (each instance tried and taken back), and the rule takes one of those. With the model's state
 graph loaded, every step must be an edge of it (state, action, next state), and the instances
 the reference accepts must be exactly the spec's out-edges: guards agree in both directions.
 
-Whole protocol (spec/SelectiveReplication.tla): the precondition is the spec's guard read through
+Whole protocol (spec/rfc/SelectiveReplication.tla): the precondition is the spec's guard read through
 the reference's state (conformance/protocol_system.py `enabled`), and the rule takes one enabled
 instance. Should the reference still refuse it (GuardFailed), that is counted and reported, and
 the refused step must leave Keeper, every disk and every map as they were. The spec's invariants
@@ -29,16 +29,15 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from hypothesis import HealthCheck, note, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, note, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from .assignment_system import AssignmentSystem
-from .protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, REFUSED, RETRIES_NOT_DROPS, ProtocolSystem,
-                              enabled)
-from .stategraph import state_key
-from .transitions import of_module
-from .windows import DIRECTED, Walk
+from conformance.assignment_system import AssignmentSystem
+from conformance.protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, REFUSED, RETRIES_NOT_DROPS,
+                                         ProtocolSystem, enabled)
+from conformance.stategraph import state_key
+from conformance.transitions import of_module
+from conformance.windows import DIRECTED, Walk
 
 settings.register_profile("ci", max_examples=60, stateful_step_count=40, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck), print_blob=False)
@@ -159,7 +158,7 @@ PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "AckedCommittedInv", "NoAckedBloc
 # The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and
 # the repair (DropReplica, RepairStart: F20) are driven by the model machines and the replays
 # (conformance/spec_system.py) under the repair models' bounds, not here (its switch:
-# conformance/__main__.py OTHER_SWITCHES).
+# conformance/switches.py OTHER_SWITCHES).
 ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.name in ProtocolSystem.PARAMS]
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
                  "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
@@ -188,14 +187,14 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                      refusals: Counter | None = None, namespace=None, coverage=None, directed: bool = True):
     """`namespace`: makes a `connect` into a fresh, empty Keeper namespace for each example (real
     ZooKeeper); by default each example gets its own in-memory ensemble. `coverage`
-    (conformance/migration_coverage.py MigrationCoverage): counts the walks that complete a
+    (lab/migration_coverage.py MigrationCoverage): counts the walks that complete a
     migration with writes and queries around it.
 
     `directed` (the default): one rule, `Step`, picks each step among the enabled actions and the
     directed rules of conformance/windows.py (each a spec action restricted to the instances that
     open or use a migration's or a restart's window), the latter weighted DIRECTED_WEIGHT, with
     swarm testing over both. False: one rule per action, Hypothesis's uniform choice among the
-    enabled ones (the machine before the directed rules; `--switch-table --undirected`)."""
+    enabled ones (the machine before the directed rules; `python -m lab.switch_table --undirected`)."""
     counts = Counter() if counts is None else counts
     refusals = Counter() if refusals is None else refusals
 
@@ -338,7 +337,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
 # --- the whole protocol under one TLC model's constants ----------------------------------------
 def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None, graph=None,
                   walks: list | None = None):
-    """The reference under the constants of spec/{cfg} (conformance/spec_system.py), with the
+    """The reference under the constants of spec/<family>/{cfg} (conformance/spec_system.py), with the
     cfg's switches unless `bugs` is given. Precondition, as for Assignment: the reference takes
     some instance of the action here that changes its state (every instance is tried on a
     snapshot and taken back); the rule takes one. The cfg's invariants, evaluated on the
@@ -352,9 +351,9 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
 
     A model's constants are small (one or two partitions, one insert, one migration), so random
     choice reaches a model's deep states far more often than in the general protocol machine."""
-    from .spec_model import load_model
-    from .spec_system import SpecSystem
-    from .walk import WalkChecks
+    from conformance.spec_model import load_model
+    from conformance.spec_system import SpecSystem
+    from conformance.walk import WalkChecks
     checks = WalkChecks(load_model(cfg), graph)
     counts = Counter() if counts is None else counts
 
@@ -444,18 +443,18 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
 # --- PR #102244's design under one of its TLC models' constants ---------------------------------
 def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None,
                walks: list | None = None):
-    """The reference's PR #102244 design (reference/pr102244/) under the constants of spec/{cfg}, a
+    """The reference's PR #102244 design (reference/pr102244/) under the constants of spec/<family>/{cfg}, a
     model of PR102244.tla (conformance/pr_system.py) or a first-INSERT model of PR102244Whole.tla
     (pr_whole_system.py), with the cfg's switches unless `bugs` is given. One rule per action of
     the system (the spec's names); precondition, as model_machine's: some instance of it changes
     the reference's state here (each tried on a snapshot and taken back); the rule takes one. After
     every step, every invariant of the spec module, evaluated on the reference's state by
-    reference/pr102244/invariants.py (PRSystem.invariants). `walks`: each failing walk is appended,
+    checkers/pr102244_live.py (PRSystem.invariants). `walks`: each failing walk is appended,
     as (action, args) steps. The model's bounds (MaxFails, MaxQueries, ...) are the system's guards;
     a state with no step left stutters."""
-    from .pr_counterexample import design_of
-    from .pr_system import ACTIONS as PR_ACTIONS, PRSystem
-    from .pr_whole_system import ACTIONS as WHOLE_ACTIONS
+    from conformance.pr_counterexample import design_of
+    from conformance.pr_system import ACTIONS as PR_ACTIONS, PRSystem
+    from conformance.pr_whole_system import ACTIONS as WHOLE_ACTIONS
     _, read_constants, system_cls, _ = design_of(cfg)
     constants = read_constants(cfg)
     actions = [a for a in (PR_ACTIONS if system_cls is PRSystem else WHOLE_ACTIONS)

@@ -6,7 +6,7 @@ models of PR102244Whole.tla through conformance/pr_whole_system.py.
 For each state of TLC's trace, the reference's step with the trace's action (any parameters)
 whose abstract state (conformance/pr_system.py) equals the spec's next state. With the model's
 switches the reference must follow the whole trace and the invariant TLC reports must fail on its
-final state, evaluated by reference/pr102244/invariants.py. With the finding's switch off (the
+final state, evaluated by checkers/pr102244_live.py. With the finding's switch off (the
 other switches of the model kept, as its fixed model keeps them) the reference must not get
 there: it cannot take one of the steps, or it takes them all and the invariant holds.
 """
@@ -16,12 +16,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from conformance.explore import first_difference
+from conformance.pr_system import PRSystem, model_constants
+from conformance.pr_whole_system import LABELS, PRWholeSystem, whole_constants
+from conformance.stategraph import spec_file
 from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
-
-from .explore import first_difference
-from .pr_system import PRSystem, model_constants
-from .pr_whole_system import LABELS, PRWholeSystem, whole_constants
-from .stategraph import SPEC
 
 # failing model -> (finding, the switch the finding's fixed model turns off)
 FINDINGS = {
@@ -103,7 +102,7 @@ def carry(cfg: str, timeout: float = 300) -> CarriedPR:
     module, read_constants, system_cls, labels = design_of(cfg)
     constants = read_constants(cfg)
     t0 = time.perf_counter()
-    result = run_tlc(SPEC / module, SPEC / cfg, workers=1, check_deadlock=False, timeout_s=timeout)
+    result = run_tlc(spec_file(module), spec_file(cfg), workers=1, check_deadlock=False, timeout_s=timeout)
     r = CarriedPR(cfg, finding, switch, result.violated, tlc_seconds=round(time.perf_counter() - t0, 1))
     if result.outcome != INVARIANT_VIOLATED or not result.trace:
         r.stuck = f"TLC did not report an invariant violation ({result.outcome})"

@@ -1,4 +1,4 @@
-"""State-graph replay of a PR #102244 model (spec/PR102244.tla) on the reference's PR design
+"""State-graph replay of a PR #102244 model (spec/pr102244/PR102244.tla) on the reference's PR design
 (reference/pr102244/), in both directions, as conformance/explore.py does it for
 SelectiveReplication.tla:
 
@@ -10,7 +10,7 @@ SelectiveReplication.tla:
   action, to a state equal to the reference's abstract state (a step that changes nothing is a
   stutter);
 - each edge from that state must be taken by some step of the reference;
-- the cfg's invariants are evaluated on the reference's state, by reference/pr102244/invariants.py,
+- the cfg's invariants are evaluated on the reference's state, by checkers/pr102244_live.py,
   once per state reached.
 
 With `depth`, only states fewer than `depth` steps from the initial state are expanded (the dump
@@ -29,11 +29,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.explore import _path, first_difference
+from conformance.pr_system import PRSystem, model_constants
+from conformance.stategraph import cfg_invariants, dump, expanded, spec_file
 from harness.tlc.values import to_json
-
-from .explore import _path, first_difference
-from .pr_system import PRSystem, model_constants
-from .stategraph import SPEC, cfg_invariants, dump, expanded
 
 
 @dataclass
@@ -62,7 +61,7 @@ class PRExploreReport:
 def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, sample: float | None = None,
             seed: int = 0, progress=print, failure_file: Path | None = None) -> PRExploreReport:
     constants = model_constants(cfg)
-    names = [n for n in cfg_invariants((SPEC / cfg).read_text()) if n != "TypeOKInv"]
+    names = [n for n in cfg_invariants(spec_file(cfg).read_text()) if n != "TypeOKInv"]
     t0 = time.perf_counter()
     g = dump(cfg, depth=depth)
     report = PRExploreReport(cfg, depth, sample, g.number_of_nodes(), g.number_of_edges())

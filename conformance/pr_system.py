@@ -1,5 +1,5 @@
 """The reference's PR #102244 design (reference/pr102244/) under the constants of one model of
-spec/PR102244.tla, for the counterexample carry and the state-graph replay of the PR's models.
+spec/pr102244/PR102244.tla, for the counterexample carry and the state-graph replay of the PR's models.
 
 - `instances()` lists every step the harness may try now: each action of PR102244.tla's `Next`
   with each parameter from the model's constants; the reference refuses those whose guard is false.
@@ -31,26 +31,25 @@ from __future__ import annotations
 import copy
 import re
 
+from checkers.pr102244_live import no_acked_block_lost, owners_complete, replication_factor
+from conformance.spec_model import seq_or_fn
+from conformance.spec_system import Attempts, MemoryPartStore, Pick
+from conformance.stategraph import spec_file
 from harness.tlc.values import Fn, ModelValue
-from reference.assignment import GuardFailed
-from reference.insert import sub_block_hash
-from reference.keeper import MemoryEnsemble, SessionExpiredError
-from reference.layout import Layout
-from reference.log_entry import GET_PART, LogEntry
-from reference.parts import BadPart, PartName
-from reference.pr102244 import layout as pr_layout
-from reference.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count, set_count
-from reference.pr102244.invariants import no_acked_block_lost, owners_complete, replication_factor
-from reference.pr102244.migration import (done, fail, read_migration, rescan, signal_complete, start_clone, switch,
-                                          write_clone_entries)
-from reference.pr102244.replica import PRReplica
-from reference.query import client_start_query, replica_read_partition
-from reference.registration import create_table_znodes, declare_replicas, register_replica
-from reference.replica import InsertRejected
-
-from .spec_model import seq_or_fn
-from .spec_system import Attempts, MemoryPartStore, Pick
-from .stategraph import SPEC
+from protocol.assignment import GuardFailed
+from protocol.insert import sub_block_hash
+from protocol.keeper import MemoryEnsemble, SessionExpiredError
+from protocol.layout import Layout
+from protocol.log_entry import GET_PART, LogEntry
+from protocol.parts import BadPart, PartName
+from protocol.pr102244 import layout as pr_layout
+from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count, set_count
+from protocol.pr102244.migration import (done, fail, read_migration, rescan, signal_complete, start_clone, switch,
+                                         write_clone_entries)
+from protocol.pr102244.replica import PRReplica
+from protocol.query import client_start_query, replica_read_partition
+from protocol.registration import create_table_znodes, declare_replicas, register_replica
+from protocol.replica import InsertRejected
 
 LAYOUT = Layout("/clickhouse/tables/replay/pr102244")
 P = "202401-5"            # the model's one partition (2024-01-15, user 5)
@@ -66,7 +65,7 @@ ACTIONS = ("WriteInsert", "RefreshView", "Pull", "DropUnassigned", "TakeOver", "
 def _definitions() -> dict:
     """MCPR102244.tla's constant definitions (`OnR1R2 == {r1, r2}`), as Python sets."""
     out = {}
-    for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", (SPEC / "MCPR102244.tla").read_text(), re.M):
+    for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", spec_file("MCPR102244.tla").read_text(), re.M):
         items = [x.strip() for x in body.split(",") if x.strip()]
         out[name] = frozenset(int(x) if x.isdigit() else x for x in items)
     return out
@@ -74,7 +73,7 @@ def _definitions() -> dict:
 
 def model_constants(cfg: str) -> dict:
     """Replicas, RF, InitOwners, Blocks, MigIds, the bounds, Bugs and Readings of a PR102244 cfg."""
-    text, defs = (SPEC / cfg).read_text(), _definitions()
+    text, defs = spec_file(cfg).read_text(), _definitions()
 
     def sub(name):
         return defs[re.search(rf"^\s*{name} <- (\w+)", text, re.M)[1]]
@@ -91,7 +90,7 @@ def model_constants(cfg: str) -> dict:
 
 
 class _ClusterView:
-    """What reference/pr102244/invariants.py reads of a cluster: Keeper, the layout, the table's
+    """What checkers/pr102244_live.py reads of a cluster: Keeper, the layout, the table's
     replication_factor and the replicas' stores."""
 
     def __init__(self, system: "PRSystem"):
@@ -227,7 +226,7 @@ class PRSystem(Attempts):
             "inv_missed": self.missed,
         }
 
-    # --- PR102244.tla's invariants, by reference/pr102244/invariants.py ----------------------
+    # --- PR102244.tla's invariants, by checkers/pr102244_live.py ----------------------
     def invariants(self) -> dict[str, list[str]]:
         """Each invariant's violations on the reference's state, in plain words ([] when it holds)."""
         view, acked = _ClusterView(self), {b: P for b in self.committed}

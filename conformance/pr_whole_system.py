@@ -1,5 +1,5 @@
 """The reference's PR #102244 design (reference/pr102244/) under the constants of a one-partition
-model of spec/PR102244Whole.tla whose partition has no assignment node at the start (InitOwners
+model of spec/pr102244/PR102244Whole.tla whose partition has no assignment node at the start (InitOwners
 `P1New`, no migration ids): the models of the first INSERT (`MCPR102244Whole_FirstInsert*`), for
 the counterexample carry of PR-F5 and of O7's other reading (conformance/pr_counterexample.py).
 
@@ -11,7 +11,7 @@ What PR102244Whole.tla adds to PR102244.tla, and how the harness reads it from t
   with the choice of o); the send in flight (`fwd`) is the harness's, as the client's `committed`
   is in PRSystem: a connection holds it, not Keeper.
 - `CommitForwarded(f, replied)` / `RejectForwarded(f)`: o's `replica_write_insert` with the block
-  id the sink's send carries (reference/pr102244/insert.py `block_id_of_send`: the sub-block's
+  id the sink's send carries (protocol/pr102244/insert.py `block_id_of_send`: the sub-block's
   hash; a new one for a retry under `retry_new_block_id`); "deduplicated" is the spec's dedup
   branch; a refused commit is the rejection. `unknown`, `inv_dup` and `aux.forwards` are the
   harness's, by the spec's rules. TLC names these two steps `Next` in a trace (they sit under
@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import re
 
+from checkers.pr102244_live import no_duplicate_rows
+from conformance.pr_system import LAYOUT, P, PRSystem, _ClusterView
+from conformance.spec_system import Pick
+from conformance.stategraph import spec_file
 from harness.tlc.values import Fn, ModelValue
-from reference.assignment import GuardFailed
-from reference.insert import replica_forward_insert
-from reference.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count
-from reference.pr102244.insert import block_id_of_send
-from reference.pr102244.invariants import no_duplicate_rows
-
-from .pr_system import LAYOUT, P, PRSystem, _ClusterView
-from .spec_system import Pick
-from .stategraph import SPEC
+from protocol.assignment import GuardFailed
+from protocol.insert import replica_forward_insert
+from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count
+from protocol.pr102244.insert import block_id_of_send
 
 PARTITION = "p1"   # the model's partition id (a string in PR102244Whole's models)
 ACTIONS = ("WriteInsert", "EnsurePartitionAssignment", "ForwardBlock", "CommitForwarded", "RejectForwarded",
@@ -49,9 +48,9 @@ LABELS = {"Next": ("CommitForwarded", "RejectForwarded")}
 
 def whole_constants(cfg: str) -> dict:
     """The constants of a one-partition PR102244Whole cfg with no assignment at the start."""
-    text = (SPEC / cfg).read_text()
+    text = spec_file(cfg).read_text()
     defs = {name: frozenset(int(x) if x.strip().isdigit() else x.strip() for x in body.split(",") if x.strip())
-            for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", (SPEC / "MCPR102244Whole.tla").read_text(), re.M)}
+            for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", spec_file("MCPR102244Whole.tla").read_text(), re.M)}
 
     def sub(name):
         return re.search(rf"^\s*{name} <- (\w+)", text, re.M)[1]

@@ -1,4 +1,4 @@
-"""The reference's whole protocol as a system with the actions of spec/SelectiveReplication.tla:
+"""The reference's whole protocol as a system with the actions of spec/rfc/SelectiveReplication.tla:
 `step(action, params)` runs the reference step (GuardFailed and its kin mean the step was
 refused), `invariants()` evaluates the spec's invariants on the reference's state.
 
@@ -15,27 +15,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from reference.assignment import GuardFailed, read_assignment, replica_allocate
-from reference.insert import replica_forward_insert, sub_block_hash
-from reference.keeper import MemoryEnsemble
-from reference.layout import Layout
-from reference.cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
-from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 drop_foreign_partitions, migrations_in_flight, read_migration,
-                                 replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
-                                 replica_take_over_migration)
-from reference.parts import BadPart, PartName, PartStore
-from reference.query import client_query_fails, client_start_query, replica_read_partition, served_by
-from reference.rebalance import RebalanceError, system_rebalance
-from reference.recovery import replica_clone_if_lost
-from reference.log_entry import (ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING,
-                                 LogEntry)
-from reference.mutations import owed
-from reference.oracle import outcome_contradiction
-from reference.registration import create_table_znodes, declare_replicas, register_replica
-from reference.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
-                               client_mutate)
-from reference.keeper import SessionExpiredError
+from checkers.oracle import outcome_contradiction
+from protocol.assignment import GuardFailed, read_assignment, replica_allocate
+from protocol.cleanup_thread import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
+from protocol.insert import replica_forward_insert, sub_block_hash
+from protocol.keeper import MemoryEnsemble, SessionExpiredError
+from protocol.layout import Layout
+from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, LogEntry
+from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                                replica_clone_fetch, replica_take_over_migration)
+from protocol.mutations import owed
+from protocol.parts import BadPart, PartName, PartStore
+from protocol.query import client_query_fails, client_start_query, replica_read_partition, served_by
+from protocol.rebalance import RebalanceError, system_rebalance
+from protocol.registration import create_table_znodes, declare_replicas, register_replica
+from protocol.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
+                              client_mutate)
+from protocol.restart import replica_restart
 
 LAYOUT = Layout("/clickhouse/tables/conformance/events")
 PIDS = {"p1": "202401-0", "p2": "202401-1"}
@@ -89,13 +86,10 @@ class ProtocolSystem:
         register_replica(k, LAYOUT, r)
         self.peers[r] = self.stores[r]
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
-        if "serve_before_map_loaded" not in self.bugs:
-            rep.load_map()
-        if replica_clone_if_lost(rep) == "not lost" and "serve_before_map_loaded" not in self.bugs:
-            # The spec's ReplicaRestart drops what a CLEANUP done on its behalf left; a query
-            # still routed here for such a partition finds the data gone.
-            for pid in drop_foreign_partitions(rep):
-                self.read_cleaned |= self.routed(pid, r)
+        # The spec's ReplicaRestart drops what a CLEANUP done on its behalf left; a query still
+        # routed here for such a partition finds the data gone.
+        for pid in replica_restart(rep)[1]:
+            self.read_cleaned |= self.routed(pid, r)
         self.reps[r] = rep
 
     def close(self) -> None:
@@ -320,7 +314,7 @@ class ProtocolSystem:
                 x["st"] = "unknown"
         # The queries it served die with it (spec ReplicaCrash, ServedBy): the subquery died with
         # the process, and so did the in-memory pin that holds off the leaver's CLEANUP
-        # (reference/query.py). Before the spec said so, the directed walks found a CLEANUP after
+        # (protocol/query.py). Before the spec said so, the directed walks found a CLEANUP after
         # the restart removing data such a query still read (CleanupSafeInv; conformance/README.md).
         for x in self.qry.values():
             if x["st"] == "running" and served_by(x["query"], r):
@@ -564,9 +558,9 @@ class ProtocolSystem:
 
 def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     """The instances of an action whose spec guard holds on the reference's state (the guards of
-    spec/SelectiveReplication.tla, read through the reference; bounds as in s.bounds)."""
-    from reference.migration import caught_up
-    from reference.rebalance import plan_rebalance
+    spec/rfc/SelectiveReplication.tla, read through the reference; bounds as in s.bounds)."""
+    from protocol.migration import caught_up
+    from protocol.rebalance import plan_rebalance
     up = sorted(s.reps)
     P = s.DOMAINS["Partitions"]
     out: list[tuple] = []

@@ -12,17 +12,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.assignment_system import AssignmentSystem
+from conformance.stategraph import cfg_invariants, dump, edge_cover, spec_file
 from harness.tlc.values import to_json
-
-from .assignment_system import AssignmentSystem
-from .stategraph import SPEC, cfg_invariants, dump, edge_cover
 
 SYSTEMS = {"Assignment": AssignmentSystem}
 
 
 def model_constants(cfg: str) -> dict:
     """RF, Bugs and the model values of replicas (r*) and partitions (p*) from a cfg."""
-    text = (SPEC / cfg).read_text()
+    text = spec_file(cfg).read_text()
     names = re.findall(r"\b([rp]\d+) = \1\b", text)
     bugs = re.search(r"Bugs = \{([^}]*)\}", text)
     return {"replicas": tuple(n for n in names if n.startswith("r")),
@@ -116,11 +115,11 @@ def run_steps(module: str, constants: dict, steps: list[tuple[str, tuple]], expe
 
 def replay(module: str, cfg: str, bugs: frozenset[str] | None = None, progress=print,
            failure_file: Path | None = None, stop_at_violation: bool = False) -> ReplayReport:
-    """Replay every edge of spec/{cfg}'s graph on the reference (with `bugs` instead of the
+    """Replay every edge of spec/<family>/{cfg}'s graph on the reference (with `bugs` instead of the
     cfg's switches when given). Stops at the first mismatch, or at the first violated spec
     invariant with stop_at_violation (a broken variant's time to first failure)."""
     constants = model_constants(cfg)
-    invariants = cfg_invariants((SPEC / cfg).read_text())
+    invariants = cfg_invariants(spec_file(cfg).read_text())
     t0 = time.perf_counter()
     g = dump(cfg)
     paths = edge_cover(g)

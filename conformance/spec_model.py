@@ -1,4 +1,4 @@
-"""spec/SelectiveReplication.tla's constants and invariants in Python, over states shaped as TLC
+"""spec/rfc/SelectiveReplication.tla's constants and invariants in Python, over states shaped as TLC
 prints them (harness.tlc.values: Fn, frozenset, tuple, ModelValue).
 
 The replay (conformance/explore.py) evaluates these invariants on the reference's abstract
@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass, replace
 from itertools import chain
 
+from checkers.oracle import outcome_contradiction
+from conformance.stategraph import spec_file, wrapper_of
 from harness.tlc.values import Fn, ModelValue, parse_value
-from reference.oracle import outcome_contradiction
-
-from .stategraph import SPEC, wrapper_of
 
 NONE = "none"     # the spec's None
 ABSENT = -1       # the spec's Absent (no assignment version)
@@ -47,7 +46,7 @@ class Model:
     cleanup: dict = None            # MinLogsToKeep, MaxLogsToKeep, DedupWindow: the cleanup thread's settings
 
     def cleanup_settings(self):
-        from reference.cleanup import CleanupSettings
+        from protocol.cleanup_thread import CleanupSettings
         c = self.cleanup or {}
         # A model may keep no entry behind (MaxLogsToKeep = 0); ClickHouse needs at least 1, and the
         # models that trim use 1.
@@ -66,7 +65,7 @@ class Model:
 def _definitions() -> dict[str, str]:
     """`Name == value` lines of MCSelectiveReplication.tla whose right side is a plain value."""
     out = {}
-    for line in (SPEC / "MCSelectiveReplication.tla").read_text().splitlines():
+    for line in spec_file("MCSelectiveReplication.tla").read_text().splitlines():
         m = re.match(r"^(\w+) == (.+)$", line.strip())
         if m:
             out[m[1]] = m[2]
@@ -84,7 +83,7 @@ def load_model(cfg: str) -> Model:
         raise ModelError(f"{cfg} is not a model of SelectiveReplication")
     defs = _definitions()
     values = {}
-    for line in (SPEC / cfg).read_text().splitlines():
+    for line in spec_file(cfg).read_text().splitlines():
         m = re.match(r"^\s+(\w+) (<-|=) (.+)$", line)
         if not m or re.fullmatch(r"[rp]\d+ = .*", f"{m[1]} {m[2]} {m[3]}"):
             continue

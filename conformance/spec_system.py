@@ -1,4 +1,4 @@
-"""The reference under the constants of one model of spec/SelectiveReplication.tla, for the
+"""The reference under the constants of one model of spec/rfc/SelectiveReplication.tla, for the
 state-graph replay (conformance/explore.py).
 
 - `instances()` lists every step the harness may try now: each action of the spec with each
@@ -22,26 +22,25 @@ import itertools
 import json
 from collections import Counter
 
+from conformance.spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
 from harness.tlc.values import Fn
-from reference.assignment import GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_allocate
-from reference.insert import replica_forward_insert, sub_block_hash
-from reference.keeper import MemoryEnsemble, SessionExpiredError
-from reference.layout import Layout
-from reference.cleanup import cleanup_clear_old_blocks, cleanup_clear_old_logs
-from reference.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                 drop_foreign_partitions, migrations_in_flight, read_migration, replica_cleanup,
-                                 replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
-from reference.parts import BadPart, PartName, PartStore
-from reference.query import client_query_fails, client_start_query, replica_read_partition, served_by
-from reference.rebalance import RebalanceError, system_rebalance
-from reference.recovery import replica_clone_if_lost
-from reference.repair import drop_replica, repair_start
-from reference.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
-from reference.mutations import owed
-from reference.registration import create_table_znodes, declare_replicas, register_replica
-from reference.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
-
-from .spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
+from protocol.assignment import GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_allocate
+from protocol.cleanup_thread import cleanup_clear_old_blocks, cleanup_clear_old_logs
+from protocol.insert import replica_forward_insert, sub_block_hash
+from protocol.keeper import MemoryEnsemble, SessionExpiredError
+from protocol.layout import Layout
+from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
+from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                                replica_clone_fetch, replica_take_over_migration)
+from protocol.mutations import owed
+from protocol.parts import BadPart, PartName, PartStore
+from protocol.query import client_query_fails, client_start_query, replica_read_partition, served_by
+from protocol.rebalance import RebalanceError, system_rebalance
+from protocol.registration import create_table_znodes, declare_replicas, register_replica
+from protocol.repair import drop_replica, repair_start
+from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
+from protocol.restart import replica_restart
 
 LAYOUT = Layout("/clickhouse/tables/replay/events")
 REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
@@ -145,7 +144,7 @@ class SpecSystem(Attempts):
         self.log_seen: dict[int, bytes] = {}   # every log entry ever read, by number: the spec's log is history
         declare_replicas(self.admin, LAYOUT, self.names)   # created with the table: the spec's lost = {}
         for r in self.names:
-            self._start(r, load=True)
+            self._start(r, init=True)
         # The client's side, as the spec's variables.
         self.ins = {i: {"st": "idle", "at": NONE, "tries": 0} for i in model.inserts}
         self.qry = {q: self._idle_query() for q in model.queries}
@@ -181,21 +180,18 @@ class SpecSystem(Attempts):
             for node, _ in rep.queue():
                 rep.replica_execute_entry(node)
 
-    def _start(self, r: str, load: bool, sources=None) -> None:
+    def _start(self, r: str, sources=None, init: bool = False) -> None:
+        """The process up, registered, then ReplicaRestart: it drops what a CLEANUP done on its
+        behalf left (no query waits for it any more: _ReplicaRestart failed the ones routed to it).
+        At Init every replica starts with the map (the spec's cache = asg), whatever the switches."""
         k = self.ensemble.connect()
         register_replica(k, LAYOUT, r)
         self.peers[r] = self.stores[r]
         rep = Replica(r, k, LAYOUT, self.stores[r], self.peers, self.bugs)
-        if load:
+        if init:
             rep.load_map()
-        if replica_clone_if_lost(rep, sources) == "not lost" and load:
-            self._drop_foreign(rep)
+        replica_restart(rep, sources)
         self.reps[r] = rep
-
-    def _drop_foreign(self, rep: Replica) -> None:
-        """The spec's ReplicaRestart drops what a CLEANUP done on the replica's behalf left (no
-        query waits for it any more: _ReplicaRestart failed the ones routed to it)."""
-        drop_foreign_partitions(rep)
 
     def close(self) -> None:
         pass  # nothing outside this process: the ensemble and the stores are in memory
@@ -458,7 +454,7 @@ class SpecSystem(Attempts):
         if r in self.reps:
             raise GuardFailed("ReplicaRestart", f"{r} is up")
         self._fail_served(r)   # a query that waited for r failed: its subquery was refused
-        self._start(r, load="serve_before_map_loaded" not in self.bugs, sources=choice)
+        self._start(r, sources=choice)
         return "restarted"
 
     def _CleanupClearOldLogs(self):

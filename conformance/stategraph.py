@@ -17,6 +17,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from harness.check_models import spec_file
 from harness.tlc.values import parse_state
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
@@ -40,15 +41,15 @@ def wrapper_of(cfg: str) -> str:
 
 
 def dump(cfg: str, timeout: float = 600, depth: int | None = None, without_switches: bool = False) -> nx.MultiDiGraph:
-    """Run TLC on the model of spec/{cfg} (SYMMETRY dropped) and load its graph; with `depth`,
+    """Run TLC on the model of spec/<family>/{cfg} (SYMMETRY dropped) and load its graph; with `depth`,
     only the states at most that many steps from an initial state (and the edges between them);
     `without_switches`: the same constants with `Bugs = {}` (the fixed twin of a broken variant)."""
     spec = wrapper_of(cfg)
     with tempfile.TemporaryDirectory(prefix="stategraph-") as d:
         work = Path(d)
-        for f in SPEC.glob("*.tla"):
+        for f in spec_file(spec).parent.glob("*.tla"):   # the model's family (spec/<family>/)
             shutil.copy(f, work)
-        text = graph_cfg((SPEC / cfg).read_text(), without_switches)
+        text = graph_cfg(spec_file(cfg).read_text(), without_switches)
         if depth is not None:
             # TLCGet("level") is 0 in an initial state; a state the constraint rejects is left out.
             module = spec.removesuffix(".tla")

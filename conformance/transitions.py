@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Transition:
-    module: str                 # the TLA+ module (spec/{module}.tla)
+    module: str                 # the TLA+ module (spec/<family>/{module}.tla)
     name: str                   # the action's name in the module
     params: tuple[str, ...]     # the constant each parameter ranges over in Next, in order
     reference: str              # "module:attribute" of the reference step
@@ -37,58 +37,56 @@ class Transition:
 R, P, I, Q = "Replicas", "Partitions", "Inserts", "Queries"
 
 TRANSITIONS = [
-    # spec/Assignment.tla: the allocation race in detail.
-    Transition("Assignment", "ReplicaChooseOwners", (R, P), "reference.assignment:replica_choose_owners"),
-    Transition("Assignment", "ReplicaCreateAssignment", (R,), "reference.assignment:replica_create_assignment"),
-    Transition("Assignment", "ReplicaAdoptAssignment", (R,), "reference.assignment:replica_adopt_assignment"),
-    Transition("Assignment", "ReplicaSessionExpire", (R,), "reference.keeper.memory:MemoryEnsemble.expire",
+    # spec/assignment/Assignment.tla: the allocation race in detail.
+    Transition("Assignment", "ReplicaChooseOwners", (R, P), "protocol.assignment:replica_choose_owners"),
+    Transition("Assignment", "ReplicaCreateAssignment", (R,), "protocol.assignment:replica_create_assignment"),
+    Transition("Assignment", "ReplicaAdoptAssignment", (R,), "protocol.assignment:replica_adopt_assignment"),
+    Transition("Assignment", "ReplicaSessionExpire", (R,), "protocol.keeper.memory:MemoryEnsemble.expire",
                "Keeper's session expiry; the replica's in-memory allocation goes with it"),
-    Transition("Assignment", "ReplicaRestart", (R,), "reference.registration:register_replica",
+    Transition("Assignment", "ReplicaRestart", (R,), "protocol.registration:register_replica",
                "a new session registers is_active again"),
-    # spec/SelectiveReplication.tla: the whole protocol.
-    Transition("SelectiveReplication", "ReplicaPullLog", (R,), "reference.replica:Replica.replica_pull_log"),
-    Transition("SelectiveReplication", "ReplicaExecuteEntry", (R,), "reference.replica:Replica.replica_execute_entry"),
+    # spec/rfc/SelectiveReplication.tla: the whole protocol.
+    Transition("SelectiveReplication", "ReplicaPullLog", (R,), "protocol.replica:Replica.replica_pull_log"),
+    Transition("SelectiveReplication", "ReplicaExecuteEntry", (R,), "protocol.replica:Replica.replica_execute_entry"),
     Transition("SelectiveReplication", "ReplicaCrash", (R,), "reference.cluster:Cluster.crash_replica",
                "the session closes; disk and Keeper survive"),
-    Transition("SelectiveReplication", "ReplicaRestart", (R,), "reference.cluster:Cluster.add_replica",
-               "registers, loads the map before serving (F9), clones if it was marked lost (F14, F15), drops "
-               "partitions cleaned up on its behalf"),
-    Transition("SelectiveReplication", "ReplicaRefreshCache", (R, P), "reference.replica:Replica.replica_refresh_cache"),
-    Transition("SelectiveReplication", "ReplicaSelectMerge", (R, P), "reference.replica:Replica.replica_select_merge"),
+    Transition("SelectiveReplication", "ReplicaRestart", (R,), "protocol.restart:replica_restart"),
+    Transition("SelectiveReplication", "ReplicaRefreshCache", (R, P), "protocol.replica:Replica.replica_refresh_cache"),
+    Transition("SelectiveReplication", "ReplicaSelectMerge", (R, P), "protocol.replica:Replica.replica_select_merge"),
     Transition("SelectiveReplication", "ReplicaSelectMutation", (R, P),
-               "reference.replica:Replica.replica_select_mutation"),
+               "protocol.replica:Replica.replica_select_mutation"),
     Transition("SelectiveReplication", "ClientSendInsert", (I, R), "reference.cluster:Cluster.insert",
                "the client's send, retries and outcome; client_send_insert without the history"),
-    Transition("SelectiveReplication", "ReplicaAllocate", (R, I), "reference.assignment:replica_allocate"),
-    Transition("SelectiveReplication", "ReplicaForwardInsert", (R, I), "reference.insert:replica_forward_insert"),
-    Transition("SelectiveReplication", "ReplicaWriteInsert", (R, I), "reference.replica:Replica.replica_write_insert"),
-    Transition("SelectiveReplication", "ClientStartQuery", (Q, R), "reference.query:client_start_query"),
+    Transition("SelectiveReplication", "ReplicaAllocate", (R, I), "protocol.assignment:replica_allocate"),
+    Transition("SelectiveReplication", "ReplicaForwardInsert", (R, I), "protocol.insert:replica_forward_insert"),
+    Transition("SelectiveReplication", "ReplicaWriteInsert", (R, I), "protocol.replica:Replica.replica_write_insert"),
+    Transition("SelectiveReplication", "ClientStartQuery", (Q, R), "protocol.query:client_start_query"),
     Transition("SelectiveReplication", "ClientReceiveAck", (I,), "reference.cluster:Cluster.insert",
                "the status 'ok' of the sub-block"),
     Transition("SelectiveReplication", "ClientTimeout", (I,), "reference.cluster:Cluster.insert",
                "the status 'unknown' (InsertOutcomeUnknown) of the sub-block"),
-    Transition("SelectiveReplication", "ClientQueryFails", (Q,), "reference.query:client_query_fails"),
-    Transition("SelectiveReplication", "ReplicaReadPartition", (Q, P), "reference.query:replica_read_partition"),
-    Transition("SelectiveReplication", "ClientAlterMetadata", (), "reference.replica:client_alter_metadata"),
-    Transition("SelectiveReplication", "ClientMutate", (), "reference.replica:client_mutate"),
-    Transition("SelectiveReplication", "ClientDropPartition", (P,), "reference.replica:client_drop_partition"),
-    Transition("SelectiveReplication", "ReplicaCloneFetch", (P,), "reference.migration:replica_clone_fetch"),
-    Transition("SelectiveReplication", "CoordinatorSwitch", (P,), "reference.migration:coordinator_switch"),
-    Transition("SelectiveReplication", "ReplicaCleanup", (P,), "reference.migration:replica_cleanup"),
-    Transition("SelectiveReplication", "CoordinatorCancel", (P,), "reference.migration:coordinator_cancel"),
+    Transition("SelectiveReplication", "ClientQueryFails", (Q,), "protocol.query:client_query_fails"),
+    Transition("SelectiveReplication", "ReplicaReadPartition", (Q, P), "protocol.query:replica_read_partition"),
+    Transition("SelectiveReplication", "ClientAlterMetadata", (), "protocol.replica:client_alter_metadata"),
+    Transition("SelectiveReplication", "ClientMutate", (), "protocol.replica:client_mutate"),
+    Transition("SelectiveReplication", "ClientDropPartition", (P,), "protocol.replica:client_drop_partition"),
+    Transition("SelectiveReplication", "ReplicaCloneFetch", (P,), "protocol.migration:replica_clone_fetch"),
+    Transition("SelectiveReplication", "CoordinatorSwitch", (P,), "protocol.migration:coordinator_switch"),
+    Transition("SelectiveReplication", "ReplicaCleanup", (P,), "protocol.migration:replica_cleanup"),
+    Transition("SelectiveReplication", "CoordinatorCancel", (P,), "protocol.migration:coordinator_cancel"),
     Transition("SelectiveReplication", "ReplicaTakeOverMigration", (P, R),
-               "reference.migration:replica_take_over_migration"),
+               "protocol.migration:replica_take_over_migration"),
     Transition("SelectiveReplication", "ReplicaCleanupForDownLeaver", (P, R),
-               "reference.migration:replica_cleanup_for_down_leaver",
+               "protocol.migration:replica_cleanup_for_down_leaver",
                "after Cluster.down_timeout; the leaver drops the partition on restart (drop_foreign_partitions)"),
-    Transition("SelectiveReplication", "AdminReassign", (P, R, R), "reference.migration:admin_reassign"),
-    Transition("SelectiveReplication", "AdminRebalance", (P, R, R), "reference.rebalance:system_rebalance",
+    Transition("SelectiveReplication", "AdminReassign", (P, R, R), "protocol.migration:admin_reassign"),
+    Transition("SelectiveReplication", "AdminRebalance", (P, R, R), "protocol.rebalance:system_rebalance",
                "one planned move of SYSTEM REBALANCE"),
-    Transition("SelectiveReplication", "RepairStart", (P, R, R), "reference.repair:repair_start"),
-    Transition("SelectiveReplication", "DropReplica", (R,), "reference.repair:drop_replica",
+    Transition("SelectiveReplication", "RepairStart", (P, R, R), "protocol.repair:repair_start"),
+    Transition("SelectiveReplication", "DropReplica", (R,), "protocol.repair:drop_replica",
                "ClickHouse's SYSTEM DROP REPLICA; Cluster.drop_replica also removes the replica's disk"),
-    Transition("SelectiveReplication", "CleanupClearOldLogs", (), "reference.cleanup:cleanup_clear_old_logs"),
-    Transition("SelectiveReplication", "CleanupClearOldBlocks", (I,), "reference.cleanup:cleanup_clear_old_blocks",
+    Transition("SelectiveReplication", "CleanupClearOldLogs", (), "protocol.cleanup_thread:cleanup_clear_old_logs"),
+    Transition("SelectiveReplication", "CleanupClearOldBlocks", (I,), "protocol.cleanup_thread:cleanup_clear_old_blocks",
                "the spec lets any id beyond the window go; ClickHouse removes the oldest ones"),
 ]
 

@@ -10,9 +10,9 @@ replay of one sub-walk takes milliseconds.
 
 from __future__ import annotations
 
-from .spec_model import Model, invariants
-from .spec_system import REFUSED, SpecSystem
-from .stategraph import SPEC, cfg_invariants
+from conformance.spec_model import Model, invariants
+from conformance.spec_system import REFUSED, SpecSystem
+from conformance.stategraph import cfg_invariants, spec_file
 
 
 class WalkChecks:
@@ -23,7 +23,7 @@ class WalkChecks:
         if graph is not None and not graph.model.same_constants(model):
             raise ValueError(f"{graph.name}'s constants are not {model.cfg}'s: its graph cannot judge {model.cfg}'s steps")
         self.model, self.graph = model, graph
-        self.names = cfg_invariants((SPEC / model.cfg).read_text())
+        self.names = cfg_invariants(spec_file(model.cfg).read_text())
 
     def step(self, before: dict, action: str, after: dict) -> tuple[str, str] | None:
         """(what failed, message), or None. A step that changes nothing stutters: not checked."""

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference.assignment import read_assignment
-from reference.cleanup import old_logs
-from reference.log_entry import DROP_RANGE, MUTATE_PART
-from reference.migration import read_migration
-from reference.replica import log_number
-
-from .protocol_system import CLEANUP, INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
+from conformance.protocol_system import CLEANUP, INSERT_PARTITION, LAYOUT, PIDS, ProtocolSystem
+from protocol.assignment import read_assignment
+from protocol.cleanup_thread import old_logs
+from protocol.log_entry import DROP_RANGE, MUTATE_PART
+from protocol.migration import read_migration
+from protocol.replica import log_number
 
 MIGRATION_ACTIONS = ("ReplicaCloneFetch", "CoordinatorSwitch", "ReplicaCleanup")
 
@@ -314,7 +313,7 @@ def restart_after_writes(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
 
 
 def is_lost(s: ProtocolSystem, r: str) -> bool:
-    # (reference.recovery.is_lost reads it through a live Replica; r is down)
+    # (protocol.recovery.is_lost reads it through a live Replica; r is down)
     return s.admin.get(LAYOUT.is_lost(r))[0] == b"1"
 
 

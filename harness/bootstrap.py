@@ -105,7 +105,7 @@ def ensure_zookeeper() -> tuple[bool, str]:
 
 def ensure_clickhouse() -> tuple[bool, str]:
     """A clickhouse-server the harness can start: CLICKHOUSE_BIN, else Debian's package (installed here)."""
-    from .clickhouse import ClickHouseUnavailable, server_command, server_version
+    from harness.clickhouse import ClickHouseUnavailable, server_command, server_version
 
     def describe() -> str:
         command = server_command()

@@ -36,13 +36,13 @@ STAGES = {
                         ["-m", "harness.check_models", "--size", "{size}", "--report", "{report}"], "spec"),
     "conformance": Stage("conformance", "conformance/__main__.py",
                          ["-m", "conformance", "--profile", "{profile}", "--report", "{report}"], "conformance"),
-    "spark-check": Stage("spark-check", "pyspark_jobs/spark_check.py",
-                         ["-m", "pyspark_jobs.spark_check", "--scale", "{scale}", "--report", "{report}"], "pyspark"),
+    "spark-check": Stage("spark-check", "lab/spark_runs.py",
+                         ["-m", "lab.spark_runs", "--scale", "{scale}", "--report", "{report}"], "pyspark"),
     "long-tests": Stage("long-tests", "harness/long_tests.py", ["-m", "harness.long_tests", "--report", "{report}"],
                         "harness"),
-    "bench": Stage("bench", "harness/bench.py", ["-m", "harness.bench", "--report", "{report}"], "reference"),
+    "bench": Stage("bench", "lab/bench.py", ["-m", "lab.bench", "--report", "{report}"], "reference"),
     # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
-    "faults": Stage("faults", "harness/faults.py", ["-m", "harness.faults", "--report", "{report}"], "reference"),
+    "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),
 }
 CHECK_STAGES = ["check-spec", "conformance", "spark-check", "long-tests", "faults"]
 

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli_args import BadInput, Parser, int_at_least, output_file, run_main
-from .tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
-                         print_progress, run_tlc)
+from harness.cli_args import BadInput, Parser, int_at_least, output_file, run_main
+from harness.tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
+                                print_progress, run_tlc)
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
 MANIFEST = SPEC_DIR / "models.json"
@@ -32,6 +32,17 @@ REQUIRED = ("name", "spec", "config", "size", "expect", "budget_s")
 
 class ManifestError(ValueError):
     """spec/models.json is malformed."""
+
+
+def spec_file(name: str, root: Path = SPEC_DIR) -> Path:
+    """A module or cfg of spec/ by its file name. Each family of models has a folder (spec/assignment,
+    spec/rfc, spec/pr102244, each module with its MC wrappers and cfgs) and the manifest names files
+    alone: a name is unique across the families (tests/spec/test_models.py). A name found nowhere
+    comes back as root/name, so that reading it fails naming the file."""
+    if (root / name).is_file():
+        return root / name
+    found = sorted(root.glob(f"*/{name}"))
+    return found[0] if found else root / name
 
 
 def load_manifest(path: Path = MANIFEST) -> list[dict]:
@@ -57,7 +68,7 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
             raise ManifestError(f"{path}: model name {m['name']} appears twice")
         names.add(m["name"])
         for key in ("spec", "config"):
-            if not (path.parent / m[key]).is_file():
+            if not spec_file(m[key], path.parent).is_file():
                 raise ManifestError(f"{path}: model {m['name']}: {m[key]} does not exist")
     return models
 
@@ -114,7 +125,7 @@ def run_model(m: dict, progress=None, workers: int = 2) -> TLCResult:
         if "seed" in sim:  # a fixed seed: the same behaviours, so the same verdict and figures, on every run
             extra += ["-seed", str(sim["seed"])]
         jvm = [f"-Dtlc2.TLC.stopAfter={sim['seconds']}"]  # -simulate never stops on its own
-    return run_tlc(SPEC_DIR / m["spec"], SPEC_DIR / m["config"], workers=workers, check_deadlock=m.get("check_deadlock", True),
+    return run_tlc(spec_file(m["spec"]), spec_file(m["config"]), workers=workers, check_deadlock=m.get("check_deadlock", True),
                    timeout_s=m["budget_s"] * 3, extra_args=extra, jvm_args=jvm, progress=progress)
 
 

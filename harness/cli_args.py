@@ -8,8 +8,8 @@ and one line instead of a traceback.
     130 interrupted (Ctrl-C)
 
 Used by `python -m reference`, `python -m harness.tlc`, `python -m harness.check_models`,
-`python -m conformance` and `python -m harness.zookeeper`. The Spark checker keeps the same
-codes in pyspark_jobs/errors.py: spark-submit ships that folder alone, without harness/.
+`python -m conformance`, `python -m harness.zookeeper` and the Spark checker
+(`pyspark_jobs/spark_check.py`, which runs from the checkout, so harness/ is importable there too).
 
 Ranges are argparse `type=` functions, so argparse names the option in its one-line refusal
 (`argument --rows: must be an integer >= 1, not 0`) and exits 2 before anything runs.
@@ -34,7 +34,9 @@ EXIT_STATUS = ("exit status: 0 holds, 1 a violation was found, 2 bad input or us
 
 
 class BadInput(Exception):
-    """The command line or an input file cannot be used; the message names which."""
+    """The command line or an input file cannot be used; the message names which. A verdict (0 or
+    1) is only ever given on input that was read completely and passed every check of its shape: a
+    tool that proves no row was lost must not prove it of the wrong data."""
 
 
 class EnvironmentFailure(Exception):

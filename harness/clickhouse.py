@@ -50,8 +50,8 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
-from .zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, interrupt_on_ctrl_c_and_kill, free_port,
-                        serve_until_interrupted)
+from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_port, interrupt_on_ctrl_c_and_kill,
+                               serve_until_interrupted)
 
 DEBIAN_BINARY = "/usr/sbin/clickhouse-server"
 INSTALL_HINT = ("run `make setup` (installs Debian's clickhouse-server and clickhouse-client), "
@@ -389,7 +389,7 @@ def _rss_mb(pid: int | None) -> float:
 
 def measure(names: list[str], inserts: int = 200) -> list[str]:
     """The figures in this module's docstring, measured anew: start-up, memory, restart, txnlog read."""
-    from .zk_txnlog import read_txnlog, total_writes
+    from harness.zk_txnlog import read_txnlog, total_writes
 
     figures = []
     with ZooKeeperServer() as zk:

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from .zookeeper import ZooKeeperEnsemble, ZooKeeperServer, external_hosts
+from harness.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, external_hosts
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +97,7 @@ def zk_ensemble_chroot(zk_ensemble):
 @pytest.fixture(scope="session")
 def clickhouse_command():
     """The clickhouse-server command of this run; skips, saying how to install one, when there is none."""
-    from .clickhouse import ClickHouseUnavailable, server_command, server_version
+    from harness.clickhouse import ClickHouseUnavailable, server_command, server_version
 
     try:
         command = server_command()
@@ -116,7 +116,7 @@ def clickhouse_cluster(clickhouse_command, zk_chroot):
     keyword arguments go to ``ClickHouseCluster`` (``shard``, ``start_timeout``...). A second call
     starts another cluster in the same namespace: give it other replica names or another shard.
     """
-    from .clickhouse import ClickHouseCluster
+    from harness.clickhouse import ClickHouseCluster
 
     with contextlib.ExitStack() as clusters:
         def start(replicas: int | list[str] = 2, **kwargs) -> ClickHouseCluster:
@@ -129,7 +129,7 @@ def clickhouse_cluster(clickhouse_command, zk_chroot):
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run (start-up costs 4-10 s)."""
-    from .spark import spark_session
+    from harness.spark import spark_session
 
     session = spark_session("tests")
     yield session

@@ -10,7 +10,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pyspark_jobs.session import LOCAL_DEFAULTS  # noqa: E402  (one set of defaults for tests and the job)
+# One set of local defaults, for the tests' sessions and the Spark job's (checkers/spark/session.py).
+LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "4g",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
 _LOG4J2 = Path(__file__).with_name("spark-log4j2.properties")
 
 

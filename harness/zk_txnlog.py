@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from .zookeeper import server_classpath
+from harness.zookeeper import server_classpath
 
 TOOLKIT = "org.apache.zookeeper.server.persistence.TxnLogToolkit"
 # Records that are a client's write request; createSession/closeSession are session bookkeeping.

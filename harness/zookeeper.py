@@ -316,7 +316,7 @@ def serve_until_interrupted(stopped: Callable[[], str | None], poll: float = 0.5
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli_args import ENVIRONMENT, HOLDS, Parser, fail
+    from harness.cli_args import ENVIRONMENT, HOLDS, Parser, fail
     ap = Parser(prog="python -m harness.zookeeper",
                 description="Start a standalone ZooKeeper server on loopback until Ctrl-C or SIGTERM.")
     ap.parse_args(argv)

@@ -26,23 +26,22 @@ from pathlib import Path
 
 from kazoo.exceptions import KazooException
 
+from checkers.oracle import violations
 from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
                               positive_float, run_main, zk_address, znode_path)
-
-from .assignment import GuardFailed, selective_assignments_rows
-from .bugs import UnknownSwitch
-from .cli_checks import check_gantt, check_run, switches
-from .cluster import Cluster
-from .keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
-from .layout import Layout
-from .migration import MigrationError, migrations_in_flight
-from .oracle import violations
-from .races import PROFILES, UnknownProfile
-from .parts import BadPart
-from .registration import LeftoverRoot, RootInUse
-from .system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
-from .table import BadPartitionId, Table, TableDefinitionError
-from .workload import WORKLOAD, blocks
+from protocol.assignment import GuardFailed, selective_assignments_rows
+from protocol.bugs import UnknownSwitch
+from protocol.keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
+from protocol.layout import Layout
+from protocol.migration import MigrationError, migrations_in_flight
+from protocol.parts import BadPart
+from protocol.registration import LeftoverRoot, RootInUse
+from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
+from protocol.table import BadPartitionId, Table, TableDefinitionError
+from reference.cli_checks import check_gantt, check_run, switches
+from reference.cluster import Cluster
+from reference.races import PROFILES, UnknownProfile
+from reference.workload import WORKLOAD, blocks
 
 ROOT = "/clickhouse/tables/01/events"
 
@@ -59,7 +58,7 @@ def keeper_factory(zk: str | None, auth: str | None = None):
         if auth is not None:
             raise BadInput("--zk-auth needs --zk (the in-memory keeper has no ACLs)")
         return MemoryEnsemble().connect, "memory"
-    from .keeper.zookeeper import ZooKeeperKeeper, parse_auth
+    from protocol.keeper.zookeeper import ZooKeeperKeeper, parse_auth
     if auth is not None:
         try:
             parse_auth(auth)   # a malformed --zk-auth is bad input before anything connects
@@ -132,7 +131,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
         if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
-            from .pr102244.cli import cmd_run as cmd_run_pr102244
+            from reference.pr102244.cli import cmd_run as cmd_run_pr102244
             return cmd_run_pr102244(a, bugs, table, reassigns, connect, backend, data, progress, out, print_table)
         if a.profile != "quiet":
             return run_profile(a, bugs, connect, backend, data, progress, out)
@@ -187,7 +186,7 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.placement_chart:
-            from . import placement_chart
+            from reference import placement_chart
             names = sorted(c.replicas)
             shown = placement_chart.draw(
                 placement_chart.owners_by_replica(before, names),
@@ -214,7 +213,8 @@ def claim(a: argparse.Namespace, connect):
     every run has its own tree, so there is nothing to hold."""
     import os
     import socket
-    from .registration import claim_root
+
+    from protocol.registration import claim_root
     k = connect()
     try:
         claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "")
@@ -228,7 +228,7 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
     """--profile racing|stale|...|leaving (races.PROFILES): the profile's seeded loop (reference/races.py) instead of
     the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
     --steps and --seed apply, the history and the check as for quiet."""
-    from .races import profile_of, race, racing_cluster
+    from reference.races import profile_of, race, racing_cluster
     profile = profile_of(a.profile)
     c = racing_cluster(connect, data, profile, a.seed, bugs, replicas=a.replicas, buckets=a.buckets,
                        rf=a.replication_factor, root=a.root, backend=backend, log=progress)
@@ -272,7 +272,7 @@ def cmd_tables(a: argparse.Namespace) -> int:
 
 
 def schedule_of(a: argparse.Namespace):
-    from .scheduler import Schedule
+    from protocol.scheduler import Schedule
     if a.rule == "table_limit":
         return Schedule.table_limit(a.per_table or 4)
     return Schedule.least_busy(a.per_table or 16, a.per_source, a.per_target)
@@ -281,10 +281,10 @@ def schedule_of(a: argparse.Namespace):
 def cmd_gantt(a: argparse.Namespace) -> int:
     """Simulate the growth scenario's rebalance (default: the RFC's) or run it on the reference,
     and draw one bar per migration."""
-    from . import gantt
-    from .makespan import GB, Bandwidth, simulate
-    from .rebalance import plan_rebalance
-    from .scenarios import growth
+    from protocol.rebalance import plan_rebalance
+    from reference import gantt
+    from reference.makespan import GB, Bandwidth, simulate
+    from reference.scenarios import growth
     check_gantt(a)
     schedule = schedule_of(a)
     if a.run:
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--queries", type=at_least_0, default=3, help="queries at the end")
     r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
     r.add_argument("--design", choices=["rfc", "pr102244"], default="rfc",
-                   help="the RFC's design (default) or ClickHouse PR #102244's (spec/PR102244.md)")
+                   help="the RFC's design (default) or ClickHouse PR #102244's (spec/pr102244/PR102244.md)")
     r.add_argument("--reading", action="append", metavar="READING",
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 
 from harness.cli_args import BadInput
-
-from .bugs import UnknownSwitch, check_switches
-from .table import BadPartitionId, check_partition_id
+from protocol.bugs import UnknownSwitch, check_switches
+from protocol.table import BadPartitionId, check_partition_id
 
 
 def replica_names(first: int, count: int, width: int = 0) -> list[str]:

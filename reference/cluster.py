@@ -6,7 +6,7 @@ Driver policies that are not protocol: a query first pulls the log on the replic
 at, and syncs the replica it reads each partition from (SYSTEM SYNC REPLICA for that partition;
 what select_sequential_consistency gives), so a missed acknowledged row is a protocol bug, not
 replication lag; a query with sync=False does neither and records the rows the spec excuses as
-lag instead (reference/lag.py, reference/races.py's racing profiles); faults are injected at INSERT
+lag instead (history/lag.py, reference/races.py's racing profiles); faults are injected at INSERT
 forwarding with `fault_rate`.
 """
 
@@ -21,29 +21,30 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from . import commands, refusals
-from .assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
-from .cleanup import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
-from .history import History
-from .insert import InsertOutcomeUnknown, route_insert, sub_block_hash
-from .keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, SessionExpiredError
-from .lag import in_flight, not_pulled
-from .layout import Layout
-from .log_entry import ALTER_METADATA, GET_PART, MUTATE_PART, BadLogEntry, LogEntry
-from .migration import (IN_FLIGHT, MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                        drop_foreign_partitions, migrations_in_flight, migrations_rows, read_migration, replica_cleanup,
-                        replica_cleanup_for_down_leaver, replica_clone_fetch, replica_take_over_migration)
-from .parts import PartStore, covers_as_new
-from .query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
-from .recovery import replica_clone_if_lost
-from .rebalance import system_rebalance
-from .repair import drop_replica, system_repair
-from .scheduler import Schedule
-from .registration import create_table_znodes, register_replica
-from .replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
-from .table import Table
-from .workload import WORKLOAD
-
+from history import commands, refusals
+from history.lag import in_flight, not_pulled
+from history.record import History
+from protocol.assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
+from protocol.cleanup_thread import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
+from protocol.insert import InsertOutcomeUnknown, route_insert, sub_block_hash
+from protocol.keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, SessionExpiredError
+from protocol.layout import Layout
+from protocol.log_entry import ALTER_METADATA, GET_PART, MUTATE_PART, BadLogEntry, LogEntry
+from protocol.migration import (IN_FLIGHT, MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
+                                drop_foreign_partitions, migrations_in_flight, migrations_rows, read_migration,
+                                replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
+                                replica_take_over_migration)
+from protocol.parts import PartStore, covers_as_new
+from protocol.query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
+from protocol.rebalance import system_rebalance
+from protocol.recovery import replica_clone_if_lost
+from protocol.registration import create_table_znodes, register_replica
+from protocol.repair import drop_replica, system_repair
+from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
+from protocol.restart import replica_restart
+from protocol.scheduler import Schedule
+from protocol.table import Table
+from reference.workload import WORKLOAD
 
 # Exceptions a step may raise that are not a failure of the step's code: Keeper away or a session
 # expired. Their callers cope with them (a retry, a read moved to another owner, a new session).
@@ -122,7 +123,8 @@ class Cluster:
 
     # --- membership ---------------------------------------------------------------------
     def add_replica(self, name: str) -> Replica:
-        """A replica joins (or restarts): registers, loads its map before serving (F9)."""
+        """A replica joins (or restarts): its process up and registered, then ReplicaRestart
+        (protocol/restart.py): its map loaded before it serves (F9), a clone if it was lost."""
         if name in self.replicas:
             raise ValueError(f"replica {name!r} is already running")
         if name in self.gone:
@@ -136,17 +138,16 @@ class Cluster:
         for key in [k for k in self._down_since if k[1] == name]:
             del self._down_since[key]
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
-        if "serve_before_map_loaded" not in self.bugs:
-            rep.load_map()  # F9: otherwise its first SELECTs see an empty map
-            try:
-                self._drop_foreign(rep)
-            except KEEPER_FAULTS:
-                raise
-            except Exception as e:  # noqa: BLE001 - a start-up task that fails is logged; the server starts
-                self.failed(name, "drop foreign", e)
-        done = replica_clone_if_lost(rep)  # marked lost while down, or new: clone before pulling
-        if done != "not lost":
-            self.log(f"replica {name} was lost: {done}")
+        try:
+            done, dropped = replica_restart(rep)   # marked lost while down, or new: clone before pulling
+        except KEEPER_FAULTS:
+            raise
+        except Exception as e:  # noqa: BLE001 - a start-up task that fails is logged; the server starts
+            self.failed(name, "restart", e)
+        else:
+            if done != "not lost":
+                self.log(f"replica {name} was lost: {done}")
+            self._dropped(rep, dropped)
         self.replicas[name] = rep
         self.log(f"replica {name} up")
         return rep
@@ -191,7 +192,9 @@ class Cluster:
         self.log(f"{replica or 'admin'} {action} raised {type(e).__name__}: {e}")
 
     def _drop_foreign(self, rep: Replica) -> None:
-        dropped = drop_foreign_partitions(rep)
+        self._dropped(rep, drop_foreign_partitions(rep))
+
+    def _dropped(self, rep: Replica, dropped: list[str]) -> None:
         if dropped:
             self.log(f"replica {rep.name} dropped {', '.join(dropped)}: cleaned up on its behalf while it was down")
 
@@ -329,7 +332,7 @@ class Cluster:
 
     def write_path(self, receiver: str, partition: str) -> dict | None:
         """What InsertRefusalsFollowGuardsInv judges a refused try by: the partition's write path
-        from `receiver`, read now (reference/refusals.py); None records nothing."""
+        from `receiver`, read now (history/refusals.py); None records nothing."""
         return refusals.observe(self.admin, self.layout, self.replicas, receiver, partition)
 
     def insert_sent(self, rows: list[dict]) -> tuple[int, dict[str, list[dict]]]:
@@ -600,7 +603,7 @@ class Cluster:
         (returns None). Whichever way it ends, its pins are released: a pin left behind would
         hold off CLEANUP for good.
         sync=False: no pull at the start and no sync before a read (a stale map, a lagging reader);
-        the rows the spec excuses as replication lag are recorded with the query (reference/lag.py)."""
+        the rows the spec excuses as replication lag are recorded with the query (history/lag.py)."""
         at = at or self.rng.choice(self.serving())
         start = self.tick()
         q, routes, got = None, {}, {}
@@ -650,13 +653,13 @@ class Cluster:
 
     def unpulled_lag(self, at: str, routes: dict[str, str], partitions: set[str] | None) -> dict[str, set[int]]:
         """An unsynced query's lag of the partitions its map did not know (so did not route): the
-        rows of their INSERTs `at` has not pulled yet (reference/lag.py)."""
+        rows of their INSERTs `at` has not pulled yet (history/lag.py)."""
         unknown = [p for p in self.admin.get_children(self.layout.assignments)
                    if p not in routes and (partitions is None or p in partitions)]
         return {p: self._rows_of(ids) for p, ids in not_pulled(self.admin, self.layout, at, unknown).items()}
 
     def in_flight_lag(self, reader: str, partition: str) -> set[int]:
-        """An unsynced read's lag: the partition's rows still on their way to `reader` (reference/lag.py)."""
+        """An unsynced read's lag: the partition's rows still on their way to `reader` (history/lag.py)."""
         return self._rows_of(in_flight(self.admin, self.layout, reader, partition))
 
     def query_answered(self, at: str, start: int, routes: dict, got: dict, status: str, partitions=None,
@@ -845,8 +848,8 @@ class Cluster:
     def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
         """A `reference run`'s last phase, whichever design: the replicas given back, settled, the
         final queries, the history written (or the final snapshot taken); the history check's
-        verdict (reference/oracle.py)."""
-        from .oracle import violations
+        verdict (checkers/oracle.py)."""
+        from checkers.oracle import violations
         for r in restart:
             self.add_replica(r)
         self.settle()

@@ -24,8 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .placement import Placement
-from .scheduler import Running, Schedule
+from protocol.placement import Placement
+from protocol.scheduler import Running, Schedule
 
 GB = 10 ** 9  # bandwidths and sizes below are in bytes; scenarios speak of GB and GB/s
 

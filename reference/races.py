@@ -12,7 +12,7 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - REASSIGNs started at random and cancelled at random (a cancel in every state is tried; the
   coordinator refuses it after SWITCH);
 - queries that start on the replica's map as it is and read without syncing: the rows the spec
-  excuses as replication lag are recorded with them (reference/lag.py), the rest are owed;
+  excuses as replication lag are recorded with them (history/lag.py), the rest are owed;
 - replicas crashed and restarted (and queried right after the restart), and, in `lossy`, kept
   down while the cleanup thread trims the log, so they come back lost and clone;
 - background steps chosen by kind with the profile's weights: few map refreshes keep maps stale;
@@ -41,7 +41,7 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
 - in `leaving`, a migration's source (in CLONE or after SWITCH) goes down and stays down past
   the down timeout, so its CLEANUP is done on its behalf while queries on stale maps go on, and
   comes back later (the down-leaver rule, issue 15);
-- in `allocating`, two allocators race on a new partition (spec/Assignment.tla): one reads
+- in `allocating`, two allocators race on a new partition (spec/assignment/Assignment.tla): one reads
   (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
   rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after;
 - in `cancelling`, CANCELs aimed at each state a migration can be in (`aim_cancel`): a REASSIGN
@@ -107,17 +107,17 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from .assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
-                         replica_commit_allocation)
-from .cleanup import CleanupSettings
-from .cluster import KEEPER_FAULTS, Cluster, read_done
-from .keeper import Create
-from .insert import client_send_insert, replica_forward_insert
-from .migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight, read_migration,
-                        replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
-                        replica_take_over_migration)
-from .query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
-from .replica import InsertRejected, caught_up
+from protocol.assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
+                                 replica_commit_allocation)
+from protocol.cleanup_thread import CleanupSettings
+from protocol.insert import client_send_insert, replica_forward_insert
+from protocol.keeper import Create
+from protocol.migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight,
+                                read_migration, replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
+                                replica_take_over_migration)
+from protocol.query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
+from protocol.replica import InsertRejected, caught_up
+from reference.cluster import KEEPER_FAULTS, Cluster, read_done
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ MAX_OPEN_QUERIES = 4
 class OpenQuery:
     """A SELECT started and not yet answered: what Cluster.query keeps on its stack, kept across
     loop turns (routes and rows so far, the partitions asked for, the rows excused as lag)."""
-    q: object                       # reference.query.Query
+    q: object                       # protocol.query.Query
     at: str
     start: int
     partitions: set[str] | None
@@ -277,7 +277,7 @@ class OpenQuery:
 # taken while it lives shows it (NoForeignPartsInv is judged on every snapshot). Every 10 turns,
 # measured on racing, stale and churn seeds 0-3 at teeth.SIZE: 5.6x the parts rows of the end
 # snapshots alone, +13% Parquet bytes, no run time seen beyond the noise; F7 is caught on many
-# more seeds than by the race's end snapshot alone (pyspark_jobs/teeth.py).
+# more seeds than by the race's end snapshot alone (lab/teeth.py).
 SNAPSHOT_EVERY = 10
 
 
@@ -1226,8 +1226,8 @@ def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozense
                    buckets: int | None = None, rf: int = 2, **kw) -> Cluster:
     """A cluster for a profile: few partitions (so moves, writes and reads meet on them)."""
     buckets = profile.buckets if buckets is None else buckets
-    from .workload import WORKLOAD
-    from .table import Table
+    from protocol.table import Table
+    from reference.workload import WORKLOAD
     table = Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,
                   replication_factor=rf)
     c = Cluster(connect, data_dir, replicas=[f"r{i}" for i in range(1, replicas + 1)], table=table, seed=seed,
@@ -1244,7 +1244,7 @@ def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 
          first_blocks: int = 4, steps: int | None = None, snapshot_every: int = SNAPSHOT_EVERY) -> dict[str, int]:
     """Insert `first_blocks` blocks, then race the rest with the profile's actions (`steps` loop
     turns, the profile's by default; `months`, the profile's by default)."""
-    from .workload import blocks as gen
+    from reference.workload import blocks as gen
     work = gen(random.Random(seed), blocks, rows, profile.months if months is None else months)
     c.load(work, limit=first_blocks)
     return Race(c, profile, seed, work, steps, snapshot_every).run()
@@ -1253,10 +1253,11 @@ def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 
 def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> dict:
     """Run a profile on the in-memory keeper and write its history to `folder`/history; the
     in-process oracle's verdict and the run's figures."""
-    from pathlib import Path
     import time
-    from .keeper import MemoryEnsemble
-    from .oracle import violations
+    from pathlib import Path
+
+    from checkers.oracle import violations
+    from protocol.keeper import MemoryEnsemble
     folder = Path(folder)
     t0 = time.perf_counter()
     c = racing_cluster(MemoryEnsemble().connect, folder / "data", profile_of(profile), seed, bugs)

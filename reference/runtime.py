@@ -20,10 +20,10 @@ import random
 import threading
 import time
 
-from .cluster import Cluster
-from .keeper import KeeperUnavailableError, SessionExpiredError
-from .migration import migrations_in_flight
-from .rebalance import system_rebalance
+from protocol.keeper import KeeperUnavailableError, SessionExpiredError
+from protocol.migration import migrations_in_flight
+from protocol.rebalance import system_rebalance
+from reference.cluster import Cluster
 
 
 class LiveCluster:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 
-from .table import Table
+from protocol.table import Table
 
 # The RFC's table, `PARTITION BY (toYYYYMM(date), user_id % 16)`, plus the row identity.
 WORKLOAD = Table("events", (("date", "Date"), ("user_id", "UInt64"), ("row_id", "UInt64"), ("event", "String")),

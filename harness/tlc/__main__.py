@@ -13,10 +13,9 @@ from pathlib import Path
 
 from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput, Parser, existing_file, int_at_least,
                               output_file, positive_float, run_main)
-
-from .runner import (DEADLOCK, INVARIANT_VIOLATED, PARSE_ERROR, PROPERTY_VIOLATED, SEMANTIC_ERROR, STOPPED,
-                     TLCSetupError, print_progress, run_tlc)
-from .values import format_value
+from harness.tlc.runner import (DEADLOCK, INVARIANT_VIOLATED, PARSE_ERROR, PROPERTY_VIOLATED, SEMANTIC_ERROR, STOPPED,
+                                TLCSetupError, print_progress, run_tlc)
+from harness.tlc.values import format_value
 
 EXIT = {INVARIANT_VIOLATED: VIOLATED, PROPERTY_VIOLATED: VIOLATED, DEADLOCK: VIOLATED, STOPPED: HOLDS,
         PARSE_ERROR: BAD_INPUT, SEMANTIC_ERROR: BAD_INPUT}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .values import parse_state, to_json
+from harness.tlc.values import parse_state, to_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JAR = REPO_ROOT / ".tools" / "tla2tools.jar"

@@ -2,7 +2,7 @@
 design. The findings are races of INSERTs with CLONE and SWITCH, so half the blocks are loaded
 before the migrations and the other half inserted during them (with queries at --query-rate),
 from the rebalancer's cycles (`--max-concurrent` per cycle) or `--reassign` requests; then the
-system tables, the history check (reference/oracle.py) and the history, as the RFC run does.
+system tables, the history check (checkers/oracle.py) and the history, as the RFC run does.
 Exit status: 0 the history holds, 1 a violation.
 """
 
@@ -14,13 +14,12 @@ import random
 import sys
 from pathlib import Path
 
+from checkers.pr102244_live import replication_factor
 from harness.cli_args import BadInput
-
-from ..workload import blocks
-from . import READINGS
-from .cluster import PRCluster
-from .invariants import replication_factor
-from .migration import migrations_rows
+from protocol.pr102244 import READINGS
+from protocol.pr102244.migration import migrations_rows
+from reference.pr102244.cluster import PRCluster
+from reference.workload import blocks
 
 
 def check_readings(names) -> frozenset[str]:

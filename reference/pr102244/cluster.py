@@ -9,19 +9,19 @@ its version check turns the migration into FAILED (the fixed reading of PR-F3).
 
 from __future__ import annotations
 
-from ..assignment import GuardFailed
-from ..registration import declare_replicas, register_replica
-from ..replica import _children, log_number
-from . import layout as pr_layout
-from .assignment import assignments_rows, read_assignment, read_count, set_count
-from .insert import route_insert
-from .migration import (done, fail, read_migration, read_migrations, rescan, signal_complete, start_clone, switch,
-                        take_over, write_clone_entries)
-from .rebalancer import rebalance_cycle
-from .replica import PRReplica
-from ..cluster import Cluster
-
 import uuid
+
+from protocol.assignment import GuardFailed
+from protocol.pr102244 import layout as pr_layout
+from protocol.pr102244.assignment import assignments_rows, read_assignment, read_count, set_count
+from protocol.pr102244.insert import route_insert
+from protocol.pr102244.migration import (done, fail, read_migration, read_migrations, rescan, signal_complete,
+                                         start_clone, switch, take_over, write_clone_entries)
+from protocol.pr102244.rebalancer import rebalance_cycle
+from protocol.pr102244.replica import PRReplica
+from protocol.registration import declare_replicas, register_replica
+from protocol.replica import _children, log_number
+from reference.cluster import Cluster
 
 
 class PRCluster(Cluster):
@@ -41,7 +41,7 @@ class PRCluster(Cluster):
 
     def write_path(self, receiver: str, partition: str) -> None:
         """Not recorded: the PR's sink reroutes a sub-block on its own cache (with a TTL) until an
-        owner takes it, a write path reference/refusals.py does not model, and its assignment
+        owner takes it, a write path history/refusals.py does not model, and its assignment
         znode is not the RFC's JSON. InsertRefusalsFollowGuardsInv judges the RFC design only."""
         return None
 
@@ -50,7 +50,7 @@ class PRCluster(Cluster):
         """A replica joins or restarts: registers, its count node, its cache loaded before it serves."""
         if name in self.replicas:
             raise ValueError(f"replica {name!r} is already running")
-        from ..parts import PartStore
+        from protocol.parts import PartStore
         store = self.down.pop(name, None) or PartStore(self.data_dir / name)
         keeper = self.connect()
         if name in self._initial:

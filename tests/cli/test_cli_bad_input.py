@@ -3,7 +3,7 @@ exit with the contract's code (2 bad input, 3 environment; harness/cli_args.py),
 naming the input, show no traceback, and leave nothing behind: its own folder as it was, no
 temporary file, the checkout unchanged (and Keeper unchanged where one is involved).
 
-The Spark checker's bad-input cases live in tests/pyspark/test_bad_input.py (20 cases: a folder
+The Spark checker's bad-input cases live in tests/checkers/test_bad_input.py (20 cases: a folder
 missing, a table missing, two formats of one table, a truncated Parquet file, an unreadable page,
 a missing column in Parquet and in JSONL, a wrong type, no final snapshot, every table empty, a
 malformed JSONL line, an unknown status, a non-numeric row_id, replication_factor "two", a JSON
@@ -114,17 +114,17 @@ CASES = [
          files={"a_dir": None}),
     # python -m harness.tlc
     Case("tlc_no_such_spec", TLC, ["spec/Nope.tla"], 2, ["spec/Nope.tla", "no such file"]),
-    Case("tlc_no_such_config", TLC, ["spec/MCAssignment.tla", "--config", "spec/nope.cfg"], 2, ["--config", "nope.cfg"]),
+    Case("tlc_no_such_config", TLC, ["spec/assignment/MCAssignment.tla", "--config", "spec/nope.cfg"], 2, ["--config", "nope.cfg"]),
     Case("tlc_no_cfg_beside_spec", TLC, ["{home}/Lone.tla"], 2, ["Lone.cfg", "--config"],
          files={"Lone.tla": "---- MODULE Lone ----\n====\n"}),
-    Case("tlc_workers_0", TLC, ["spec/MCAssignment.tla", "--workers", "0"], 2, ["--workers", "not 0"]),
-    Case("tlc_timeout_negative", TLC, ["spec/MCAssignment.tla", "--timeout", "-1"], 2, ["--timeout", "-1"]),
-    Case("tlc_simulate_0", TLC, ["spec/MCAssignment.tla", "--simulate", "0"], 2, ["--simulate", "not 0"]),
-    Case("tlc_without_java", TLC, ["spec/MCAssignment.tla", "--config", "spec/MCAssignment_blind_write.cfg"], 3,
+    Case("tlc_workers_0", TLC, ["spec/assignment/MCAssignment.tla", "--workers", "0"], 2, ["--workers", "not 0"]),
+    Case("tlc_timeout_negative", TLC, ["spec/assignment/MCAssignment.tla", "--timeout", "-1"], 2, ["--timeout", "-1"]),
+    Case("tlc_simulate_0", TLC, ["spec/assignment/MCAssignment.tla", "--simulate", "0"], 2, ["--simulate", "not 0"]),
+    Case("tlc_without_java", TLC, ["spec/assignment/MCAssignment.tla", "--config", "spec/assignment/MCAssignment_blind_write.cfg"], 3,
          ["java not found"], env={"PATH": "/nonexistent"}),
-    Case("tlc_svg_is_a_folder", TLC, ["spec/MCAssignment.tla", "--svg", "{home}/a_dir"], 2, ["--svg", "a_dir", "is a folder"],
+    Case("tlc_svg_is_a_folder", TLC, ["spec/assignment/MCAssignment.tla", "--svg", "{home}/a_dir"], 2, ["--svg", "a_dir", "is a folder"],
          files={"a_dir": None}),
-    Case("tlc_svg_under_a_file", TLC, ["spec/MCAssignment.tla", "--svg", "{home}/a_file/t.svg"], 2, ["--svg", "a_file"],
+    Case("tlc_svg_under_a_file", TLC, ["spec/assignment/MCAssignment.tla", "--svg", "{home}/a_file/t.svg"], 2, ["--svg", "a_file"],
          files={"a_file": "x"}),
     # python -m harness.check_models
     Case("models_unknown_only", MODELS, ["--only", "MCNope"], 2, ["--only MCNope", "no such model"]),

@@ -38,8 +38,8 @@ def test_tlc_counterexample_as_a_sequence_diagram(tmp_path):
     """MCMigration_cleanup_no_delay: TLC's counterexample (a query, REASSIGN, CLONE, SWITCH, CLEANUP
     too early), drawn by `harness.tlc --svg`."""
     out = tmp_path / "pictures" / "cleanup_no_delay.svg"
-    ran = run_cli(["-m", "harness.tlc", "spec/MCSelectiveReplication.tla", "--config",
-                   "spec/MCMigration_cleanup_no_delay.cfg", "--no-deadlock", "--workers", "1", "--quiet",
+    ran = run_cli(["-m", "harness.tlc", "spec/rfc/MCSelectiveReplication.tla", "--config",
+                   "spec/rfc/MCMigration_cleanup_no_delay.cfg", "--no-deadlock", "--workers", "1", "--quiet",
                    "--svg", str(out)], tmp_path / "tmp")
     assert ran.code == 1 and no_traceback(ran.err), ran.text
     assert "sequence diagram written to" in ran.err
@@ -59,7 +59,7 @@ def test_tlc_counterexample_as_a_sequence_diagram(tmp_path):
 @pytest.mark.tlc
 def test_a_model_that_holds_draws_nothing(tmp_path):
     out = tmp_path / "none.svg"
-    ran = run_cli(["-m", "harness.tlc", "spec/MCAssignment.tla", "--workers", "1", "--quiet", "--svg", str(out)],
+    ran = run_cli(["-m", "harness.tlc", "spec/assignment/MCAssignment.tla", "--workers", "1", "--quiet", "--svg", str(out)],
                   tmp_path / "tmp")
     assert ran.code == 0 and "no counterexample" in ran.err and not out.exists(), ran.text
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_runner import ROOT, no_traceback, run_cli
 
-READMES = ["README.md", "reference/README.md", "conformance/README.md", "pyspark_jobs/README.md", "spec/README.md"]
+READMES = ["README.md", "reference/README.md", "conformance/README.md", "checkers/README.md", "spec/README.md"]
 COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
 
 
@@ -73,26 +73,26 @@ EXAMPLES = {
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
     "make faults": Make("faults"), "make mutation": Make("mutation"),
     "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
-        "tests/reference/test_pr102244.py and tests/pyspark/test_spark_pr102244.py (the PR design's runs)"),
+        "tests/reference/test_pr102244.py and tests/checkers/test_spark_pr102244.py (the PR design's runs)"),
     "python -m reference run --profile PROFILE --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
-    "python -m pyspark_jobs.teeth --seeds N": Help(["pyspark_jobs.teeth"]),
-    "python -m harness.faults": Help(["harness.faults"]),
-    "python -m harness.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
+    "python -m lab.teeth --seeds N": Help(["lab.teeth"]),
+    "python -m lab.faults": Help(["lab.faults"]),
+    "python -m lab.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
         "tests/spec/test_invariant_domains.py (the guard's drop mutant holds on MCRestartQuery and breaks QueryAnsweredProp)"),
     ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
-        "tests/conformance/test_switch_table.py (the ci table's rows as tests)"),
-    "python -m conformance --switch-table": Covered("tests/conformance/test_switch_table.py (at the ci profile)"),
+        "tests/lab/test_switch_table.py (the ci table's rows as tests)"),
+    "python -m conformance --switch-table": Covered("tests/lab/test_switch_table.py (at the ci profile)"),
     "python -m conformance --switch-table --profile ci": Covered(
-        "tests/conformance/test_switch_table.py (the ci table's rows as tests)"),
+        "tests/lab/test_switch_table.py (the ci table's rows as tests)"),
     "python -m conformance --switch-table --profile P": Help(["conformance"]),
     "python -m conformance --switch-table --profile ci [--undirected]": Help(["conformance"]),
-    "python -m harness.mutation_spec --check-witnesses": Covered(
-        "tests/harness/test_mutation_spec.py (the unmutated model reaches its witness; a mutant that never starts a "
+    "python -m lab.mutation_spec --check-witnesses": Covered(
+        "tests/lab/test_mutation_spec.py (the unmutated model reaches its witness; a mutant that never starts a "
         "migration does not)"),
-    "python -m harness.mutation_spec --actions ClientReceiveAck --models MCRetry": Covered(
+    "python -m lab.mutation_spec --actions ClientReceiveAck --models MCRetry": Covered(
         "tests/spec/test_invariant_domains.py (the same mutants on MCRetry, killed by AckedCommittedInv)"),
-    '.venv/bin/python -m pytest tests/pyspark/test_teeth.py -m "long or not long" -q': Covered(
+    '.venv/bin/python -m pytest tests/lab/test_teeth.py -m "long or not long" -q': Covered(
         "make check's long-tests stage runs test_teeth.py's long cases, make test its quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
@@ -104,15 +104,15 @@ EXAMPLES = {
     ".venv/bin/python -m agreement [--write-readme]": Help(["agreement"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
-    ".venv/bin/python -m harness.bench --only reference": Help(["harness.bench"]),
-    "python -m harness.bench --only rebalance": Help(["harness.bench"]),
-    "python -m harness.bench --only spark": Help(["harness.bench"]),
-    ".venv/bin/python -m harness.tlc spec/MCAssignment.tla --config spec/MCAssignment_blind_write.cfg --no-deadlock":
+    ".venv/bin/python -m lab.bench --only reference": Help(["lab.bench"]),
+    "python -m lab.bench --only rebalance": Help(["lab.bench"]),
+    "python -m lab.bench --only spark": Help(["lab.bench"]),
+    ".venv/bin/python -m harness.tlc spec/assignment/MCAssignment.tla --config spec/assignment/MCAssignment_blind_write.cfg --no-deadlock":
         Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
-    ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_cleanup_no_delay.cfg"
+    ".venv/bin/python -m harness.tlc spec/rfc/MCSelectiveReplication.tla --config spec/rfc/MCMigration_cleanup_no_delay.cfg"
     " --no-deadlock --svg build/cleanup_no_delay.svg": Run(1, ["CleanupSafeInv", "sequence diagram written to"],
                                                           subs={"build/": "{tmp}/"}),
-    ".venv/bin/python -m harness.tlc spec/MCSelectiveReplication.tla --config spec/MCMigration_source_stops_at_switch.cfg"
+    ".venv/bin/python -m harness.tlc spec/rfc/MCSelectiveReplication.tla --config spec/rfc/MCMigration_source_stops_at_switch.cfg"
     " --no-deadlock --diff --workers 1": Run(1, ["invariant_violated"], long=True),
     # reference/README.md
     "python -m reference run --replicas 10 --months 3 --blocks 40 --add-replicas 2 --rebalance --fault-rate 0.05"
@@ -145,11 +145,11 @@ EXAMPLES = {
         Covered("test_replay_of_the_file_make_conformance_writes (long)"),
     ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json --svg build/walk.svg":
         Covered("tests/cli/test_pictures.py::test_conformance_walk_as_a_sequence_diagram (that walk, written by the test)"),
-    # pyspark_jobs/README.md
+    # checkers/README.md
     ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR":
-        Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
+        Covered("tests/checkers/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
     ".venv/bin/spark-submit pyspark_jobs/spark_check.py --input HISTORY_DIR [--report out.json]":
-        Covered("tests/pyspark/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
+        Covered("tests/checkers/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
     ".venv/bin/python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]]":
         Help(["pyspark_jobs.spark_check"]),
     "python -m pyspark_jobs.spark_check --scale small": Make("spark-check"),

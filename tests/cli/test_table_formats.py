@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from cli_runner import no_traceback, run_cli
 
-from reference.system_tables import to_json_each_row, to_tsv
+from protocol.system_tables import to_json_each_row, to_tsv
 
 
 def test_tsv_escapes_as_clickhouse_does():

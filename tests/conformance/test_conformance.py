@@ -11,9 +11,10 @@ import pytest
 
 os.environ.setdefault("CONFORMANCE_PROFILE", "ci")
 
-from conformance.__main__ import replay_file, run_machine  # noqa: E402
+from conformance.__main__ import replay_file  # noqa: E402
 from conformance.machines import assignment_machine, profile, protocol_machine  # noqa: E402
 from conformance.replay import replay  # noqa: E402
+from conformance.runner import run_machine  # noqa: E402
 from conformance.stategraph import dump  # noqa: E402
 
 pytestmark = pytest.mark.tlc
@@ -40,7 +41,7 @@ def test_replay_of_a_broken_variant_catches_it_on_the_reference():
 def test_replay_names_the_first_difference_and_writes_a_replayable_file(tmp_path, monkeypatch, capsys):
     """A reference that routes rows to its own choice instead of the winner's is caught at the
     first ReplicaAdoptAssignment, with the variable that differs; the file replays."""
-    import reference.assignment as ra
+    import protocol.assignment as ra
 
     def adopt_own_choice(keeper, layout, alloc, bugs=frozenset()):
         alloc.routed_to = alloc.owners  # the bug: ignores the winner
@@ -92,7 +93,7 @@ def test_protocol_machine_on_real_zookeeper(zk_server_hosts):
     from hypothesis import settings
     from kazoo.client import KazooClient
 
-    from reference.keeper.zookeeper import ZooKeeperKeeper
+    from protocol.keeper.zookeeper import ZooKeeperKeeper
     root = KazooClient(hosts=zk_server_hosts, timeout=10)
     root.start(timeout=15)
     made = []

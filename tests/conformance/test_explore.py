@@ -86,7 +86,7 @@ def test_model_machine_passes_fixed_and_catches_a_switch():
     restart that serves before its map is loaded is caught."""
     from hypothesis import settings
 
-    from conformance.__main__ import run_machine
+    from conformance.runner import run_machine
     from conformance.machines import model_machine, profile
     # No example database: a failure an earlier local run saved must not stand in for finding it.
     ci = settings(profile(), max_examples=300, stateful_step_count=6, database=None)
@@ -115,7 +115,7 @@ def _walks(steps: int):
 def test_model_machine_steps_are_edges_of_the_fixed_graph(migration_graph):
     """The other direction for Hypothesis: every step of the fixed reference, from a state of
     MCMigration's graph, is one of its edges."""
-    from conformance.__main__ import run_machine
+    from conformance.runner import run_machine
     from conformance.machines import model_machine
     r = run_machine(model_machine("MCMigration.cfg", graph=migration_graph), _walks(8), shrink=False)
     assert not r["failed"], r

@@ -1,4 +1,4 @@
-"""PR #102244's design (spec/PR102244.tla, and PR102244Whole.tla's first-INSERT models) held to
+"""PR #102244's design (spec/pr102244/PR102244.tla, and PR102244Whole.tla's first-INSERT models) held to
 the reference's implementation of it (reference/pr102244/): each finding's TLC counterexample
 carried to the reference, the same invariant broken there with the switch and not without it."""
 

@@ -1,5 +1,5 @@
 """The Hypothesis state machine over PR #102244's design (conformance/machines.py pr_machine):
-random rule sequences under the constants of a model of spec/PR102244.tla or of PR102244Whole.tla's
+random rule sequences under the constants of a model of spec/pr102244/PR102244.tla or of PR102244Whole.tla's
 first INSERT, the spec's invariants checked on the reference after every step. The fixed design
 holds; a finding's switch is caught. No TLC run: the machine needs only the model's constants."""
 
@@ -24,7 +24,7 @@ def test_pr_machine_holds_on_the_fixed_design(cfg, actions):
     every invariant of the spec holds on the reference after every step."""
     from collections import Counter
 
-    from conformance.__main__ import run_machine
+    from conformance.runner import run_machine
     from conformance.machines import pr_machine
     counts = Counter()
     r = run_machine(pr_machine(cfg, counts=counts), _walks(20), shrink=False)
@@ -40,7 +40,7 @@ def test_pr_machine_holds_on_the_fixed_design(cfg, actions):
 def test_pr_machine_catches_a_switch(cfg, invariant):
     """The same machine with a finding's switch on (the failing model's constants) breaks the
     finding's invariant on the reference, found without shrinking."""
-    from conformance.__main__ import run_machine
+    from conformance.runner import run_machine
     from conformance.machines import pr_machine
     # Up to 300 walks, stopping at the first that fails: derandomized walks still differ from one
     # process to another (the set orders of str hashing pick among enabled instances), so a switch

@@ -4,10 +4,9 @@ the spec's guard, allows it)."""
 
 import pytest
 
-from reference.assignment import read_assignment
-from reference.log_entry import GET_PART
-
 from conformance.protocol_system import LAYOUT, PIDS, RETRIES_NOT_DROPS, ProtocolSystem, enabled
+from protocol.assignment import read_assignment
+from protocol.log_entry import GET_PART
 
 
 def take(s: ProtocolSystem, action: str, params: tuple) -> None:
@@ -110,7 +109,7 @@ def test_a_query_whose_initiator_crashes_fails_and_releases_its_readers_pins():
 # migration left): r1, lost while down past the trimmed log, cloned from a peer whose log
 # pointer is behind the ALTER r1 had applied, and kept its own metadata_version 1 (the peer had
 # saved no state) with the pointer moved back before the ALTER (GlobalEntriesAppliedInv). Fixed
-# in reference/recovery.py: the source's version, 0 when it saved none, as the spec's
+# in protocol/recovery.py: the source's version, 0 when it saved none, as the spec's
 # CloneLostReplica takes meta[g].
 LOST_REPLICA_BEHIND_ITS_PEERS = [
     ("ClientSendInsert", ("i3", "r2")), ("ReplicaAllocate", ("r2", "i3")), ("ReplicaForwardInsert", ("r2", "i3")),

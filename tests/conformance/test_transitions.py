@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from conformance.transitions import TRANSITIONS, of_module
+from harness.check_models import spec_file
 
-SPEC = Path(__file__).resolve().parents[2] / "spec"
 
 
 def next_actions(module: str) -> dict[str, int]:
     """Action name -> arity, for every action Next calls, read from the module text."""
-    text = (SPEC / f"{module}.tla").read_text()
+    text = spec_file(f"{module}.tla").read_text()
     body = text.split("\nNext ==", 1)[1].split("\n\n", 1)[0]
     body = re.sub(r"\\in\s+[A-Z][A-Za-z]+", "", body)  # the sets quantified over are not actions
     calls = re.findall(r"\b([A-Z][A-Za-z]+)(?:\(([^()]*)\))?", body)

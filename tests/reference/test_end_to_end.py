@@ -9,8 +9,8 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
+from checkers.oracle import violations
 from reference.cluster import Cluster
-from reference.oracle import violations
 from reference.workload import blocks
 
 
@@ -82,7 +82,7 @@ def test_the_checker_used_here_sees_a_lost_row(connect, tmp_path):
 def test_a_crash_and_restart_during_rebalance_loses_nothing(tmp_path, seed):
     """Memory backend: a replica crashes in the middle of the rebalance (its session expires,
     it may be a coordinator, a source or a target) and restarts later."""
-    from reference.keeper import MemoryEnsemble
+    from protocol.keeper import MemoryEnsemble
     ens = MemoryEnsemble()
     c, _ = None, None
     c = Cluster(ens.connect, tmp_path / "data", replicas=[f"r{i}" for i in range(1, 6)], seed=seed,
@@ -116,7 +116,7 @@ def test_a_crash_and_restart_during_rebalance_loses_nothing(tmp_path, seed):
 @pytest.mark.parametrize("bugs, missed", [(frozenset(), False), (frozenset({"serve_before_map_loaded"}), True)])
 def test_restart_serves_after_loading_its_map(tmp_path, bugs, missed):
     """F9 through the driver: a query right after a restart misses rows only with the switch on."""
-    from reference.keeper import MemoryEnsemble
+    from protocol.keeper import MemoryEnsemble
     c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), bugs=bugs)
     try:
         for block_id, rows in blocks(random.Random(3), 4, 5, months=1):

@@ -3,14 +3,14 @@ migration, a lane per replica, written as a PNG."""
 
 import pytest
 
+from protocol.keeper import MemoryEnsemble
+from protocol.rebalance import plan_rebalance
+from protocol.scheduler import Schedule
 from reference import gantt
 from reference.__main__ import main
 from reference.cluster import Cluster
-from reference.keeper import MemoryEnsemble
 from reference.makespan import GB, Bandwidth, simulate
-from reference.rebalance import plan_rebalance
 from reference.scenarios import growth
-from reference.scheduler import Schedule
 from reference.workload import blocks
 
 PNG = b"\x89PNG\r\n\x1a\n"

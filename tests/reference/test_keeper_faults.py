@@ -3,7 +3,7 @@ ConnectionLoss inside a multi before and after it applies, a leader and a follow
 whole ensemble down, a session expired, while the live runtime inserts and migrates.
 
 Every test asserts that no replica thread died and that the history is exact (no acknowledged
-row lost, none duplicated: reference/oracle.py's `violations`).
+row lost, none duplicated: checkers/oracle.py's `violations`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from harness.faults import LosingKeeper
+from checkers.oracle import violations
+from lab.faults import LosingKeeper
+from protocol.keeper import Create, Delete, KeeperUnavailableError, SetData
+from protocol.keeper.zookeeper import ZooKeeperKeeper
+from protocol.layout import Layout
 from reference.cluster import Cluster
-from reference.keeper import Create, Delete, KeeperUnavailableError, SetData
-from reference.keeper.zookeeper import ZooKeeperKeeper
-from reference.layout import Layout
-from reference.oracle import violations
 from reference.runtime import LiveCluster
 from reference.workload import blocks
 

@@ -5,10 +5,10 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from protocol.rebalance import plan_rebalance
+from protocol.scheduler import Running, Schedule
 from reference.makespan import GB, Bandwidth, fair_rates, lower_bound, serial_time, simulate
-from reference.rebalance import plan_rebalance
 from reference.scenarios import growth
-from reference.scheduler import Running, Schedule
 
 SIZE = 50 * GB
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.keeper.zookeeper import ZooKeeperKeeper
+from protocol.layout import Layout
+from protocol.registration import RUN_LOCK, claim_root
 from reference.__main__ import main
 from reference.cluster import Cluster
-from reference.keeper.zookeeper import ZooKeeperKeeper
-from reference.registration import RUN_LOCK, claim_root
-from reference.layout import Layout
 
 pytestmark = pytest.mark.zookeeper
 

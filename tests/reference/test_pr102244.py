@@ -6,17 +6,16 @@ import random
 
 import pytest
 
-from reference.assignment import GuardFailed
-from reference.insert import InsertOutcomeUnknown, sub_block_hash
-from reference.pr102244.assignment import ensure_partition_assignment, read_assignment
+from checkers.pr102244_live import no_acked_block_lost, no_duplicate_rows, owners_complete, replication_factor
+from protocol.assignment import GuardFailed
+from protocol.insert import InsertOutcomeUnknown, sub_block_hash
+from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment
+from protocol.pr102244.insert import write_insert
+from protocol.pr102244.migration import done, read_migrations, signal_complete, start_clone, switch, write_clone_entries
+from protocol.query import client_start_query, replica_read_partition
+from protocol.table import Table
 from reference.pr102244.cluster import PRCluster
-from reference.pr102244.insert import write_insert
-from reference.pr102244.invariants import no_acked_block_lost, no_duplicate_rows, owners_complete, replication_factor
-from reference.pr102244.migration import (done, read_migrations, signal_complete, start_clone, switch,
-                                          write_clone_entries)
-from reference.query import client_start_query, replica_read_partition
 from reference.workload import WORKLOAD
-from reference.table import Table
 
 P = "202401-5"   # 2024-01-15, user 5
 
@@ -287,7 +286,7 @@ def test_retry_of_a_forwarded_block_with_a_new_block_id_duplicates_it(connect, t
 def test_a_client_insert_into_an_assigned_partition_goes_through_the_sink(connect, tmp_path):
     """Cluster.insert on the PR's design, into a partition already assigned (its znode the PR's
     format, not the RFC's JSON): the rows land on both owners and nothing is recorded in
-    insert_refusals, whose write path (reference/refusals.py) is the RFC design's. The CLI's
+    insert_refusals, whose write path (history/refusals.py) is the RFC design's. The CLI's
     `--design pr102244` runs died here when the base Cluster read the PR's znode as JSON."""
     c = cluster(connect, tmp_path, 2)
     try:
@@ -307,8 +306,8 @@ def test_a_rebalance_whose_clones_wait_on_a_down_replica_ends_and_retries_nothin
     cycle for ever (`reference run --design pr102244 --crash r2 --restart r2 --rebalance
     --add-replicas 1` hit 'rebalance did not finish in 1000 rounds'); with the replica back,
     nothing acknowledged is lost."""
-    from reference.keeper import MemoryEnsemble
-    from reference.oracle import violations
+    from checkers.oracle import violations
+    from protocol.keeper import MemoryEnsemble
     from reference.workload import blocks
 
     # In memory only: the timeouts are counted in coordinator polls, and a whole rebalance of

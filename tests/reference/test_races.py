@@ -1,11 +1,11 @@
-"""Racing profiles (reference/races.py) and the replication lag they record (reference/lag.py):
+"""Racing profiles (reference/races.py) and the replication lag they record (history/lag.py):
 the fixed protocol holds under them, unsynced reads are excused only what the spec excuses,
 and a switch's history is refused by the in-process oracle."""
 
 import pytest
 
+from lab.teeth import SIZE, TEETH
 from reference.__main__ import main
-from pyspark_jobs.teeth import SIZE, TEETH
 from reference.races import PROFILES, racing_history
 
 SMALL = {"steps": 80, "blocks": 16}
@@ -23,8 +23,8 @@ def test_fixed_protocol_holds_under_each_profile(tmp_path, profile):
 def test_unsynced_queries_record_lag_and_without_it_r2_fails(tmp_path):
     """The lag rows are what stands between an unsynced read and a reported loss: drop them and
     the same history shows misses (so the excuse is used, and is all that is excused)."""
-    from reference.keeper import MemoryEnsemble
-    from reference.oracle import violations
+    from checkers.oracle import violations
+    from protocol.keeper import MemoryEnsemble
     from reference.races import profile_of, race, racing_cluster
     c = racing_cluster(MemoryEnsemble().connect, tmp_path, profile_of("racing"), 0)
     try:
@@ -42,8 +42,8 @@ def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_p
     """`dropping`: each DROP PARTITION's removed rows are in the history (table drops), no replica
     holds one at the end, and they are what excuses the owners: without the table the same
     history shows acknowledged rows lost (so the drops are all that is excused)."""
-    from reference.keeper import MemoryEnsemble
-    from reference.oracle import violations
+    from checkers.oracle import violations
+    from protocol.keeper import MemoryEnsemble
     from reference.races import profile_of, race, racing_cluster
     c = racing_cluster(MemoryEnsemble().connect, tmp_path, profile_of("dropping"), 0)
     try:
@@ -72,7 +72,7 @@ def test_drops_record_what_they_removed_and_without_them_the_rows_are_lost(tmp_p
 ], ids=["drop-fixed", "drop-F8", "drop-F16", "alter-fixed", "alter-skips_global", "mutate-fixed", "mutate-F8"])
 def test_a_switch_breaks_only_its_invariant_in_oracle_and_duckdb_alike(tmp_path, profile, seed, action, bugs,
                                                                        invariant):   # one or more, space-separated
-    """`dropping` seeds 2 and 3 (pyspark_jobs/teeth.py): with F8 (or F16, F8's first fix, on the
+    """`dropping` seeds 2 and 3 (lab/teeth.py): with F8 (or F16, F8's first fix, on the
     trimmed log) the CLONE target fetches a part a DROP PARTITION removed from its owners, and keeps
     it (DropsAppliedInv); in seed 3 a target that skipped a DROP_RANGE no keeper had pulled yet
     (the keepers' pulling behind: `dropping`'s keepers_lag) also queues a fetch of a part its
@@ -83,7 +83,7 @@ def test_a_switch_breaks_only_its_invariant_in_oracle_and_duckdb_alike(tmp_path,
     holds old data with no mutation pending (MutationsAppliedInv, at every snapshot until, an
     owner, it selects the mutation itself). The oracle and DuckDB both report those
     invariants and nothing else, with the same count; the fixed protocol holds for both."""
-    from pyspark_jobs.duckdb_check import check as duckdb_check
+    from checkers.duckdb_check import check as duckdb_check
     run = racing_history(tmp_path, profile, seed, bugs, **SIZE)
     if action:
         assert run["actions"].get(action, 0) > 0
@@ -130,7 +130,7 @@ _FIRST = {t.switch: t for t in reversed(TEETH)}
 @pytest.mark.parametrize("tooth", [pytest.param(t, marks=[] if _FIRST[t.switch] is t else [pytest.mark.long])
                                    for t in TEETH], ids=lambda t: f"{t.switch}-{t.profile}-{t.seed}")
 def test_every_tooth_is_refused_by_the_oracle(tmp_path, tooth):
-    """The Spark job's teeth table (pyspark_jobs/teeth.py) without Spark: each row's history is still
+    """The Spark job's teeth table (lab/teeth.py) without Spark: each row's history is still
     refused, naming the row's invariant. A change to the reference or the driver that moves a
     run's course can make a seed stop catching its switch; the Spark cases are long, so without
     this only make check would notice (F6's and F7's rows went stale that way)."""
@@ -148,6 +148,7 @@ def test_a_step_that_raises_every_time_is_logged_bounded_and_the_run_still_ends(
     coordinator stops retrying after MAX_STEP_ERRORS, and the run ends with its migrations left
     in flight and a history written for the checkers, instead of raising out of the run."""
     import pyarrow.parquet as pq
+
     from reference.cluster import MAX_STEP_ERRORS
     monkeypatch.setattr("reference.cluster.coordinator_switch", _raises)
     run = racing_history(tmp_path, "churn", 0, **SMALL)
@@ -180,7 +181,7 @@ def test_a_read_that_leaves_its_partition_pending_fails_its_query_instead_of_han
     (replica_read_partition's mutant 13) would leave an open query waiting for ever and the run
     with it. The harness checks the effect after each read (cluster.read_done): the query fails,
     the error is logged, and the run ends with its history refused through NoLogicalErrorsInv."""
-    from reference.query import replica_read_partition
+    from protocol.query import replica_read_partition
 
     def leaves_it_pending(query, partition, replicas):
         rows = replica_read_partition(query, partition, replicas)
@@ -198,14 +199,14 @@ def test_an_unparsable_queue_entry_is_logged_and_the_run_still_ends(tmp_path, mo
     whose part name is "None"): the observer reading queues for the history logs the bad entry
     once and goes on, so the run ends with a history the checkers refuse (the target never gets
     the partition's rows), not with the observer's exception and no history at all."""
-    from reference.log_entry import GET_PART, LogEntry
+    from protocol.log_entry import GET_PART, LogEntry
 
     class Unnamed(LogEntry):
         def __init__(self, type, **kw):
             if type == GET_PART:
                 kw["new_part_name"] = "None"
             super().__init__(type, **kw)
-    monkeypatch.setattr("reference.migration.LogEntry", Unnamed)
+    monkeypatch.setattr("protocol.migration.LogEntry", Unnamed)
     run = racing_history(tmp_path, "churn", 0, **SMALL)
     import pyarrow.parquet as pq
     errors = pq.read_table(tmp_path / "history" / "errors.parquet").to_pylist()
@@ -233,8 +234,8 @@ def test_cancelling_aims_a_cancel_at_every_migration_state(tmp_path):
 def _cancel_in_any_state(keeper, layout, partition, target=None, bugs=frozenset()):
     # A coordinator whose state guard is gone (a mutant's): what a CANCEL in CLONE writes, written
     # in whatever state the migration is.
-    from reference.assignment import Assignment, read_assignment
-    from reference.migration import _write, read_migration
+    from protocol.assignment import Assignment, read_assignment
+    from protocol.migration import _write, read_migration
     mig, version = read_migration(keeper, layout, partition)
     a = read_assignment(keeper, layout, partition)
     new = Assignment(a.owners, target=None, leaving=mig["dst"])
@@ -256,7 +257,7 @@ def test_deserting_has_cleanup_done_for_down_leavers_of_both_kinds(tmp_path, mon
     """`deserting` (seed 0, small): the CLEANUP of a down source after SWITCH and of a down target
     after CANCEL are each done on its behalf, several times in one run, and the fixed protocol holds."""
     import reference.cluster
-    from reference.migration import read_migration
+    from protocol.migration import read_migration
     ended = []
     cleanup = reference.cluster.replica_cleanup_for_down_leaver
 
@@ -287,7 +288,7 @@ def test_clients_go_through_the_client_api_and_are_judged(tmp_path, monkeypatch)
 def test_a_select_all_that_loses_a_row_is_refused_by_the_oracle(tmp_path, monkeypatch):
     """`clients` seed 0 records what select_all returned: one whose rows go missing (its owed rows
     are all there on the fixed protocol: the test above) has missed rows."""
-    from reference.query import select_all
+    from protocol.query import select_all
 
     def losing(replica, replicas, **kw):
         q = select_all(replica, replicas, **kw)
@@ -310,9 +311,9 @@ def test_client_send_insert_failed_means_nothing_written(tmp_path, monkeypatch):
     run = racing_history(tmp_path / "fixed", "refusing", 0, **SMALL)
     assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
     assert run["actions"].get("client insert failed", 0) > 0, run["actions"]
-    import reference.insert
-    route = reference.insert.route_insert
-    monkeypatch.setattr("reference.insert.route_insert", lambda *a, out=None, **k: route(*a, **k))
+    import protocol.insert
+    route = protocol.insert.route_insert
+    monkeypatch.setattr("protocol.insert.route_insert", lambda *a, out=None, **k: route(*a, **k))
     forgetting = racing_history(tmp_path / "forgetting", "refusing", 0, **SMALL)
     assert "NoPhantomRowsInv" in forgetting["oracle_invariants"], forgetting["oracle_sample"]
 
@@ -323,11 +324,11 @@ def test_a_lost_answer_is_told_unknown_to_a_client_that_tries_once(tmp_path, mon
     "unknown" and a try refused before its commit "failed"; one that takes the lost answer for a
     refusal before the commit (as _unavailable_before_commit's mutant 2, any KeeperUnavailableError)
     tells "failed" of rows that are in the table: NoPhantomRowsInv."""
-    from reference.keeper import KeeperUnavailableError, SessionExpiredError
+    from protocol.keeper import KeeperUnavailableError, SessionExpiredError
     run = racing_history(tmp_path / "fixed", "impatient", 1)
     assert run["oracle_violations"] == 0 and run["errors"] == 0, run["oracle_sample"] + run["error_sample"]
     assert run["actions"].get("client insert unknown", 0) > 0 and run["actions"].get("client insert failed", 0) > 0
-    monkeypatch.setattr("reference.insert._unavailable_before_commit",
+    monkeypatch.setattr("protocol.insert._unavailable_before_commit",
                         lambda e: isinstance(e, (SessionExpiredError, KeeperUnavailableError)))
     told_failed = racing_history(tmp_path / "told_failed", "impatient", 1)
     assert "NoPhantomRowsInv" in told_failed["oracle_invariants"], told_failed["oracle_sample"]
@@ -339,7 +340,7 @@ def test_overlapping_queries_hold_pins_across_cleanup(tmp_path, monkeypatch):
     a CLEANUP that does not wait for the pins (its map wait kept) drops the copy a pinned query
     was told to read, and the oracle sees the rows it missed."""
     import reference.cluster
-    from reference.assignment import GuardFailed
+    from protocol.assignment import GuardFailed
     cleanup = reference.cluster.replica_cleanup
     waited = []
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from checkers.oracle import violations
 from reference.cluster import Cluster
-from reference.oracle import violations
 from reference.runtime import LiveCluster
 from reference.workload import blocks
 

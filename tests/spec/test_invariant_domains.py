@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance.spec_model import INVARIANTS
-from harness import mutation_spec as ms
+from lab import mutation_spec as ms
 
 SPEC = Path(ms.SPEC_DIR) / ms.SPEC_FILE
 SAFETY = runpy.run_path(str(Path(ms.SPEC_DIR) / "gen_cfgs.py"))["SAFETY"]   # spec/ is no package

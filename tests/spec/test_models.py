@@ -28,18 +28,18 @@ def test_generated_cfgs_match_their_table():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, str(check_models.SPEC_DIR / "gen_cfgs.py"), "--check"],
+    r = subprocess.run([sys.executable, str(check_models.SPEC_DIR / "rfc" / "gen_cfgs.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
 def test_every_cfg_is_in_the_manifest():
     listed = {m["config"] for m in check_models.load_manifest()}
-    on_disk = {p.name for p in check_models.SPEC_DIR.glob("MC*.cfg")}
+    on_disk = {p.name for p in check_models.SPEC_DIR.glob("*/MC*.cfg")}
     assert on_disk - listed == set(), "cfg files no model in spec/models.json runs"
 
 
-# ReductionView (spec/MCSelectiveReplication.tla) makes TLC tell states apart by less than all
+# ReductionView (spec/rfc/MCSelectiveReplication.tla) makes TLC tell states apart by less than all
 # variables, so the full model fits in time. Its comment argues it sound; this checks the argument
 # where it could hide a bug: every broken variant of SelectiveReplication, run exhaustively with
 # the view added, must still violate the invariant it violates without it.
@@ -54,12 +54,12 @@ BROKEN_WITHOUT_VIEW = [m for m in check_models.load_manifest()
 def test_reduction_view_keeps_every_broken_variant(model, tmp_path):
     from harness.tlc.runner import run_tlc
 
-    cfg = (check_models.SPEC_DIR / model["config"]).read_text()
+    cfg = check_models.spec_file(model["config"]).read_text()
     assert "VIEW" not in cfg
-    viewed = check_models.SPEC_DIR / f"_view_{model['name']}.cfg"  # TLC reads cfgs beside the spec
+    viewed = check_models.spec_file(model["spec"]).parent / f"_view_{model['name']}.cfg"  # TLC reads cfgs beside the spec
     viewed.write_text(cfg + "VIEW ReductionView\n")
     try:
-        res = run_tlc(check_models.SPEC_DIR / model["spec"], viewed, check_deadlock=False,
+        res = run_tlc(check_models.spec_file(model["spec"]), viewed, check_deadlock=False,
                       timeout_s=max(900, model["budget_s"] * 3))  # a hang bound: 2 cores shared
     finally:
         viewed.unlink()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import mutation_spec as ms
+from lab import mutation_spec as ms
 
 SPEC = Path(ms.SPEC_DIR) / ms.SPEC_FILE
 

@@ -1,0 +1,573 @@
+"""The invariants: decided from the facts pass (facts.py) where its sums are exact or show no
+suspect, and otherwise by a DataFrame of the violating rows, which also gives the sample.
+
+A history that holds costs one pass over its large tables. One that does not is read again for
+each invariant that fails, to show its violating rows.
+
+Names are the spec's where the spec has the invariant (spec/rfc/SelectiveReplication.tla).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import reduce
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession, Window, functions as F
+
+from checkers.spark import facts
+from checkers.spark.facts import KEYS, Facts, bits_of, shift
+from checkers.spark.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
+from checkers.spark.local_frame import local_frame
+from history.schema import DOWN_WAIT_GRACE, PART_NAME
+
+DESCRIPTIONS = {
+    "OwnersCompleteInv": "every acknowledged row is in the final state of every owner of its partition",
+    "NoDuplicateRowsInv": "no replica holds a row twice in its final state",
+    "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
+    "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
+    "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
+    "NoForeignPartsInv": "at every snapshot, no replica keeps rows of a partition it does not own (a CLONE target, and a leaving replica until its CLEANUP, excepted)",
+    "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
+    "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
+    "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
+    "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
+    "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
+                         "property on a finite history)",
+    "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
+                       "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
+    "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
+                               "guard held on the state observed before it, and left in Keeper what its outcome "
+                               "writes: a CLONE of src -> dst, a cancelling migration, or, refused, the migration "
+                               "it found (table commands)",
+    "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
+                                     "before or after it: the assignment changed, the receiver's map was not at its "
+                                     "version, no owner stayed writable, or a writable owner's map was stale; "
+                                     "for a partition not assigned yet, the receiver was read-only or fewer than "
+                                     "replication_factor replicas were active (table insert_refusals)",
+    "MutationsAppliedInv": "at every snapshot, a keeper's part reflects every MUTATE_PART of its partition below the "
+                           "keeper's log_pointer that overlaps it, unless a MUTATE_PART of the partition, or a "
+                           "GET_PART of a part mutated at least as far covering it, is in its queue (tables "
+                           "log_mutations, queued_mutations, metadata.log_pointer)",
+    "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
+                         "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
+                         "src -> dst (tables commands, migrations)",
+    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's assignment: switched or "
+                           "done, the source is no owner; clone, cancelling or cancelled, the target is none; "
+                           "the leaving replica is the source while switched (none under source_stops_at_switch), "
+                           "the target while cancelling, no one otherwise (tables migrations, assignments, run.bugs)",
+    "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
+                            "between its start and end steps, and none is failed by the crash of a replica that "
+                            "served it neither as its receiver nor as a reader of a partition it had still to read "
+                            "(tables crashes, queries: failed_by, pending_at)",
+    "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
+                           "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
+                           "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
+}
+# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
+MIGRATION_ENDED = ("done", "cancelled")
+# MigrationOutcomeInv's states (checkers/oracle.py's, restated: the job ships without the
+# reference): those that say the SWITCH happened, and those that say it has not or never will.
+SWITCHED = ("switched", "done")
+NOT_SWITCHED = ("clone", "cancelling", "cancelled")
+TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
+
+
+# --- the violating rows of each invariant (run only when it does not hold) -----------------------
+class Violations:
+    def __init__(self, spark: SparkSession, fx: Facts):
+        self.spark, self.fx, self.h = spark, fx, fx.h
+
+    def _large(self) -> DataFrame:
+        return self.h.large(self.spark)
+
+    def held(self) -> DataFrame:
+        """(replica, partition_id, row_id): every copy a replica holds at the final snapshot."""
+        c = F.col
+        return (self._large().filter((c("t") == PART) & (c("step") == self.h.final_step))
+                .select(c("who").alias("replica"), *KEYS))
+
+    def returned(self) -> DataFrame:
+        """(query_id, partition_id, row_id) of every row a completed query returned."""
+        done = local_frame(self.spark, [("query_id", "string")], [(q,) for q, _, _ in self.h.done_queries])
+        return (self._large().filter(F.col("t") == RETURNED).select(F.col("who").alias("query_id"), *KEYS)
+                .join(F.broadcast(done), "query_id", "left_semi"))
+
+    def replicas_in(self, masks) -> F.Column:
+        """The names of the replicas whose bits are set in `masks` (one column per word)."""
+        names = self.fx.names
+
+        def word_names(w: int, m):  # a closure, not default arguments: Spark passes a lambda's
+            return F.transform(      # second parameter the element's index
+                F.filter(F.sequence(F.lit(0), F.lit(facts.WORD - 1)), lambda b: shift("shiftright", m, b).bitwiseAND(1) == 1),
+                lambda b: F.element_at(names, b + (w * facts.WORD + 1)))
+
+        per_word = [word_names(w, m) for w, m in zip(self.fx.words, masks)]
+        return F.concat(*per_word) if len(per_word) > 1 else per_word[0]
+
+    def OwnersCompleteInv(self) -> DataFrame:
+        """(partition_id, replica, row_id): an owner lacking an acknowledged row (replica null when
+        the partition has no owner in the final assignment)."""
+        fx, c = self.fx, F.col
+        acked = fx.with_partitions(fx.rows.filter((c("n_ok") > 0) & fx.live()))
+        missing, no_owner = fx.missing(), fx.no_owner()
+        lacking = acked.filter(reduce(lambda a, b: a | b, [m != 0 for m in missing], no_owner))
+        return lacking.select("partition_id", F.explode(F.when(no_owner, F.array(F.lit(None).cast("string")))
+                                                        .otherwise(self.replicas_in(missing))).alias("replica"), "row_id")
+
+    def NoDuplicateRowsInv(self) -> DataFrame:
+        return self.held().groupBy("replica", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
+
+    def NoForeignPartsInv(self) -> DataFrame:
+        """(snapshot_step, replica, partition_id, rows): rows a replica keeps at a snapshot where it
+        neither owns, CLONEs into nor leaves the partition (History.keepers), at any snapshot."""
+        c = F.col
+        keepers = local_frame(self.spark, [("snapshot_step", "bigint"), ("partition_id", "string"),
+                                           ("replica", "string")], self.h.keepers)
+        held = self._large().filter(c("t") == PART).select(c("step").alias("snapshot_step"),
+                                                           c("who").alias("replica"), "partition_id")
+        return (held.join(F.broadcast(keepers), ["snapshot_step", "partition_id", "replica"], "left_anti")
+                .groupBy("snapshot_step", "replica", "partition_id").agg(F.count("*").alias("rows")))
+
+    def AmbiguousInsertAtomicInv(self) -> DataFrame:
+        """(insert_id, partition_id, replica, present, rows): an owner with some, not all, of the rows
+        of an insert of unknown outcome."""
+        c = F.col
+        owners = self.fx.partitions.select("partition_id", F.explode("owner_list").alias("o"))
+        unknown = (read_table(self.spark, self.h.sources["inserts"]).filter(c("status") == "unknown")
+                   .select("insert_id", *KEYS).join(F.broadcast(owners), "partition_id")
+                   .select("insert_id", *KEYS, c("o.replica").alias("replica")))
+        held = self.held().distinct().withColumn("here", F.lit(1))
+        per_owner = (unknown.join(held, ["replica", *KEYS], "left").groupBy("insert_id", "partition_id", "replica")
+                     .agg(F.count("here").alias("present"), F.count("*").alias("rows")))
+        return per_owner.filter((c("present") > 0) & (c("present") < c("rows")))
+
+    def NoPhantomRowsInv(self) -> DataFrame:
+        """(where, who, partition_id, row_id): a row held or returned that no ok or unknown insert wrote."""
+        c, h = F.col, self.h
+        rows = self._large()
+        written = rows.filter((c("t") == INSERT) & c("code").isin(0, 2)).select(*KEYS)
+        there = rows.filter(((c("t") == PART) & (c("step") == h.final_step)) | (c("t") == RETURNED))
+        return (there.join(written, KEYS, "left_anti")
+                .select(F.when(c("t") == PART, "replica").otherwise("query").alias("where"), c("who"), *KEYS).distinct())
+
+    def DropsAppliedInv(self) -> DataFrame:
+        """(replica, partition_id, row_id, dropped_at): a row a drop removed, still held at the end."""
+        dropped = self.fx.rows.filter(~self.fx.live()).select(*KEYS, "dropped_at")
+        return self.held().distinct().join(dropped, KEYS)
+
+    def QueryNoDuplicateInv(self) -> DataFrame:
+        return self.returned().groupBy("query_id", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
+
+    def QueryNoMissingInv(self) -> DataFrame:
+        """(query_id, partition_id, row_id): a row acknowledged before a completed query started, in a
+        partition it asked for (every partition with acknowledged rows when it asked for all), not
+        removed by a drop before it started, that the query did not return and was not excused as
+        replication lag (query_lag)."""
+        h, fx = self.h, self.fx
+        asked = local_frame(self.spark, [("partition_id", "string"), ("query_id", "string"), ("start_step", "bigint")],
+                            [(p, q, start) for q, start, requested in h.done_queries if requested is not None
+                             for p in sorted(set(requested))])
+        whole = local_frame(self.spark, [("query_id", "string"), ("start_step", "bigint")],
+                            [(q, start) for q, start, requested in h.done_queries if requested is None])
+        acked = fx.rows.filter(F.col("n_ok") > 0).select(*KEYS, "ack_step", "dropped_at")
+        owed = (acked.join(F.broadcast(asked), "partition_id").unionByName(acked.crossJoin(F.broadcast(whole)))
+                .filter((F.col("ack_step") < F.col("start_step"))
+                        # a row a drop removed before the query started is owed to it no more
+                        & ~F.coalesce(F.col("dropped_at") < F.col("start_step"), F.lit(False)))
+                .select("query_id", *KEYS))
+        excused = self._large().filter(F.col("t") == LAG).select(F.col("who").alias("query_id"), *KEYS)
+        return (owed.join(self.returned().distinct(), ["query_id", *KEYS], "left_anti")
+                .join(excused.distinct(), ["query_id", *KEYS], "left_anti"))
+
+
+Progress = Callable[[str, dict, float], None]
+
+
+def _sample(df: DataFrame, n: int | None, sample: int) -> tuple[int, list[dict]]:
+    if n is None:
+        n = df.count()
+    return n, ([r.asDict(recursive=True) for r in df.limit(sample).collect()] if n else [])
+
+
+def totals_of(groups: list[dict]) -> dict:
+    t = {"rows": {TABLE_OF[k]: 0 for k in TABLE_OF}, "bad": {TABLE_OF[k]: 0 for k in TABLE_OF}}
+    for g in groups:
+        for k, name in TABLE_OF.items():
+            t["bad"][name] |= g[f"bad{k}"] or 0
+        t["rows"]["inserts"] += g["inserts"] or 0
+        t["rows"]["parts"] += g["parts"] or 0
+        t["rows"]["query_rows"] += g["returned"] or 0
+        t["rows"]["query_lag"] += g["lagging"] or 0
+        t["rows"]["drops"] += g["dropped"] or 0
+    t["acknowledged"] = sum(g["acknowledged"] or 0 for g in groups)
+    t["unknown"] = sum(g["unknown"] or 0 for g in groups)
+    t["last_parts"] = max((g["last_part"] for g in groups if g["last_part"] is not None), default=-1)
+    return t
+
+
+def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
+    """The spec's MigrationsEndProp (every started migration ends, DONE or CANCELLED), a liveness
+    property, judged on a finite history's settled end: once the driver settled the cluster
+    (run.settled_step), a migration still in flight at the final snapshot will never end. A
+    history cut wherever it was, or without a migrations table, is not judged."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if h.settled_step is not None and "migrations" in h.sources:
+        c = F.col
+        stuck = (read_table(spark, h.sources["migrations"])
+                 .filter((c("snapshot_step") == h.final_step) & ~c("state").isin(*MIGRATION_ENDED))
+                 .select("partition_id", "state", "src", "dst"))
+        n, got = _sample(stuck, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationsEndProp"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def logical_errors(h: History, sample: int) -> dict:
+    """NoLogicalErrorsInv: every row of the `errors` table is a violation (checkers/oracle.py's
+    logical_errors), read with the small tables."""
+    return {"holds": not h.errors, "violations": len(h.errors), "sample": h.errors[:sample],
+            "description": DESCRIPTIONS["NoLogicalErrorsInv"], "seconds": 0.0}
+
+
+def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
+    r"""CommandsFollowGuardsInv (checkers/oracle.py's commands_off_guard): a command accepted
+    though its spec action's guard did not hold on the observed inputs, or refused though it did,
+    or one whose migration read right after it is not what its outcome writes. AdminReassign =
+    dst active /\ StartMigration (assigned, no migration in flight, src an owner, dst not, src
+    active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a repair,
+    coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "commands" in h.sources and h.sources["commands"].rows:
+        c = F.col
+        reassign = (c("owners").isNotNull() & c("migration_state").isin("none", "done", "cancelled")
+                    & F.array_contains(c("owners"), c("src")) & ~F.array_contains(c("owners"), c("dst"))
+                    & (c("src_active") == 1) & (c("dst_active") == 1) & (c("in_flight") < c("max_in_flight")))
+        cancel = (c("migration_state") == "clone") & c("migration_src").isNotNull() & (c("coordinator_active") == 1)
+        guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
+                           F.lit(False))
+        # the effect (history/commands.py's effect_expected), judged where the guard was followed
+        # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst with
+        # the target set, CoordinatorCancel's "cancelling" with the target leaving, a refusal's
+        # migration and owners as found; owners unchanged by either
+        refused, is_reassign = c("outcome") == "refused", c("command") == "REASSIGN"
+
+        def same(column: str, value: F.Column) -> F.Column:
+            return c(column).eqNullSafe(value)
+        as_found = same("migration_state_after", c("migration_state")) & same("migration_src_after", c("migration_src"))
+        reassigned = (same("migration_state_after", F.lit("clone")) & same("migration_src_after", c("src"))
+                      & same("migration_dst_after", c("dst")) & same("target_after", c("dst")))
+        cancelled = (same("migration_state_after", F.lit("cancelling")) & same("migration_src_after", c("migration_src"))
+                     & same("migration_dst_after", c("dst")) & c("target_after").isNull() & same("leaving_after", c("dst")))
+        effect_off = c("migration_state_after").isNotNull() & ~(
+            same("owners_after", c("owners")) & F.when(refused, as_found).when(is_reassign, reassigned).otherwise(cancelled))
+        off = (read_table(spark, h.sources["commands"]).filter(c("outcome").isin("accepted", "refused"))
+               .withColumn("guard_held", guard)
+               .filter(((c("outcome") == "accepted") != c("guard_held")) | effect_off)
+               .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason",
+                       "migration_state_after", "migration_src_after", "migration_dst_after", "owners_after",
+                       "target_after", "leaving_after"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CommandsFollowGuardsInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
+    """InsertRefusalsFollowGuardsInv (history/refusals.py's write_path_open): a refused try whose
+    sub-block's write path was open on both views. No table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "insert_refusals" in h.sources and h.sources["insert_refusals"].rows:
+        c = F.col
+
+        def owners(name: str) -> F.Column:
+            return F.coalesce(c(name), F.array().cast("array<string>"))
+        v = c("keeper_version_before")
+        open_ = (v.isNotNull() & (c("keeper_version_after") == v)
+                 & (c("receiver_map_version_before") == v) & (c("receiver_map_version_after") == v)
+                 & (F.size(F.array_intersect(owners("writable_owners_before"), owners("stale_owners_before"))) == 0)
+                 & (F.size(F.array_intersect(owners("writable_owners_after"), owners("stale_owners_after"))) == 0)
+                 & (F.size(F.array_intersect(owners("writable_owners_before"), owners("writable_owners_after"))) > 0))
+        # or an unassigned partition's allocation enabled on both views (refusals.allocation_open)
+        rf = F.lit(h.replication_factor)
+        allocation = (c("keeper_version_before").isNull() & c("keeper_version_after").isNull()
+                      & (c("receiver_writable_before") == 1) & (c("receiver_writable_after") == 1)
+                      & (c("active_replicas_before") >= rf) & (c("active_replicas_after") >= rf))
+        off = (read_table(spark, h.sources["insert_refusals"])
+               .filter(F.coalesce(open_, F.lit(False)) | F.coalesce(allocation, F.lit(False)))
+               .select("step", "block_id", "partition_id", "receiver", "error", "reason", "keeper_version_before",
+                       "writable_owners_after"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got,
+            "description": DESCRIPTIONS["InsertRefusalsFollowGuardsInv"], "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def _part_fields(name: F.Column, prefix: str) -> list[F.Column]:
+    """A part name's partition, min and max block and mutation (0 when none), as columns."""
+    def num(i: int) -> F.Column:
+        return F.coalesce(F.nullif(F.regexp_extract(name, PART_NAME, i), F.lit("")), F.lit("0")).cast("long")
+    return [num(2).alias(f"{prefix}min"), num(3).alias(f"{prefix}max"), num(5).alias(f"{prefix}mut")]
+
+
+def mutations_applied(spark: SparkSession, h: History, sample: int) -> dict:
+    """MutationsAppliedInv (checkers/oracle.py's mutations_not_applied), at every snapshot: a part
+    a keeper (the assignment's: owners, CLONE target, leaving replica) holds whose data version
+    (mutation, else min block) is below the highest mutation of the MUTATE_PARTs of log_mutations
+    in its partition below the keeper's log_pointer that overlap it, with no MUTATE_PART of the
+    partition queued and no queued GET_PART covering it mutated at least as far. One violation
+    per (snapshot, replica, part). No MUTATE_PART in the log, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if "log_mutations" in h.sources and h.sources["log_mutations"].rows and "metadata" in h.sources:
+        c = F.col
+        muts = read_table(spark, h.sources["log_mutations"]).select(
+            c("partition_id"), c("log_index"), *_part_fields(c("new_part_name"), "m_"))
+        ptr = (read_table(spark, h.sources["metadata"]).filter(c("log_pointer").isNotNull())
+               .select("snapshot_step", "replica", "log_pointer"))
+        keepers = local_frame(spark, [("snapshot_step", "long"), ("partition_id", "string"), ("replica", "string")],
+                              h.assignment_keepers)
+        parts = (read_table(spark, h.sources["parts"])
+                 .select("snapshot_step", "replica", "partition_id", "part_name").distinct()
+                 .select("*", *_part_fields(c("part_name"), "")))
+        owed = (parts.join(keepers, ["snapshot_step", "partition_id", "replica"], "left_semi")
+                .join(ptr, ["snapshot_step", "replica"])
+                .join(muts, "partition_id")
+                .filter((c("log_index") < c("log_pointer")) & (c("m_min") <= c("max")) & (c("min") <= c("m_max")))
+                .groupBy("snapshot_step", "replica", "partition_id", "part_name", "min", "max", "mut", "log_pointer")
+                .agg(F.max("m_mut").alias("owed"))
+                .filter(F.when(c("mut") > 0, c("mut")).otherwise(c("min")) < c("owed")))
+        queued = read_table(spark, h.sources["queued_mutations"]) if "queued_mutations" in h.sources else None
+        if queued is not None:
+            pending = queued.filter(c("entry_type") == "MUTATE_PART").select("snapshot_step", "replica", "partition_id")
+            gets = (queued.filter(c("entry_type") == "GET_PART")
+                    .select("snapshot_step", "replica", "partition_id", *_part_fields(c("new_part_name"), "g_")))
+            covered = (owed.join(gets, ["snapshot_step", "replica", "partition_id"])
+                       .filter((c("g_min") <= c("min")) & (c("max") <= c("g_max")) & (c("g_mut") >= c("owed")))
+                       .select("snapshot_step", "replica", "part_name"))
+            owed = (owed.join(pending, ["snapshot_step", "replica", "partition_id"], "left_anti")
+                    .join(covered, ["snapshot_step", "replica", "part_name"], "left_anti"))
+        off = owed.select("snapshot_step", "replica", "part_name", "owed", "log_pointer").orderBy("snapshot_step", "replica")
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MutationsAppliedInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
+    """CancelHonouredInv (checkers/oracle.py's cancels_ignored): a migration snapshot later than
+    an accepted CANCEL of its partition (a snapshot at the CANCEL's step may precede it) that
+    shows neither cancelling nor cancelled, before the partition's next accepted REASSIGN (a
+    snapshot at its step may follow it) and before the first snapshot naming another src -> dst
+    (a repair). One violation per snapshot row, however many CANCELs it ignores. No tables, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("commands", "migrations")):
+        c = F.col
+        cmds = read_table(spark, h.sources["commands"]).filter(c("outcome") == "accepted")
+        cancels = cmds.filter(c("command") == "CANCEL").select(
+            "partition_id", c("step").alias("cancel_step"), c("src").alias("c_src"), c("dst").alias("c_dst")).distinct()
+        reassigns = cmds.filter(c("command") == "REASSIGN").select("partition_id", c("step").alias("r_step"))
+        snaps = read_table(spark, h.sources["migrations"]).select("partition_id", "snapshot_step", "state", "src", "dst")
+        cancel = ["partition_id", "cancel_step", "c_src", "c_dst"]
+        after = cancels.join(snaps, "partition_id").filter(c("snapshot_step") > c("cancel_step"))
+        # where the cancelled migration's snapshots end: the next accepted REASSIGN, another src -> dst
+        next_reassign = (cancels.join(reassigns, "partition_id").filter(c("r_step") > c("cancel_step"))
+                         .groupBy(*cancel).agg(F.min("r_step").alias("r_bound")))
+        other_pair = (after.filter(~(c("src").eqNullSafe(c("c_src")) & c("dst").eqNullSafe(c("c_dst"))))
+                      .groupBy(*cancel).agg(F.min("snapshot_step").alias("p_bound")))
+        ignored = (after.join(next_reassign, cancel, "left").join(other_pair, cancel, "left")
+                   .filter((c("r_bound").isNull() | (c("snapshot_step") < c("r_bound")))
+                           & (c("p_bound").isNull() | (c("snapshot_step") < c("p_bound")))
+                           & ~F.coalesce(c("state"), F.lit("")).isin("cancelling", "cancelled"))
+                   .groupBy("partition_id", "snapshot_step", "state", "src", "dst")
+                   .agg(F.min("cancel_step").alias("cancel_step")))
+        n, got = _sample(ignored, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CancelHonouredInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def migration_outcome(spark: SparkSession, h: History, sample: int) -> dict:
+    """MigrationOutcomeInv (checkers/oracle.py's outcomes_contradicted): a migration snapshot
+    whose state the owners of its partition at the same snapshot contradict. One violation per
+    snapshot row."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("assignments", "migrations")):
+        c = F.col
+        owners = (read_table(spark, h.sources["assignments"])
+                  .select("snapshot_step", "partition_id", "owners", "leaving_replica", F.lit(True).alias("assigned")))
+        snaps = read_table(spark, h.sources["migrations"]).select("snapshot_step", "partition_id", "state", "src", "dst")
+
+        def owns(who: str):   # (array_contains with a column as its value: SQL's form takes one)
+            return F.coalesce(F.expr(f"array_contains(owners, {who})"), F.lit(False))
+        # the Leaver the assignment must name (oracle's expected_leaving): none after a SWITCH of
+        # the RFC as written (source_stops_at_switch), which the spec exempts
+        switched_leaver = F.lit(None) if "source_stops_at_switch" in h.bugs else c("src")
+        leaver = (F.when(c("state") == "switched", switched_leaver)
+                  .when(c("state") == "cancelling", c("dst")).otherwise(F.lit(None).cast("string")))
+        off = (snaps.join(owners, ["snapshot_step", "partition_id"], "left")
+               .filter((c("state").isin(*SWITCHED) & c("src").isNotNull() & owns("src"))
+                       | (c("state").isin(*NOT_SWITCHED) & owns("dst"))
+                       | (c("assigned").isNotNull() & ~c("leaving_replica").eqNullSafe(leaver)))
+               .drop("assigned")
+               .orderBy("snapshot_step", "partition_id"))
+        n, got = _sample(off, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationOutcomeInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def crash_fails_queries(spark: SparkSession, h: History, sample: int) -> dict:
+    """CrashFailsQueriesInv (checkers/oracle.py's queries_across_crashes): a query answered
+    complete though its receiver crashed strictly between its start and end steps, or failed by
+    the crash of a replica (failed_by) that was neither its receiver nor among pending_at, the
+    readers of its unread partitions (spec ReplicaCrash fails exactly the queries the replica
+    served). One violation per query. No crashes table, no job."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if all(t in h.sources and h.sources[t].rows for t in ("crashes", "queries")):
+        c = F.col
+        crashes = read_table(spark, h.sources["crashes"]).select("replica", c("step").alias("crash_step"))
+        complete = (read_table(spark, h.sources["queries"]).filter(c("status") == "complete")
+                    .select("query_id", "replica", "start_step", "end_step"))
+        off = (complete.join(crashes, "replica")
+               .filter((c("crash_step") > c("start_step")) & (c("crash_step") < c("end_step")))
+               .groupBy("query_id", "replica", "start_step", "end_step").agg(F.min("crash_step").alias("crash_step"))
+               .orderBy("query_id"))
+        n, got = _sample(off, None, sample)
+    # The other half on the queries rows load_history collected (a small table): no job
+    unserved = [q for q in h.crash_failed if q["failed_by"] != q["replica"] and q["failed_by"] not in (q["pending_at"] or ())]
+    n, got = n + len(unserved), (got + unserved)[:sample]
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CrashFailsQueriesInv"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def down_wait_bounded(spark: SparkSession, h: History, sample: int) -> dict:
+    """DownWaitBoundedProp (checkers/oracle.py's down_waits_too_long): per partition, its
+    migration snapshots in step order; one waits on a down replica when its Leaver (switched:
+    src, cancelling: dst; only once maps_behind is an empty list) or, in CLONE, its coordinator
+    is not among the snapshot's running replicas (metadata rows; a snapshot with none shows no
+    one down). A run of consecutive waiting snapshots with the same state, src, dst and replica
+    is one wait, from its first snapshot; each snapshot more than down_timeout + DOWN_WAIT_GRACE
+    steps after it is a violation. Not judged without run.down_timeout, migrations or metadata."""
+    t1 = time.perf_counter()
+    n, got = 0, []
+    if h.down_timeout is not None and all(t in h.sources and h.sources[t].rows for t in ("migrations", "metadata")):
+        c = F.col
+        limit = h.down_timeout + DOWN_WAIT_GRACE
+        running = read_table(spark, h.sources["metadata"]).select("snapshot_step", c("replica").alias("who")).distinct()
+        observed = running.select("snapshot_step").distinct().withColumn("observed", F.lit(True))
+        maps_seen = c("maps_behind").isNotNull() & (F.size("maps_behind") == 0)
+        who = (F.when((c("state") == "switched") & maps_seen, c("src"))
+               .when((c("state") == "cancelling") & maps_seen, c("dst"))
+               .when(c("state") == "clone", c("coordinator")))
+        rows = (read_table(spark, h.sources["migrations"])
+                .select("partition_id", "snapshot_step", "state", "src", "dst", who.alias("who"))
+                .join(F.broadcast(observed), "snapshot_step", "left")
+                .join(F.broadcast(running.withColumn("up", F.lit(True))), ["snapshot_step", "who"], "left")
+                .withColumn("waits", c("who").isNotNull() & c("observed").isNotNull() & c("up").isNull()))
+        order = Window.partitionBy("partition_id").orderBy("snapshot_step")
+
+        def prev(x: str):
+            return F.lag(x).over(order)
+        same = reduce(lambda a, b: a & b, [prev(x).eqNullSafe(c(x)) for x in ("state", "src", "dst", "who")],
+                      F.coalesce(prev("waits"), F.lit(False)) & c("waits"))
+        waits = (rows.withColumn("wait", F.sum(F.when(same, 0).otherwise(1)).over(
+                     order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+                 .withColumn("since", F.min("snapshot_step").over(Window.partitionBy("partition_id", "wait")))
+                 .filter(c("waits") & (c("snapshot_step") - c("since") > limit))
+                 .select("partition_id", "snapshot_step", "state", "src", "dst", "who", "since"))
+        n, got = _sample(waits, None, sample)
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["DownWaitBoundedProp"],
+            "seconds": round(time.perf_counter() - t1, 2)}
+
+
+def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress | None = None) -> tuple[dict, dict]:
+    """(report, counts): every invariant as {holds, violations, sample, description, seconds}, and
+    the input's row counts. `progress` is called after the pass and as each invariant is decided."""
+    t0 = time.perf_counter()
+    fx = Facts(spark, h)
+    groups = fx.summary()
+    totals = totals_of(groups)
+    check_large(spark, h, totals)  # nothing is said about a history until all of it is known good
+    counts = {"inserted_rows": totals["rows"]["inserts"], "acknowledged_rows": totals["acknowledged"],
+              "unknown_rows": totals["unknown"], "part_rows": totals["rows"]["parts"],
+              "dropped_rows": totals["rows"]["drops"],
+              "returned_rows": totals["rows"]["query_rows"], "queries": h.queries,
+              "complete_queries": len(h.done_queries), "partitions": len({g["partition_id"] for g in groups})}
+    if progress:
+        progress("one pass over the large tables", {"counts": counts}, time.perf_counter() - t0)
+
+    report, rows = {}, Violations(spark, fx)
+
+    def decide(name: str, n: int | None):
+        """n: the violation count when the pass gave it exactly, None to count the rows."""
+        t1 = time.perf_counter()
+        n, got = (0, []) if n == 0 else _sample(getattr(rows, name)(), n, sample)
+        record(name, {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
+                      "seconds": round(time.perf_counter() - t1, 2)})
+
+    def record(name: str, result: dict) -> None:
+        report[name] = result
+        if progress:
+            progress(name, result, result["seconds"])
+
+    s = lambda key: sum(g.get(key) or 0 for g in groups)  # noqa: E731
+    decide("OwnersCompleteInv", s("lost"))
+    decide("NoDuplicateRowsInv", None if s("doubled") else 0)
+
+    # ReplicationFactorInv: per partition, owners missing none of its acknowledged rows.
+    t1 = time.perf_counter()
+    per_partition: dict[str, dict] = {}
+    for g in groups:
+        p = per_partition.setdefault(g["partition_id"], {"acked": 0, "miss": [0] * len(fx.words)})
+        p["acked"] += g["acked_rows"] or 0
+        for w in fx.words:
+            p["miss"][w] |= g[f"miss{w}"] or 0
+    # The spec's `Cardinality(asg[p].owners) = RF`: a partition with more owners than RF (PR-F3)
+    # breaks it as one with fewer does; a CLONE target or a leaving replica is not an owner.
+    short = []
+    n_owners = {pid: len(set(owners)) for pid, owners, _ in h.assignment}
+    for pid in sorted(set(per_partition) | set(n_owners)):
+        p = per_partition.get(pid, {"acked": 0, "miss": [0] * len(fx.words)})
+        own = fx.own.get(pid, [0] * len(fx.words))
+        complete = sum(bin(o & ~m).count("1") for o, m in zip(own, p["miss"]))
+        owners = n_owners.get(pid, 0)
+        if (p["acked"] and complete < h.replication_factor) or (pid in n_owners and owners != h.replication_factor):
+            short.append({"partition_id": pid, "owners": owners, "complete_copies": complete,
+                          "rf": h.replication_factor})
+    record("ReplicationFactorInv", {"holds": not short, "violations": len(short), "sample": short[:sample],
+                                    "description": DESCRIPTIONS["ReplicationFactorInv"],
+                                    "seconds": round(time.perf_counter() - t1, 2)})
+
+    # NoForeignPartsInv at every snapshot: the pass counted the part rows no keeper of their
+    # snapshot holds; the (snapshot, replica, partition) triples are counted only when there are some.
+    decide("NoForeignPartsInv", None if s("foreign") else 0)
+
+    # AmbiguousInsertAtomicInv: owners on which some, not all, rows of an insert are present.
+    partial = sum(len(bits_of([(g[f"some{w}"] or 0) & ~(g[f"every{w}"] or 0) for w in fx.words]))
+                  for g in groups if g["unknown_insert"] is not None)
+    decide("AmbiguousInsertAtomicInv", None if partial else 0)  # an insert-id hash shared by two inserts over-counts
+    decide("NoPhantomRowsInv", None if s("phantom") else 0)
+    decide("DropsAppliedInv", None if s("drop_held") else 0)
+
+    # GlobalEntriesAppliedInv: one row per replica, read with the small tables
+    behind = [{"replica": r, "metadata_version": v, "alters_queued": q, "table_metadata_version": want}
+              for r, v, q, want in h.metadata if v + q != want]
+    record("GlobalEntriesAppliedInv", {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
+                                       "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0})
+    record("MigrationsEndProp", migrations_end(spark, h, sample))
+    record("NoLogicalErrorsInv", logical_errors(h, sample))
+    record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
+    record("CancelHonouredInv", cancel_honoured(spark, h, sample))
+    record("MigrationOutcomeInv", migration_outcome(spark, h, sample))
+    record("CrashFailsQueriesInv", crash_fails_queries(spark, h, sample))
+    record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
+    record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
+    record("MutationsAppliedInv", mutations_applied(spark, h, sample))
+    if fx.qwords is None:  # too many queries for masks: the joins decide
+        decide("QueryNoDuplicateInv", None)
+        decide("QueryNoMissingInv", None)
+    else:
+        decide("QueryNoDuplicateInv", None if s("returned_twice") else 0)
+        decide("QueryNoMissingInv", s("query_missed"))
+    return report, counts

@@ -1,0 +1,120 @@
+"""The checker's SparkSession, however the job was started, with nothing of Java's on the terminal.
+
+- `python -m pyspark_jobs.spark_check`: the JVM is started here, with its stdout and stderr going
+  to the run's log (pyspark's `launch_gateway(popen_kwargs=...)`), local[2] unless `--master`.
+- `spark-submit pyspark_jobs/spark_check.py`: spark-submit's JVM and settings rule; log4j is
+  pointed at the log when the session is up.
+- A `spark://` master is tried before Spark is (a refused connection would otherwise hang for a
+  minute in Spark's registration retries), and the job waits for an executor before it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from harness.cli_args import EnvironmentFailure
+from harness.spark import LOCAL_DEFAULTS
+
+SUBMITTED = "PYSPARK_GATEWAY_PORT" in os.environ  # set by spark-submit for the Python driver
+LOG4J = Path(__file__).with_name("log4j2-file.properties")
+
+
+def _tail(path: str) -> str:
+    try:
+        lines = [x.strip() for x in Path(path).read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def master_reachable(master: str, timeout: float = 3.0) -> None:
+    """Raise EnvironmentFailure unless some host:port of a spark:// master URL accepts a connection."""
+    if not master.startswith("spark://"):
+        return
+    for hostport in master.removeprefix("spark://").split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError):
+            continue
+    raise EnvironmentFailure(f"the Spark cluster is unreachable: nothing accepts connections at {master}")
+
+
+def wait_for_executor(spark, master: str, timeout: float) -> None:
+    """On a cluster, jobs would wait forever for resources: give up after `timeout` seconds."""
+    if not master.startswith("spark://"):
+        return
+    deadline = time.monotonic() + timeout
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver's entry included
+    while status().size() < 2:
+        if time.monotonic() > deadline:
+            raise EnvironmentFailure(f"no executor joined from {master} within {timeout:.0f} s "
+                                     f"(no worker alive, or none with the cores and memory asked for)")
+        time.sleep(0.25)
+
+
+def log_to(spark, log: str) -> None:
+    """Send the JVM's log4j output to `log` (spark-submit started the JVM with its own settings)."""
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.System.setProperty("spark_check.log", log)
+    jvm.org.apache.logging.log4j.LogManager.getContext(False).setConfigLocation(jvm.java.net.URI(LOG4J.as_uri()))
+
+
+# Measured here (BENCHMARKS.md): a run over a few million rows spends much of its CPU compiling in
+# the JIT's optimising tier and collecting with parallel threads on two cores; C1 alone and the
+# serial collector halve it. Over tens of millions, the optimised code pays for its compiling.
+SHORT_JOB_ROWS = 10_000_000
+SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+LONG_JOB_JVM = "-XX:+UseParallelGC"
+
+
+def java_options(rows: int | None) -> str:
+    """The driver JVM's JIT and collector for a job over `rows` rows of the large tables."""
+    return SHORT_JOB_JVM if rows is not None and rows < SHORT_JOB_ROWS else LONG_JOB_JVM
+
+
+def start(master: str | None, log: str, executor_timeout: float = 60.0, rows: int | None = None):
+    """(session, owned): the active session when there is one (a caller's, left running), else a
+    new one sized for `rows` rows; EnvironmentFailure when Java, Spark or the cluster fails."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # otherwise Spark binds a non-loopback address
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    if SUBMITTED:
+        SparkContext._ensure_initialized()  # connects to the JVM spark-submit started
+        conf = SparkConf()  # spark-submit's settings, read from that JVM
+        master = conf.get("spark.master", "local[*]")
+        master_reachable(master)
+        spark = SparkSession.builder.appName("spark-check").getOrCreate()
+        log_to(spark, log)
+    else:
+        from pyspark.java_gateway import launch_gateway
+        master = master or os.environ.get("SPARK_MASTER") or "local[2]"
+        master_reachable(master)
+        conf = SparkConf().setAppName("spark-check").setMaster(master)
+        loopback = master.startswith("local") or any(h in master for h in ("//127.0.0.1:", "//localhost:"))
+        for k, v in LOCAL_DEFAULTS.items():
+            if master.startswith("local") or k.startswith(("spark.ui", "spark.sql.session")) or (
+                    loopback and k in ("spark.driver.host", "spark.driver.bindAddress")):
+                conf.set(k, v)
+        if not master.startswith("local"):  # executors run this Python too, not the first python3 on PATH
+            conf.set("spark.pyspark.python", sys.executable)
+        conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J.as_uri()} -Dspark_check.log={log} "
+                 + java_options(rows))
+        try:
+            with open(log, "ab") as out:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+            spark = SparkSession(SparkContext(conf=conf, gateway=gateway))
+        except Exception as e:  # PySparkRuntimeError JAVA_GATEWAY_EXITED, Py4J errors, a missing java
+            raise EnvironmentFailure(f"Spark could not start ({_tail(log) or type(e).__name__})") from e
+    wait_for_executor(spark, master, executor_timeout)
+    return spark, True
+

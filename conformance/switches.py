@@ -1,0 +1,18 @@
+"""Which machine drives which switch of protocol/bugs.py on the spec's invariants alone: the
+whole-protocol machine (conformance/machines.py protocol_machine) the ones listed first, and the
+machine that does, for the ones it cannot. The switch table (lab/switch_table.py) measures them."""
+
+PROTOCOL_SWITCHES = ["filter_with_stale_cache", "clone_from_source_only", "insert_without_assignment_check",
+                     "route_to_clone_target", "source_stops_at_switch", "cancel_drops_target_at_once",
+                     "clone_ignores_skipped_entries", "serve_before_map_loaded", "switch_without_catchup",
+                     "cleanup_no_delay", "filter_skips_global", "no_dedup",
+                     # the lost replica's clone, the trimmed log, the down leaver (windows.py Walk)
+                     "clone_lost_replica_from_one_peer", "clone_keeps_only_what_the_source_has",
+                     "clone_reads_skipped_entries_from_log", "restart_keeps_foreign_parts",
+                     "down_leaver_cleanup_ignores_maps"]
+# The switches the protocol machine cannot drive, each with the ci machine that does: the
+# assignment's own (None: Assignment.tla's machine, with no graph to check its steps against),
+# and the repair's (SYSTEM DROP REPLICA and RepairStart are not ProtocolSystem steps: the model
+# machine under the variant's cfg, on invariants alone).
+OTHER_SWITCHES = {"blind_write": None, "allow_short_assignment": None,
+                  "repair_without_clone": "MCRepair_repair_without_clone.cfg"}

@@ -1,0 +1,1 @@
+"""The history of a run: the one format every driver writes and every checker reads."""

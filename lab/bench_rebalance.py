@@ -1,0 +1,210 @@
+"""`make bench`, section rebalance: the planner at scale and the makespan of migrations.
+
+Planner points (12 x 192 ... 1,000 x 100,000) each run in a fresh process, so its peak resident
+memory is the point's own (input, plan and interpreter). Makespans come from the fluid
+simulation (reference/makespan.py) of the RFC scenario; Gantt charts go to build/reports/.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "build" / "reports"
+
+# (replicas, partitions, rf, scenario): "growth" is the RFC's 10 -> 12 replicas; "random" puts
+# every partition on random old replicas and adds 10% empty ones.
+POINTS = [(12, 192, 2, "growth"), (100, 10_000, 2, "random"), (300, 30_000, 2, "random"),
+          (1000, 100_000, 2, "random"), (1000, 100_000, 3, "random")]
+QUICK_POINTS = POINTS[:2]
+
+
+def plan_point(replicas: int, partitions: int, rf: int, scenario: str) -> dict:
+    """One planner point, in this process: time to plan, moves, the lower bound, peak RSS."""
+    from protocol.rebalance import bands, loads_of, lower_bound, plan_rebalance
+    from reference.scenarios import growth, random_cluster
+    if scenario == "growth":
+        assignments, names = growth(10, replicas - 10, partitions, rf)
+    else:
+        assignments, names = random_cluster(replicas, partitions, rf)
+    t0 = time.perf_counter()
+    moves = plan_rebalance(assignments, names)
+    seconds = time.perf_counter() - t0
+    bound = lower_bound(loads_of(assignments, names), bands(assignments, names))
+    return {"replicas": replicas, "partitions": partitions, "rf": rf, "scenario": scenario, "seconds": round(seconds, 3),
+            "moves": len(moves), "lower_bound": bound, "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def _point_in_subprocess(point) -> dict:
+    code = f"import json; from lab.bench_rebalance import plan_point; print(json.dumps(plan_point(*{point!r})))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def makespans(ingests=(10, 2.5)) -> dict:
+    """The RFC scenario under the landed rule, serially and under least busy first."""
+    from protocol.rebalance import plan_rebalance
+    from protocol.scheduler import Schedule
+    from reference.makespan import GB, Bandwidth, simulate
+    from reference.scenarios import growth
+    assignments, names = growth()
+    plan = plan_rebalance(assignments, names)
+    size = lambda p: 50 * GB  # noqa: E731
+    rules = [("landed: 4 per table, partition order", sorted(plan), Schedule.table_limit(4)),
+             ("4 per table, plan order", plan, Schedule.table_limit(4)),
+             ("serial: 1 at a time (PR #58132)", plan, Schedule.table_limit(1)),
+             ("least busy: " + Schedule.least_busy().describe().split(", ", 1)[1], plan, Schedule.least_busy())]
+    rows = []
+    for ingest in ingests:
+        bw = Bandwidth(GB, ingest * GB)
+        for name, order, schedule in rules:
+            r = simulate(order, size, bw, schedule)
+            rows.append({"ingest_gbs": ingest, "rule": name, "makespan_s": round(r.makespan, 1),
+                         "lower_bound_s": round(r.lower_bound, 1), "serial_s": round(r.serial, 1), "ratio": round(r.ratio, 3)})
+    sensitivity = []
+    for per_table in (4, 8, 12, 16, 24):
+        row = {"per_table": per_table}
+        for ingest in ingests:
+            row[f"ratio_{ingest:g}"] = round(simulate(plan, size, Bandwidth(GB, ingest * GB),
+                                                      Schedule.least_busy(per_table)).ratio, 3)
+        sensitivity.append(row)
+    return {"plan_moves": len(plan), "rows": rows, "sensitivity": sensitivity, "rfc_minutes": rfc_minutes(plan)}
+
+
+def rfc_minutes(plan) -> list[dict]:
+    """What the RFC's "3-5 minutes" needs: per-source read and per-target ingest rates for the
+    plan's busiest source and target, and the simulated makespan with them (least busy, 16)."""
+    from collections import Counter
+
+    from protocol.scheduler import Schedule
+    from reference.makespan import GB, Bandwidth, simulate
+    out_gb = max(Counter(src for _, src, _ in plan).values()) * 50
+    in_gb = max(Counter(dst for _, _, dst in plan).values()) * 50
+    rows = []
+    for minutes in (5, 3):
+        read, ingest = out_gb / (60 * minutes), in_gb / (60 * minutes)
+        r = simulate(plan, lambda p: 50 * GB, Bandwidth(read * GB, ingest * GB), Schedule.least_busy())
+        rows.append({"minutes": minutes, "source_read_gbs": round(read, 2), "target_ingest_gbs": round(ingest, 2),
+                     "busiest_source_gb": out_gb, "busiest_target_gb": in_gb, "simulated_s": round(r.makespan, 1)})
+    return rows
+
+
+def gantts() -> dict:
+    """PNG charts: the RFC scenario simulated under the landed and the new rule, and a reference run."""
+    import random
+    import tempfile
+
+    from protocol.keeper import MemoryEnsemble
+    from protocol.rebalance import plan_rebalance
+    from protocol.scheduler import Schedule
+    from reference import gantt
+    from reference.cluster import Cluster
+    from reference.makespan import GB, Bandwidth, simulate
+    from reference.scenarios import growth
+    from reference.workload import blocks
+    assignments, names = growth()
+    plan = plan_rebalance(assignments, names)
+    out = {}
+    for key, order, schedule in (("landed", sorted(plan), Schedule.table_limit(4)), ("least_busy", plan, Schedule.least_busy())):
+        r = simulate(order, lambda p: 50 * GB, Bandwidth(GB, 10 * GB), schedule)
+        path = REPORTS / f"gantt-rfc-{key}.png"
+        gantt.draw(gantt.from_spans(r.spans), path, f"RFC scenario, 10 GB/s targets, {schedule.describe()}: "
+                   f"{r.makespan:.0f} s (bound {r.lower_bound:.0f} s)")
+        out[key] = str(path.relative_to(ROOT))
+    with tempfile.TemporaryDirectory() as d:
+        c = Cluster(MemoryEnsemble().connect, d, replicas=[f"r{i:02d}" for i in range(1, 11)], seed=1,
+                    schedule=Schedule.least_busy())
+        try:
+            c.load(blocks(random.Random(1), 40, 10, 3))
+            c.settle()
+            moves = c.grow_and_rebalance(["r11", "r12"])
+            c.settle()
+            path = REPORTS / "gantt-reference-run.png"
+            gantt.draw(gantt.from_timeline(c.timeline), path, f"reference run (in-memory keeper): 10 -> 12 replicas, "
+                       f"{len(moves)} moves, {Schedule.least_busy().describe()}", unit="driver steps")
+            out["reference_run"] = str(path.relative_to(ROOT))
+        finally:
+            c.close()
+    return out
+
+
+def bench_rebalance(quick: bool) -> dict:
+    points = []
+    for point in QUICK_POINTS if quick else POINTS:
+        print(f"bench: rebalance planner {point} ...", flush=True)
+        points.append(_point_in_subprocess(point))
+    return {"planner": points, "makespan": makespans(), "gantt": gantts()}
+
+
+def rebalance_markdown(r: dict, produced: str) -> str:
+    lines = ["## SYSTEM REBALANCE: the planner at scale", "",
+             f"Produced by {produced}. `plan_rebalance` on one core; each point in a fresh process (peak RSS: "
+             "that process, input included). *growth*: the RFC scenario (192 partitions allocated least-loaded on "
+             "10 replicas, 2 added); *random*: each partition on random old replicas, 10% of the replicas new and "
+             "empty. Lower bound: max(sum (load - hi)+, sum (lo - load)+) over the bands of the shares "
+             "(the issue's sorted formula for equal shares).", "",
+             "| replicas x partitions | RF | scenario | plan s | moves | lower bound | minimal | peak RSS MiB | time growth |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    prev = None
+    for p in r["planner"]:
+        growth = ""
+        if prev and prev["rf"] == p["rf"] and prev["scenario"] == p["scenario"] and prev["seconds"] > 0:
+            size_ratio = (p["partitions"] * p["rf"]) / (prev["partitions"] * prev["rf"])
+            growth = f"{p['seconds'] / prev['seconds']:.1f}x for {size_ratio:.0f}x the ownerships"
+        lines.append(f"| {p['replicas']:,} x {p['partitions']:,} | {p['rf']} | {p['scenario']} | {p['seconds']} | "
+                     f"{p['moves']:,} | {p['lower_bound']:,} | {'yes' if p['moves'] == p['lower_bound'] else 'NO'} | "
+                     f"{p['peak_rss_mib']} | {growth} |")
+        prev = p
+    m = r["makespan"]
+    lines += ["", "Before: networkx min-cost flow over partition x replica edges: 12 x 192 0.04 s; 100 x 10,000 166 s, "
+              "546 MiB; 1,000 x 100,000 no plan after 300 s, 7.3 GiB (the issue's figures).", "",
+              "## SYSTEM REBALANCE: makespan of the migrations (fluid simulation)", "",
+              f"The RFC scenario: 10 -> 12 replicas, 192 partitions x 50 GB, RF 2, {m['plan_moves']} moves; "
+              "each source disk reads 1 GB/s, each target takes in 10 or 2.5 GB/s; rates max-min fair "
+              "(reference/makespan.py). Lower bound: the busiest source's reads or target's ingest.", "",
+              "| target ingest | start rule | makespan s | min | lower bound s | x bound | serial s |",
+              "|---|---|---|---|---|---|---|"]
+    for x in m["rows"]:
+        lines.append(f"| {x['ingest_gbs']:g} GB/s | {x['rule']} | {x['makespan_s']:.0f} | {x['makespan_s'] / 60:.1f} | "
+                     f"{x['lower_bound_s']:.0f} | {x['ratio']:.2f} | {x['serial_s']:.0f} |")
+    lines += ["", "Least busy first with other table limits (per source 2, per target 16): makespan / bound.", "",
+              "| per table | 10 GB/s | 2.5 GB/s |", "|---|---|---|"]
+    for x in m["sensitivity"]:
+        lines.append(f"| {x['per_table']} | {x['ratio_10']:.2f} | {x['ratio_2.5']:.2f} |")
+    lines += ["", "What the RFC's \"3-5 minutes\" needs (this plan: the busiest source sends "
+              f"{m['rfc_minutes'][0]['busiest_source_gb']} GB, each new replica takes {m['rfc_minutes'][0]['busiest_target_gb']} GB):", "",
+              "| makespan | source disk read | target ingest | simulated (least busy, 16) |", "|---|---|---|---|"]
+    for x in m["rfc_minutes"]:
+        lines.append(f"| {x['minutes']} min | >= {x['source_read_gbs']} GB/s | >= {x['target_ingest_gbs']} GB/s | "
+                     f"{x['simulated_s']:.0f} s |")
+    g = r["gantt"]
+    lines += ["", f"Gantt charts (one bar per migration, a lane per target): `{g['landed']}` (landed rule), "
+              f"`{g['least_busy']}` (least busy), `{g['reference_run']}` (a reference run: CLONE start, fetch, SWITCH, "
+              "CLEANUP in driver steps). Also: `python -m reference gantt [--run] --out FILE`."]
+    return "\n".join(lines) + "\n"
+
+
+def summary(r: dict) -> str:
+    big = [p for p in r["planner"] if p["partitions"] == max(q["partitions"] for q in r["planner"])]
+    best = {x["ingest_gbs"]: x["ratio"] for x in r["makespan"]["rows"] if x["rule"].startswith("least busy")}
+    return (f"plan {big[0]['replicas']}x{big[0]['partitions']} RF{big[0]['rf']} {big[0]['seconds']} s "
+            f"{big[0]['peak_rss_mib']} MiB; makespan/bound least busy " + ", ".join(f"{k:g} GB/s {v:.2f}" for k, v in best.items()))
+
+
+def splice(markdown: str, name: str, body: str) -> str:
+    """Replace section `name` of BENCHMARKS.md (between its markers), or append it: a run of one
+    section keeps the others' figures."""
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{start}\n{body}{end}\n"
+    if start in markdown and end in markdown:
+        return markdown[:markdown.index(start)] + block + markdown[markdown.index(end) + len(end) + 1:]
+    return markdown.rstrip("\n") + "\n\n" + block
+
+
+if __name__ == "__main__":  # a point alone: python -m lab.bench_rebalance R P RF SCENARIO
+    print(json.dumps(plan_point(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])))

@@ -1,0 +1,390 @@
+"""The fault suite (issue 15): the live runtime on a real 3-node ZooKeeper ensemble, one migration
+held in a chosen state while a fault is injected, inserts and queries running throughout; each
+run's history checked by the in-process oracle and by the Spark job, invariant by invariant.
+
+    python -m lab.faults [--seeds 2] [--faults F,...] [--states S,...] [--markdown BENCHMARKS.md]
+
+Faults: by the PIDs the harness holds (ensemble members killed with SIGKILL, replicas crashed)
+and at the keeper layer (a session expired from the server side, a ConnectionLoss injected
+before or after a multi applies). States: `clone` (the fault right after REASSIGN), `switched`
+(after SWITCH, while a running query's pin holds CLEANUP off), `cleanup` (the pin released in the
+same step as the fault: CLEANUP is the source's next step). A run has recovered when every
+replica thread is alive, the migration has ended and an INSERT is acknowledged; *time to
+recover* runs from the fault's end (the member or replica started again; the injection itself
+for the instantaneous ones) to that moment. Prints the table and writes it into BENCHMARKS.md
+between `<!-- bench:faults -->` markers. Exit 0 when every cell recovered with nothing lost or
+duplicated and the checkers agree, 1 otherwise, 3 when no ensemble or Spark could be started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kazoo.exceptions import ConnectionLoss
+from kazoo.handlers.threading import KazooTimeoutError
+
+from protocol.keeper.zookeeper import ZooKeeperKeeper
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTS = ("leader_kill", "follower_kill", "full_outage", "session_expiry", "multi_loss_before",
+          "multi_loss_after", "replica_crash", "coordinator_crash")
+STATES = ("clone", "switched", "cleanup")
+RF = 2
+
+
+class LosingKeeper(ZooKeeperKeeper):
+    """A ZooKeeperKeeper whose connection "breaks" around chosen writes: `before` raises
+    ConnectionLoss instead of sending the request, `after` sends it, waits until ZooKeeper has
+    applied it, then raises ConnectionLoss as if the answer had been lost on the way back.
+
+    A real connection cannot be cut at a chosen point: killing a server breaks it at a random
+    point of a random request, never reliably between the moment ZooKeeper applies a multi and
+    the moment its answer arrives, which is the case the read-back exists for. The injection is at
+    the layer's one send point (`_send`), so the retry (kazoo's KazooRetry) and the read-back that
+    follow are the real ones."""
+
+    WRITES = ("commit_async", "create_async", "set_async", "delete_async")
+
+    def __init__(self, hosts: str, plan=None, rate: float = 0.0, seed: int = 0, **kw):
+        super().__init__(hosts, **kw)
+        self.plan = list(plan or [])      # ("before"|"after") for the next writes, in order
+        self.rate, self.rng = rate, random.Random(seed)
+        self.injected: list[tuple[str, str]] = []
+
+    def _send(self, stop, async_fn, *args, **kwargs):
+        name = getattr(async_fn, "__name__", "")
+        if name in self.WRITES:
+            where = self.plan.pop(0) if self.plan else (
+                self.rng.choice(("before", "after")) if self.rng.random() < self.rate else None)
+            if where:
+                self.injected.append((where, name))
+                if where == "before":
+                    raise ConnectionLoss("injected: connection lost before the request was sent")
+                super()._send(stop, async_fn, *args, **kwargs)
+                raise ConnectionLoss("injected: connection lost after ZooKeeper applied the request")
+        return super()._send(stop, async_fn, *args, **kwargs)
+
+
+@dataclass
+class Outcome:
+    fault: str
+    state: str
+    seed: int
+    recovered: bool
+    seconds: float | None          # time to recover
+    lost: int                      # acknowledged rows missing from an owner at the end
+    duplicated: int                # rows held twice by a replica, or returned twice by a query
+    oracle: dict = field(default_factory=dict)   # invariant -> holds
+    spark: dict = field(default_factory=dict)
+    note: str = ""
+    history: str = ""
+
+    @property
+    def agree(self) -> bool:
+        return bool(self.spark) and self.oracle == self.spark
+
+
+def _wait(cond, timeout: float, step: float = 0.05) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if cond():
+                return True
+        except Exception:   # Keeper away: the condition is read again
+            pass
+        time.sleep(step)
+    return False
+
+
+def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 20):
+    """The cell's cluster, in a chroot of its own. The previous cell restarted the members it
+    stopped, and an election may still be under way: a start that meets Keeper unavailable is
+    tried again in a fresh chroot (a half-registered one would be refused as a leftover root),
+    as a ClickHouse server retries attaching a replicated table until Keeper answers."""
+    from protocol.keeper.base import KeeperUnavailableError
+    from reference.cluster import Cluster
+    for attempt in range(attempts):
+        chroot = f"{hosts}/faults/{uuid.uuid4().hex[:12]}"
+        try:
+            setup = ZooKeeperKeeper(hosts)
+            try:
+                setup.ensure_path(chroot[len(hosts):])
+            finally:
+                setup.close()
+            return Cluster(lambda: keeper(chroot, retry_deadline=1.5), folder / f"data{attempt}",
+                           replicas=("r1", "r2", "r3"), seed=seed, down_timeout=5.0)
+        except (KeeperUnavailableError, ConnectionLoss, KazooTimeoutError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
+def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Path, timeout: float = 60.0) -> Outcome:
+    """One cell run: a table in its own chroot of the ensemble, `fault` injected with the
+    migration in `state`; the history written into `folder`."""
+    from checkers.oracle import check
+    from protocol.migration import read_migration
+    from reference.runtime import LiveCluster
+    from reference.workload import blocks
+
+    losing = fault.startswith("multi_loss")
+    rng = random.Random(seed)
+    c = _start_cluster(hosts, folder, seed, LosingKeeper if losing else ZooKeeperKeeper)
+    note, recovered, seconds = "", False, None
+    work = blocks(rng, 10_000, 3, months=2)
+    try:
+        with LiveCluster(c, refresh_interval=0.3) as live:
+            def client_round():
+                b, rows = next(work)
+                st = live.insert(rows, b)
+                if rng.random() < 0.3:
+                    live.query()
+                return st
+            for _ in range(6):
+                client_round()
+            with live.lock:
+                p = sorted(c.admin.get_children(c.layout.assignments))[0]
+                a = c.replicas["r1"].replica_refresh_cache(p)
+                src = a.owners[0]
+                dst = next(r for r in sorted(c.replicas) if r not in a.owners)
+                c.reassign(p, dst, src)
+                if state != "clone":   # a running query's pin holds CLEANUP off on the source
+                    c.replicas[src].pins[p] = c.replicas[src].pins.get(p, 0) + 1
+            if state != "clone":
+                _wait(lambda: (client_round() and False) or read_migration(c.admin, c.layout, p)[0]["state"] == "switched",
+                      timeout)
+
+            def release_pin():
+                if state != "clone" and src in c.replicas:
+                    from protocol.query import unpin
+                    unpin(c.replicas[src], p)
+            if state == "cleanup":
+                with live.lock:
+                    release_pin()
+            fault_end = inject(fault, ensemble, live, c, src, dst, client_round)
+            if state == "switched":
+                with live.lock:
+                    release_pin()
+
+            def recovered_now():
+                if live.threads_alive() != sorted(c.replicas) or live.migrations_in_flight():
+                    client_round()
+                    return False
+                return set(client_round().values()) == {"ok"}
+            recovered = _wait(recovered_now, timeout)
+            seconds = time.monotonic() - fault_end if recovered else None
+            if not recovered:
+                note = (f"threads {live.threads_alive()}, in flight {live.migrations_in_flight()}, "
+                        f"{read_migration(c.admin, c.layout, p)[0]}")
+        for r in ("r1", "r2", "r3"):   # a replica left down comes back before the end state is read
+            if r not in c.replicas:
+                c.add_replica(r)
+        c.settle()
+        c.query()
+        c.write_history(folder / "history")
+        verdict = check(c.history, RF)
+        lost, duplicated = _lost_and_duplicated(c.history)
+        return Outcome(fault, state, seed, recovered, seconds, lost, duplicated,
+                       {k: not v for k, v in verdict.items()}, note=note, history=str(folder / "history"))
+    except Exception as e:   # a run that breaks is a cell that did not recover, with the reason
+        return Outcome(fault, state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e}")
+    finally:
+        with contextlib.suppress(Exception):
+            c.close()
+        ensemble.start()
+
+
+def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round) -> float:
+    """Inject `fault`, with the client going on; returns when the fault ended (monotonic)."""
+    def go_on(seconds: float):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            client_round()
+    if fault in ("leader_kill", "follower_kill"):
+        leader = ensemble.leader()
+        victim = leader if fault == "leader_kill" else next(m for m in ensemble.modes() if m != leader)
+        ensemble.stop_member(victim)
+        go_on(2.0)
+        ensemble.start_member(victim)
+    elif fault == "full_outage":
+        for m in list(ensemble.modes()):
+            ensemble.stop_member(m)
+        time.sleep(3.0)   # a client round would only wait for the retry deadline each time
+        ensemble.start()
+    elif fault == "session_expiry":
+        with live.lock:
+            k = c.replicas[src].keeper
+            k.expire_session()
+            _wait(lambda: k.expired, 15)
+    elif fault.startswith("multi_loss"):
+        where = fault.rsplit("_", 1)[1]
+        with live.lock:
+            for r in (src, dst):
+                c.replicas[r].keeper.plan = [where] * 3   # their next three writes, the migration's among them
+    elif fault == "replica_crash":   # the target crashes and restarts
+        live.crash(dst)
+        go_on(2.0)
+        live.restart(dst)
+    elif fault == "coordinator_crash":   # the coordinator (the source) crashes and stays down
+        live.crash(src)
+    else:
+        raise ValueError(f"unknown fault {fault!r}; faults are {', '.join(FAULTS)}")
+    return time.monotonic()
+
+
+def _lost_and_duplicated(h) -> tuple[int, int]:
+    t = h.tables
+    final = max(x["snapshot_step"] for x in t["parts"])
+    held: dict[tuple[str, str], list[int]] = {}
+    for x in t["parts"]:
+        if x["snapshot_step"] == final:
+            held.setdefault((x["replica"], x["partition_id"]), []).append(x["row_id"])
+    owners = {a["partition_id"]: a["owners"] for a in t["assignments"] if a["snapshot_step"] == final}
+    lost = {x["row_id"] for x in t["inserts"] if x["status"] == "ok"
+            and any(x["row_id"] not in held.get((o, x["partition_id"]), ()) for o in owners.get(x["partition_id"], [None]))}
+    dup = sum(len(rows) - len(set(rows)) for rows in held.values())
+    returned: dict[str, list[int]] = {}
+    for x in t["query_rows"]:
+        returned.setdefault(x["query_id"], []).append(x["row_id"])
+    dup += sum(len(rows) - len(set(rows)) for rows in returned.values())
+    return len(lost), dup
+
+
+def spark_verdicts(spark, folder: str) -> dict:
+    """invariant -> holds, from the Spark job's library entry on a written history."""
+    from checkers.spark.checks import check
+    from checkers.spark.load import load_history
+    h = load_history(spark, folder)
+    try:
+        report, _ = check(spark, h)
+    finally:
+        h.close()
+    return {k: r["holds"] for k, r in report.items()}
+
+
+def table(outcomes: list[Outcome]) -> list[str]:
+    lines = ["| fault x state | runs | recovered | time to recover, s (median, max) | rows lost | rows duplicated | "
+             "checkers agree | invariants violated (runs) |", "|---|---|---|---|---|---|---|---|"]
+    cells: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        cells.setdefault((o.fault, o.state), []).append(o)
+    for (f, s), runs in cells.items():
+        times = [o.seconds for o in runs if o.seconds is not None]
+        t = f"{statistics.median(times):.1f}, {max(times):.1f}" if times else "-"
+        lines.append(f"| {f} x {s} | {len(runs)} | {sum(o.recovered for o in runs)} | {t} | "
+                     f"{sum(max(o.lost, 0) for o in runs)} | {sum(max(o.duplicated, 0) for o in runs)} | "
+                     f"{sum(o.agree for o in runs)}/{len(runs)} | {_violated(runs)} |")
+    return lines
+
+
+def _violated(runs: list[Outcome]) -> str:
+    """The invariants the oracle found violated, with how many runs: none when every run held."""
+    count: dict[str, int] = {}
+    for o in runs:
+        for name, holds in o.oracle.items():
+            if not holds:
+                count[name] = count.get(name, 0) + 1
+    return ", ".join(f"{n} ({k})" for n, k in sorted(count.items())) or "none"
+
+
+def passed(outcomes: list[Outcome]) -> bool:
+    return all(o.recovered and o.lost == 0 and o.duplicated == 0 and o.agree and all(o.oracle.values())
+               for o in outcomes)
+
+
+def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: print(line, flush=True)) -> list[Outcome]:
+    from harness.zookeeper import ZooKeeperEnsemble
+    outcomes = []
+    with ZooKeeperEnsemble(size=3) as ensemble:
+        for f in faults:
+            for s in states:
+                for seed in seeds:
+                    t0 = time.monotonic()
+                    o = run_one(ensemble, ensemble.hosts, f, s, seed, folder / f"{f}-{s}-{seed}")
+                    if o.history:
+                        o.spark = spark_verdicts(spark, o.history)
+                        if not (o.agree and all(o.oracle.values())):   # kept for whoever looks into it
+                            import shutil
+                            kept = ROOT / "build" / "faults" / f"{f}-{s}-{seed}"
+                            shutil.rmtree(kept, ignore_errors=True)
+                            shutil.copytree(o.history, kept)
+                            o.note = (o.note + "; " if o.note else "") + f"history kept in {kept}"
+                    say(f"  {f} x {s} seed {seed}: {'recovered' if o.recovered else 'NOT recovered'}"
+                        + (f" in {o.seconds:.1f} s" if o.seconds is not None else "")
+                        + f", lost {o.lost}, duplicated {o.duplicated}, checkers "
+                        + ("agree" if o.agree else f"DISAGREE (oracle {o.oracle}, spark {o.spark})")
+                        + "".join(f"; {name} VIOLATED" for name, holds in o.oracle.items() if not holds)
+                        + (f"; {o.note}" if o.note else "") + f" [{time.monotonic() - t0:.0f} s]")
+                    outcomes.append(o)
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lab.faults", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per cell")
+    ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--states", default=",".join(STATES))
+    ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
+    ap.add_argument("--report", help="JSON report with a one-line summary (make check's table)")
+    a = ap.parse_args(argv)
+    faults, states = a.faults.split(","), a.states.split(",")
+    for name, given, known in (("--faults", faults, FAULTS), ("--states", states, STATES)):
+        bad = [x for x in given if x not in known]
+        if bad:
+            print(f"error: {name}: unknown {', '.join(bad)}; known: {', '.join(known)}", file=sys.stderr)
+            return 2
+    if a.seeds < 1:
+        print(f"error: --seeds must be >= 1, not {a.seeds}", file=sys.stderr)
+        return 2
+    command = "python -m lab.faults" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    try:
+        from harness.spark import spark_session
+        spark = spark_session("faults")
+    except Exception as e:
+        print(f"error: Spark could not start: {e}", file=sys.stderr)
+        return 3
+    t0 = time.monotonic()
+    try:
+        with tempfile.TemporaryDirectory(prefix="faults-") as d:
+            outcomes = run_matrix(faults, states, range(1, a.seeds + 1), Path(d), spark)
+    except Exception as e:   # the ensemble could not be started
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 3
+    finally:
+        spark.stop()
+    lines = table(outcomes)
+    print("\n".join(lines))
+    if a.report:
+        import json
+        summary = (f"{len(outcomes)} runs: {sum(o.recovered for o in outcomes)} recovered, "
+                   f"{sum(max(o.lost, 0) for o in outcomes)} rows lost, {sum(max(o.duplicated, 0) for o in outcomes)} "
+                   f"duplicated, checkers agree on {sum(o.agree for o in outcomes)}")
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.report).write_text(json.dumps({"command": command, "summary": summary,
+                                              "runs": [{**o.__dict__, "agree": o.agree} for o in outcomes]}, indent=1))
+    if a.markdown:
+        from lab.bench_rebalance import splice
+        body = "\n".join(["## Fault suite: the live runtime under ZooKeeper and replica faults", "",
+                          f"Produced by `{command}` (run by `make faults`) in {time.monotonic() - t0:.0f} s. "
+                          "A 3-node loopback ensemble, 3 replicas, RF 2, one migration per run held in the "
+                          "state named, inserts and queries running throughout. *recovered*: every replica "
+                          "thread alive, the migration ended, an INSERT acknowledged; *time to recover* from "
+                          "the fault's end. Rows lost / duplicated from the final state and the queries; "
+                          "*checkers agree*: the oracle and the Spark job give the same verdict on every "
+                          "invariant.", "", *lines, ""])
+        path = Path(a.markdown)
+        path.write_text(splice(path.read_text() if path.exists() else "", "faults", body + "\n"))
+    return 0 if passed(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

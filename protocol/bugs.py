@@ -1,0 +1,53 @@
+"""The switches that bring back the RFC-as-written behaviours and the broken variants, by the
+names the spec's `Bug(...)` uses (spec/FINDINGS.md). A test checks this list against the spec."""
+
+SWITCHES = {
+    "blind_write": "allocation writes the assignment without CAS (spec/assignment/Assignment.tla)",
+    "allow_short_assignment": "F1: assign fewer owners than replication_factor",
+    "filter_with_stale_cache": "F2: the log filter trusts a stale map and skips a new partition's entry for good",
+    "clone_from_source_only": "F3: CLONE copies only the source's local parts",
+    "insert_without_assignment_check": "F4: the INSERT commit does not check the assignment version",
+    "route_to_clone_target": "F5: SELECT may read the CLONE target before SWITCH",
+    "source_stops_at_switch": "F6: the source stops replicating at SWITCH while stale maps still read it",
+    "cancel_drops_target_at_once": "F7: cancel removes the target and its copy at once",
+    "clone_ignores_skipped_entries": "F8: the CLONE target never applies mutations/drops it skipped",
+    "clone_reads_skipped_entries_from_log": "F16: F8's first fix, re-reading skipped entries from a log the cleanup trimmed",
+    "clone_lost_replica_from_one_peer": "F14: a lost replica clones everything from one source, as cloneReplica does",
+    "clone_keeps_only_what_the_source_has": "F15: a lost replica drops local parts its source has not pulled yet",
+    "serve_before_map_loaded": "F9: a (re)started replica serves SELECTs before loading its map",
+    "switch_without_catchup": "variant: SWITCH without waiting for the target to catch up",
+    "cleanup_no_delay": "variant: CLEANUP without waiting for every map to see the change",
+    "filter_skips_global": "variant: the filter skips global entries (ALTER_METADATA)",
+    "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
+    "down_leaver_cleanup_ignores_maps": "variant: a CLEANUP done for a down leaver does not wait for every map to see the change",
+    "restart_keeps_foreign_parts": "variant: a replica back from down keeps partitions cleaned up on its behalf",
+    "repair_without_clone": "F20 variant: the repair after DROP REPLICA adds the new owner without CLONE",
+    # PR #102244's design as written (spec/pr102244/PR102244.tla and PR102244Whole.tla, FINDINGS PR-F1..PR-F5;
+    # --design pr102244).
+    # source_stops_at_switch above is the same switch there: the source stops and drops at SWITCH.
+    "snapshot_source_parts": "PR-F1: source_parts_snapshot lists only the source's parts",
+    "switch_fresh_version": "PR-F3: the SWITCH multi checks versions read just before it, not the CLONE's",
+    "second_migration_allowed": "PR-F3: CLONE does not refuse a partition that already has a :cloning entry",
+    "complete_without_rescan": "PR-F4: clone_complete looks only at the snapshot; the target never rescans",
+    "filter_negative_cache": "PR-F5: (reading filter_cached) the filter trusts a cached 'no assignment' entry",
+    "retry_new_block_id": "O7's other reading: a forwarded block's retry after a lost reply carries a new block id",
+}
+
+# Which switches each design's code reads: the RFC's (spec/rfc/SelectiveReplication.tla, Assignment.tla)
+# and PR #102244's (spec/pr102244/PR102244.tla, PR102244Whole.tla).
+PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch_fresh_version",
+                      "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
+                      "retry_new_block_id"})
+DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
+
+
+class UnknownSwitch(ValueError):
+    """A switch name that neither the spec nor the reference knows."""
+
+
+def check_switches(names, design: str = "rfc") -> frozenset[str]:
+    known = DESIGNS[design]
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise UnknownSwitch(f"unknown switch(es) {unknown} for the {design} design; known: {', '.join(sorted(known))}")
+    return frozenset(names)

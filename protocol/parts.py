@@ -1,0 +1,192 @@
+"""Data parts on a replica's disk: immutable files of rows with a checksum.
+
+A part is named as in MergeTree, `{partition}_{min_block}_{max_block}_{level}`, with
+`_{mutation}` appended once a mutation rewrote it. A merge writes a part covering its sources'
+block range at level max+1; a fetch copies a part's file from another replica's folder and
+verifies its checksum before the part becomes visible (written to a temporary name, then renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol.table import check_partition_id
+
+_NAME = re.compile(r"^(?P<p>all|-?\d+(?:--?\d+)*)_(?P<min>\d+)_(?P<max>\d+)_(?P<level>\d+)(?:_(?P<mut>\d+))?$")
+
+
+class BadPart(ValueError):
+    """A part name or file that is not a valid part (bad name, bad checksum, unreadable)."""
+
+
+@dataclass(frozen=True, order=True)
+class PartName:
+    partition: str
+    min_block: int
+    max_block: int
+    level: int
+    mutation: int = 0
+
+    def __str__(self) -> str:
+        base = f"{self.partition}_{self.min_block}_{self.max_block}_{self.level}"
+        return f"{base}_{self.mutation}" if self.mutation else base
+
+    @classmethod
+    def parse(cls, name: str) -> "PartName":
+        m = _NAME.match(name)
+        if not m:
+            raise BadPart(f"malformed part name {name!r}: expected partition_minblock_maxblock_level[_mutation]")
+        pn = cls(m["p"], int(m["min"]), int(m["max"]), int(m["level"]), int(m["mut"] or 0))
+        if pn.min_block > pn.max_block:
+            raise BadPart(f"part name {name!r}: min_block {pn.min_block} > max_block {pn.max_block}")
+        return pn
+
+    def covers(self, other: "PartName") -> bool:
+        """Same partition and a block range containing the other's (MergeTree's covering rule)."""
+        return (self.partition == other.partition and self.min_block <= other.min_block
+                and other.max_block <= self.max_block)
+
+
+def covers_as_new(have: PartName, want: PartName) -> bool:
+    """ClickHouse's MergeTreePartInfo::contains as the queue uses it: `have` covers `want`'s block
+    range with a mutation at least as new, so `want` need not be fetched (spec CoversAsNew)."""
+    return have.covers(want) and have.mutation >= want.mutation
+
+
+def active_set(names) -> list[PartName]:
+    """ClickHouse's ActiveDataPartSet: the parts no other covers with at least its mutation (an
+    outdated part is covered by what replaced it)."""
+    names = sorted(set(names))
+    return [n for n in names if not any(m != n and m.covers(n) and m.mutation >= n.mutation for m in names)]
+
+
+def _checksum(rows: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class PartStore:
+    """The parts of one replica: a folder of `<part name>.part` files."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # The folder is read once; afterwards only this object writes it, so an index of the
+        # names it holds stays exact and saves a directory listing per lookup.
+        self._index: dict[str, set[PartName]] = {}
+        for p in self.folder.glob("*.part"):
+            n = PartName.parse(p.name[:-5])
+            self._index.setdefault(n.partition, set()).add(n)
+
+    def _path(self, name: PartName) -> Path:
+        return self.folder / f"{name}.part"
+
+    def load_state(self) -> dict:
+        """What the replica applied that must survive a restart (metadata version, drop points)."""
+        path = self.folder / "replica_state.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def save_state(self, state: dict) -> None:
+        tmp = self.folder / ".tmp_replica_state.json"
+        tmp.write_text(json.dumps(state, sort_keys=True))
+        os.replace(tmp, self.folder / "replica_state.json")
+
+    def names(self, partition: str | None = None) -> list[PartName]:
+        if partition is not None:
+            return sorted(self._index.get(partition, ()))
+        return sorted(n for names in self._index.values() for n in names)
+
+    def write(self, name: PartName, rows: list[dict[str, Any]]) -> PartName:
+        check_partition_id(name.partition)
+        if self._path(name).exists():
+            raise BadPart(f"part {name} already exists on {self.folder}: parts are immutable")
+        body = json.dumps({"name": str(name), "checksum": _checksum(rows), "rows": rows}, default=str)
+        tmp = self.folder / f".tmp_{name}"
+        tmp.write_text(body)
+        os.replace(tmp, self._path(name))  # visible only once complete
+        self._index.setdefault(name.partition, set()).add(name)
+        return name
+
+    def read(self, name: PartName) -> list[dict[str, Any]]:
+        path = self._path(name)
+        try:
+            obj = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise BadPart(f"part {name} not found on {self.folder}") from None
+        except ValueError:
+            raise BadPart(f"part {name} on {self.folder} is not readable (truncated or corrupted)") from None
+        if obj.get("checksum") != _checksum(obj.get("rows", [])) or obj.get("name") != str(name):
+            raise BadPart(f"part {name} on {self.folder} fails its checksum")
+        return obj["rows"]
+
+    def detach(self, name: PartName) -> None:
+        """DETACH PARTITION: the part leaves the table into detached/, where ATTACH finds it."""
+        detached = self.folder / "detached"
+        detached.mkdir(exist_ok=True)
+        os.replace(self._path(name), detached / f"{name}.part")
+        self._index.get(name.partition, set()).discard(name)
+
+    def detached(self, partition: str) -> list[tuple[PartName, list[dict[str, Any]]]]:
+        """The detached parts of a partition with their rows (checksums verified)."""
+        out = []
+        for f in sorted((self.folder / "detached").glob(f"{partition}_*.part")):
+            n = PartName.parse(f.name[:-5])
+            obj = json.loads(f.read_text())
+            if obj.get("checksum") != _checksum(obj.get("rows", [])):
+                raise BadPart(f"detached part {n} on {self.folder} fails its checksum")
+            out.append((n, obj["rows"]))
+        return out
+
+    def drop_detached(self, name: PartName) -> None:
+        (self.folder / "detached" / f"{name}.part").unlink(missing_ok=True)
+
+    def rewrite(self, name: PartName, rows: list[dict[str, Any]]) -> None:
+        """Replace a part's rows under the same name (CLEAR COLUMN of 18.16 did; nothing else may)."""
+        self.remove(name)
+        self.write(name, rows)
+
+    def checksum(self, name: PartName) -> str:
+        """The part's checksum, as REPLACE_RANGE's part_checksums carry it (hex, upper case)."""
+        return json.loads(self._path(name).read_text())["checksum"][:32].upper()
+
+    def remove(self, name: PartName) -> None:
+        self._path(name).unlink(missing_ok=True)
+        self._index.get(name.partition, set()).discard(name)
+
+    def fetch_from(self, source: "PartStore", name: PartName) -> PartName:
+        """Copy a part from another replica, verifying its checksum first; drop what it covers."""
+        rows = source.read(name)  # raises BadPart on a bad checksum: nothing is written here
+        self.write(name, rows)
+        for old in self.names(name.partition):
+            if old != name and name.covers(old):
+                self.remove(old)
+        return name
+
+    def merge(self, sources: list[PartName]) -> PartName:
+        """Merge parts of one partition into the part covering them (sources removed)."""
+        if len(sources) < 2 or len({s.partition for s in sources}) != 1:
+            raise BadPart(f"a merge needs two or more parts of one partition, not {[str(s) for s in sources]}")
+        if len({s.mutation for s in sources}) != 1:
+            raise BadPart(f"parts at different mutation versions cannot merge: {[str(s) for s in sources]}")
+        rows = [r for s in sorted(sources) for r in self.read(s)]
+        merged = PartName(sources[0].partition, min(s.min_block for s in sources), max(s.max_block for s in sources),
+                          max(s.level for s in sources) + 1, sources[0].mutation)
+        self.write(merged, rows)
+        for s in sources:
+            self.remove(s)
+        return merged
+
+    def mutate(self, name: PartName, mutation: int, fn) -> PartName:
+        """Rewrite a part with fn(row) -> row | None (None deletes the row), as mutation `mutation`."""
+        if mutation <= name.mutation:
+            raise BadPart(f"part {name} already has mutation {name.mutation} >= {mutation}")
+        rows = [out for r in self.read(name) if (out := fn(r)) is not None]
+        new = PartName(name.partition, name.min_block, name.max_block, name.level, mutation)
+        self.write(new, rows)
+        self.remove(name)
+        return new

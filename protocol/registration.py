@@ -1,0 +1,140 @@
+"""Creating a table's znodes and registering replicas (CREATE TABLE on each replica)."""
+
+from __future__ import annotations
+
+import json
+
+from protocol.keeper import BadVersionError, Keeper, NodeExistsError, NoNodeError
+from protocol.layout import Layout
+
+
+class RegistrationError(RuntimeError):
+    """The table or replica cannot be registered as asked; nothing was changed."""
+
+
+def create_table_znodes(keeper: Keeper, layout: Layout, replication_factor: int) -> None:
+    """The base protocol's nodes plus selective/; an existing table must agree on replication_factor."""
+    if replication_factor < 1:
+        raise RegistrationError(f"replication_factor must be >= 1, not {replication_factor}")
+    config = json.dumps({"replication_factor": replication_factor}).encode()
+    try:
+        data, _ = keeper.get(layout.config)
+    except Exception:
+        data = None
+    if data is not None:
+        existing = json.loads(data).get("replication_factor")
+        if existing != replication_factor:
+            raise RegistrationError(f"{layout.root} exists with replication_factor {existing}, not {replication_factor}")
+        return
+    for path in (layout.log, layout.replicas, layout.blocks, layout.all_block_numbers, layout.mutations,
+                 layout.assignments, layout.migrations):
+        keeper.ensure_path(path)
+    if keeper.exists(layout.columns) is None:
+        try:
+            keeper.create(layout.columns, b"columns format version: 1\n")
+        except NodeExistsError:
+            pass
+    try:
+        keeper.create(layout.config, config)
+    except NodeExistsError:
+        create_table_znodes(keeper, layout, replication_factor)  # a concurrent CREATE: check it agrees
+
+
+def declare_replicas(keeper: Keeper, layout: Layout, replicas) -> None:
+    """Replicas created together with the table (CREATE TABLE on each before any data): none
+    joins a table with data, so none starts lost; register_replica keeps what this writes."""
+    for r in replicas:
+        if keeper.exists(layout.is_lost(r)) is None:
+            keeper.create(layout.is_lost(r), b"0", makepath=True)
+
+
+def register_replica(keeper: Keeper, layout: Layout, replica: str, identifier: bytes = b"") -> None:
+    """replicas/{r}/ with log_pointer, is_lost, queue, parts, host, and the ephemeral is_active of
+    this session. A replica that joins a table other replicas already have starts lost, as
+    ClickHouse's createReplica makes it: it clones one of them (the log may be trimmed) instead of
+    replaying the log from its start."""
+    others = [r for r in keeper.get_children(layout.replicas) if r != replica]
+    keeper.ensure_path(layout.replica(replica))
+    if keeper.exists(layout.log_pointer(replica)) is None:
+        keeper.create(layout.log_pointer(replica), b"0")
+    if keeper.exists(layout.is_lost(replica)) is None:
+        keeper.create(layout.is_lost(replica), b"1" if others else b"0")
+    try:
+        keeper.set(layout.host(replica), b"reference")
+    except NoNodeError:
+        keeper.create(layout.host(replica), b"reference")
+    keeper.ensure_path(layout.queue(replica))
+    keeper.ensure_path(layout.parts(replica))
+    # is_active holds `identifier`, one per running replica (ClickHouse's active_node_identifier):
+    # a node with our own identifier is ours, left by a session this replica gave up on (it
+    # expired for the client but not yet on the server). As ClickHouse's restarting thread does,
+    # it is removed and created again in the new session; any other value is another replica.
+    for _ in range(2):
+        try:
+            keeper.create(layout.is_active(replica), identifier, ephemeral=True)
+            return
+        except NodeExistsError:
+            try:
+                value, stat = keeper.get(layout.is_active(replica))
+            except NoNodeError:
+                continue
+            if not identifier or value != identifier:
+                break
+            try:
+                keeper.delete(layout.is_active(replica), stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+    raise RegistrationError(f"replica {replica!r} is already active in another session")
+
+
+class RootInUse(RegistrationError):
+    """Another run holds the table's root, or replicas are live on it (exit 3: the environment)."""
+
+
+class LeftoverRoot(RegistrationError):
+    """The root holds an earlier run's table and no run is live on it (exit 2: choose --fresh or
+    another --root)."""
+
+
+RUN_LOCK = "reference_run"   # under the root: the ephemeral node of the run that holds it
+
+
+def live_replicas(keeper: Keeper, layout: Layout) -> list[str]:
+    try:
+        names = keeper.get_children(layout.replicas)
+    except NoNodeError:
+        return []
+    return [r for r in names if keeper.exists(layout.is_active(r)) is not None]
+
+
+def claim_root(keeper: Keeper, layout: Layout, holder: str, fresh: bool = False, where: str = "") -> None:
+    """One root, one table: hold `layout.root` for this run with an ephemeral `reference_run`
+    node of `keeper`'s session (held until that session ends). Refused (RootInUse) when another
+    run holds it or replicas are live on it, naming the root and the live replicas; refused
+    (LeftoverRoot) when an earlier run's table is there, unless `fresh`, which clears it first.
+    Nothing is changed when it is refused."""
+    lock = f"{layout.root}/{RUN_LOCK}"
+    name = f"{layout.root}" + (f" on {where}" if where else "")
+    live = live_replicas(keeper, layout)
+    if live:
+        raise RootInUse(f"{name} is in use: live replicas {', '.join(live)} (stop that run or choose another --root)")
+    try:
+        keeper.create(lock, holder.encode(), ephemeral=True, makepath=True)
+    except NodeExistsError:
+        try:
+            other = keeper.get(lock)[0].decode(errors="replace")
+        except NoNodeError:
+            other = "a run that just ended"
+        live = live_replicas(keeper, layout)
+        raise RootInUse(f"{name} is in use by {other}: live replicas {', '.join(live) or 'none yet'} "
+                        f"(stop that run or choose another --root)") from None
+    live = live_replicas(keeper, layout)   # a replica may have registered between the two reads
+    leftover = [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
+    if live or (leftover and not fresh):
+        keeper.delete(lock)
+        if live:
+            raise RootInUse(f"{name} is in use: live replicas {', '.join(live)} (stop that run or choose another --root)")
+        raise LeftoverRoot(f"{name} holds a table left by an earlier run ({', '.join(sorted(leftover))}): "
+                           f"--fresh clears it, or choose another --root")
+    for c in leftover:   # --fresh, and no replica is live: the old table goes
+        keeper.delete(f"{layout.root}/{c}", recursive=True)
