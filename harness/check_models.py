@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,10 @@ REQUIRED = ("name", "spec", "config", "size", "expect", "budget_s")
 
 class ManifestError(ValueError):
     """spec/models.json is malformed."""
+
+
+def _finding_order(finding: str) -> tuple[bool, int]:
+    return finding.startswith("PR-"), int(finding.rsplit("F", 1)[1])
 
 
 def spec_file(name: str, root: Path = SPEC_DIR) -> Path:
@@ -66,6 +71,9 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
             raise ManifestError(f"{path}: model {m['name']}: size must be 'small' or 'large'")
         if m["name"] in names:
             raise ManifestError(f"{path}: model name {m['name']} appears twice")
+        if "finding" in m and (m["expect"] != "violates" or not re.fullmatch(r"(PR-)?F\d+", str(m["finding"]))):
+            raise ManifestError(f"{path}: model {m['name']}: 'finding' names a finding of spec/FINDINGS.md "
+                                f"(F3, PR-F1) that the model shows by failing, not {m['finding']!r}")
         names.add(m["name"])
         for key in ("spec", "config"):
             if not spec_file(m[key], path.parent).is_file():
@@ -184,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only, or all")
     ap.add_argument("--only", action="append", help="run just this model (repeatable)")
+    ap.add_argument("--finding", action="append", metavar="ID",
+                    help="reproduce a finding of spec/FINDINGS.md (F3, PR-F1; repeatable): run the models that "
+                         "show it and print each counterexample, step by step, with what each step changed")
     # One worker on a shared machine: a simulation's figures then depend less on the others' load.
     ap.add_argument("--workers", type=int_at_least(1), default=2, help="TLC workers (default 2)")
     ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
@@ -194,7 +205,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(a) -> int:
     models = load_manifest()
-    if a.only:
+    if a.finding:
+        known = {m.get("finding") for m in models}
+        unknown = [f for f in a.finding if f not in known]
+        if unknown:
+            raise BadInput(f"--finding {', '.join(unknown)}: no model of {MANIFEST} shows it (the findings with a "
+                           f"failing model: {', '.join(sorted((k for k in known if k), key=_finding_order))}; the others say in "
+                           "spec/FINDINGS.md which layer shows them)")
+        models = [m for m in models if m.get("finding") in a.finding]
+    elif a.only:
         unknown = set(a.only) - {m["name"] for m in models}
         if unknown:
             raise BadInput(f"--only {', '.join(sorted(unknown))}: no such model in {MANIFEST}")
@@ -206,6 +225,11 @@ def run(a) -> int:
     print()
     print(table(verdicts))
     failed = [v for v in verdicts if not v.passed]
+    if a.finding:
+        for v in verdicts:
+            print(f"\n{v.model['finding']}: {v.model['name']} ({spec_file(v.model['config']).relative_to(SPEC_DIR.parent)}),"
+                  f" {v.result.summary()}")
+            print("\n".join(v.result.trace_lines(diff=True)))
     print(f"\n{len(verdicts) - len(failed)}/{len(verdicts)} models as expected in {time.monotonic() - start:.0f}s")
     if a.record:
         record(verdicts)

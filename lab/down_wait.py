@@ -4,8 +4,8 @@ figures DownWaitBoundedProp's grace (checkers/oracle.py DOWN_WAIT_GRACE) is chos
     python -m lab.down_wait [--seeds 0-29] [--profiles leaving,deserting] [--json OUT]
 
 For every profile with a finite down timeout (reference/races.py), each seed at the small size
-(harness/mutation_layers.SMALL, as make test and the mutation layers run) and at
-pyspark_jobs/teeth.SIZE: the longest wait the history shows (oracle.down_waits: a span between
+(lab/mutation_layers.SMALL, as make test and the mutation layers run) and at
+lab/teeth.SIZE: the longest wait the history shows (oracle.down_waits: a span between
 two snapshots both showing the migration waiting on the same down replica) minus the timeout,
 and the snapshot interval it is measured with. Also usable on kept histories (--history DIR).
 """

@@ -15,7 +15,6 @@ from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput,
                               output_file, positive_float, run_main)
 from harness.tlc.runner import (DEADLOCK, INVARIANT_VIOLATED, PARSE_ERROR, PROPERTY_VIOLATED, SEMANTIC_ERROR, STOPPED,
                                 TLCSetupError, print_progress, run_tlc)
-from harness.tlc.values import format_value
 
 EXIT = {INVARIANT_VIOLATED: VIOLATED, PROPERTY_VIOLATED: VIOLATED, DEADLOCK: VIOLATED, STOPPED: HOLDS,
         PARSE_ERROR: BAD_INPUT, SEMANTIC_ERROR: BAD_INPUT}
@@ -67,13 +66,8 @@ def check(a, extra: list[str]) -> int:
         print(res.summary())
         for err in res.errors:
             print("  " + err.replace("\n", "\n  "))
-        prev: dict = {}
-        for step in res.trace:
-            print(f"{step.index}: {step.action}")
-            for var, val in step.state.items():
-                if not a.diff or prev.get(var) != val:
-                    print(f"    {var} = {format_value(val)}")
-            prev = step.state
+        for line in res.trace_lines(a.diff):
+            print(line)
     if a.svg:
         draw(res, a.svg, Path(config).stem)
     return exit_code(res.outcome, res.ok)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.tlc.values import parse_state, to_json
+from harness.tlc.values import format_value, parse_state, to_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JAR = REPO_ROOT / ".tools" / "tla2tools.jar"
@@ -102,6 +102,17 @@ class TLCResult:
             bits.append(f"trace of {len(self.trace)} states")
         bits.append(f"{self.duration_s:.1f}s")
         return ", ".join(bits)
+
+    def trace_lines(self, diff: bool = False) -> list[str]:
+        """The counterexample as text: a line per step (its number and action), then its variables,
+        with `diff` only those the step changed."""
+        out, prev = [], {}
+        for step in self.trace:
+            out.append(f"{step.index}: {step.action}")
+            out += [f"    {var} = {format_value(val)}" for var, val in step.state.items()
+                    if not diff or prev.get(var) != val]
+            prev = step.state
+        return out
 
     def to_json(self) -> dict:
         return {

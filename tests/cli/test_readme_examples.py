@@ -69,15 +69,17 @@ EXAMPLES = {
     "make check-spec": Make("check-spec"), 'make check-spec ARGS="--size all"': Make("check-spec"),
     'make check-spec ARGS="--only MCAssignment"': Make("check-spec"),
     'make check-spec ARGS="--only MCMigration"': Make("check-spec"), "make check-spec ARGS=--record": Make("check-spec"),
-    "make test ARGS=tests/reference": Make("test"), "make test ARGS=tests/clickhouse": Make("test"),
+    "make test ARGS=tests/protocol": Make("test"), "make help": Make("help"),
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
     "make faults": Make("faults"), "make mutation": Make("mutation"),
-    "python -m reference run --design pr102244 [--bug SWITCH]": Covered(
-        "tests/reference/test_pr102244.py and tests/checkers/test_spark_pr102244.py (the PR design's runs)"),
+    "python -m harness.check_models --finding F3": Run(0, ["F3: MCMigrationWrites_clone_from_source_only",
+                                                           "CoordinatorSwitch", "1/1 models as expected"]),
+    "python -m reference run --profile racing --history DIR": Help(["reference", "run"]),
+    "python -m reference gantt": Help(["reference", "gantt"]),
+    "python -m agreement": Help(["agreement"]),
     "python -m reference run --profile PROFILE --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m lab.teeth --seeds N": Help(["lab.teeth"]),
-    "python -m lab.faults": Help(["lab.faults"]),
     "python -m lab.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
         "tests/spec/test_invariant_domains.py (the guard's drop mutant holds on MCRestartQuery and breaks QueryAnsweredProp)"),
     ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
@@ -99,12 +101,10 @@ EXAMPLES = {
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
     "python -m harness.check_models": Help(["harness.check_models"]),
     "python -m reference run --history DIR": Help(["reference", "run"]),
-    ".venv/bin/python -m reference run --help": Run(0, ["usage: python -m reference run", "(default: 20)"]),
     "python -m harness.long_tests": Help(["harness.long_tests"]),
     ".venv/bin/python -m agreement [--write-readme]": Help(["agreement"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
-    ".venv/bin/python -m lab.bench --only reference": Help(["lab.bench"]),
     "python -m lab.bench --only rebalance": Help(["lab.bench"]),
     "python -m lab.bench --only spark": Help(["lab.bench"]),
     ".venv/bin/python -m harness.tlc spec/assignment/MCAssignment.tla --config spec/assignment/MCAssignment_blind_write.cfg --no-deadlock":

@@ -29,6 +29,8 @@ def test_the_real_manifest_loads():
     ({"expect": "violates"}, "name one invariant or one property"),
     ({"config": "Missing.cfg"}, "Missing.cfg does not exist"),
     ({"size": "huge"}, "size must be"),
+    ({"finding": "F3"}, "'finding' names a finding"),   # a holding model shows no finding
+    ({"expect": "violates", "invariant": "XInv", "finding": "the third"}, "'finding' names a finding"),
 ])
 def test_malformed_manifest_entries_are_named(tmp_path, change, message):
     entry = {**BASE, **change}
@@ -84,3 +86,18 @@ def test_a_seeded_simulation_passes_its_seed_and_the_worker_count_to_tlc(monkeyp
     assert seen["extra_args"] == ["-simulate", "-depth", "60", "-seed", "7"]
     check_models.run_model({**BASE, "simulate": {"depth": 60, "seconds": 5}})
     assert "-seed" not in seen["extra_args"] and seen["workers"] == 2
+
+
+def test_every_finding_with_a_failing_model_is_named_in_findings_md():
+    """The manifest's `finding` keys are FINDINGS.md's own numbers, each a model that violates."""
+    text = (check_models.SPEC_DIR / "FINDINGS.md").read_text()
+    findings = {m["finding"] for m in check_models.load_manifest() if "finding" in m}
+    assert {"F1", "F3", "F8", "F20", "PR-F1", "PR-F5"} <= findings
+    for f in findings:
+        assert f"| {f} |" in text, f"{f} is not a row of spec/FINDINGS.md's summary tables"
+
+
+def test_an_unknown_finding_is_bad_input_naming_the_known_ones(capsys):
+    assert check_models.main(["--finding", "F99"]) == 2
+    err = capsys.readouterr().err
+    assert "--finding F99" in err and "F3" in err and len(err.strip().splitlines()) == 1
