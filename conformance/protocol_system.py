@@ -16,28 +16,25 @@ import tempfile
 from pathlib import Path
 
 from checkers.oracle import outcome_contradiction
+from conformance.bridge import REFUSED, RFCBridge  # noqa: F401 - REFUSED: imported from here too
 from protocol.assignment import GuardFailed, read_assignment, replica_allocate
 from protocol.cleanup_thread import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs, old_logs
 from protocol.insert import replica_forward_insert, sub_block_hash
-from protocol.keeper import MemoryEnsemble, SessionExpiredError
+from protocol.keeper import MemoryEnsemble
 from protocol.layout import Layout
-from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, LogEntry
-from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
-                                replica_clone_fetch, replica_take_over_migration)
+from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MUTATE_PART, PART_PRODUCING, LogEntry
+from protocol.migration import migrations_in_flight, read_migration
 from protocol.mutations import owed
-from protocol.parts import BadPart, PartName, PartStore
-from protocol.query import client_query_fails, client_start_query, replica_read_partition, served_by
+from protocol.parts import PartName, PartStore
+from protocol.query import client_query_fails, client_start_query, replica_read_partition
 from protocol.rebalance import RebalanceError, system_rebalance
 from protocol.registration import create_table_znodes, declare_replicas, register_replica
-from protocol.replica import (InsertRejected, Replica, caught_up, client_alter_metadata, client_drop_partition,
-                              client_mutate)
+from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 from protocol.restart import replica_restart
 
 LAYOUT = Layout("/clickhouse/tables/conformance/events")
 PIDS = {"p1": "202401-0", "p2": "202401-1"}
 INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
-REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
 # No holding TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may
 # run (MaxDrops 1), and the spec itself breaks NoDuplicateRowsInv there: the DROP clears the insert's
@@ -51,7 +48,9 @@ RETRIES_NOT_DROPS, DROPS_NOT_RETRIES = {"drops": 0}, {"tries": 1}
 CLEANUP = CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=1)
 
 
-class ProtocolSystem:
+class ProtocolSystem(RFCBridge):
+    layout = LAYOUT
+
     def __init__(self, bugs=frozenset(), max_concurrent: int = 2, block_during_clone: bool = False,
                  replicas=("r1", "r2", "r3"), rf: int = 2, connect=None, bounds: dict | None = None):
         """`connect`: opens a Keeper session in an empty namespace (real ZooKeeper); by default a
@@ -282,45 +281,34 @@ class ProtocolSystem:
         for child in self.admin.get_children(path):
             yield from self._walk(f"{path}/{child}")
 
-    def step(self, action: str, params: tuple) -> str:
-        """Run one step; raises one of REFUSED when the reference refuses it."""
-        return getattr(self, "_" + action)(*params)
+    # --- the bridge's hooks (conformance/bridge.py) ------------------------------------------
+    def pid_of(self, p: str) -> str:
+        return PIDS[p]
 
-    def _rep(self, r: str) -> Replica:
-        if r not in self.reps:
-            raise GuardFailed("step", f"{r} is down")
-        return self.reps[r]
+    def _insert_pid(self, i) -> str:
+        return PIDS[INSERT_PARTITION[i]]
 
-    def _ReplicaPullLog(self, r):
-        return self._rep(r).replica_pull_log()["type"]
+    def _bound(self, kind: str) -> int:
+        return self.bounds[kind]
 
+    def _pending_pids(self, x: dict) -> set[str]:
+        return x["query"].pending
+
+    def _mark_acked(self, i) -> None:
+        self.ins[i]["acked"] = True
+
+    def _after_crash(self, r: str) -> None:
+        for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it
+            if x["st"] == "sent" and x["at"] == r:
+                x["st"] = "unknown"
+
+    # --- its own steps: the reference makes the choices; bounds counted in their own order ---
     def _ReplicaExecuteEntry(self, r, k=0):
         rep = self._rep(r)
         q = rep.queue()
         if not q:
             raise GuardFailed("ReplicaExecuteEntry", "queue empty")
         return rep.replica_execute_entry(q[k % len(q)][0])
-
-    def _ReplicaCrash(self, r):
-        rep = self._rep(r)
-        if self.counts["crashes"] >= self.bounds["crashes"]:
-            raise GuardFailed("ReplicaCrash", "bound")
-        self.counts["crashes"] += 1
-        rep.keeper.close()   # the session ends: is_active goes, as on a crash
-        del self.reps[r]
-        del self.peers[r]
-        for x in self.ins.values():  # an insert being routed by the crashed replica is lost with it
-            if x["st"] == "sent" and x["at"] == r:
-                x["st"] = "unknown"
-        # The queries it served die with it (spec ReplicaCrash, ServedBy): the subquery died with
-        # the process, and so did the in-memory pin that holds off the leaver's CLEANUP
-        # (protocol/query.py). Before the spec said so, the directed walks found a CLEANUP after
-        # the restart removing data such a query still read (CleanupSafeInv; conformance/README.md).
-        for x in self.qry.values():
-            if x["st"] == "running" and served_by(x["query"], r):
-                client_query_fails(x["query"], self.reps)
-                x["st"] = "failed"
-        return "crashed"
 
     def _ReplicaRestart(self, r):
         if r in self.reps:
@@ -329,32 +317,8 @@ class ProtocolSystem:
         self.restarted.add(r)
         return "restarted"
 
-    def _ReplicaRefreshCache(self, r, p):
-        self._rep(r).replica_refresh_cache(PIDS[p])
-        return "refreshed"
-
-    def _ReplicaSelectMerge(self, r, p):
-        if self.counts["merges"] >= self.bounds["merges"]:
-            raise GuardFailed("ReplicaSelectMerge", "bound")
-        e = self._rep(r).replica_select_merge(PIDS[p], self.block_during_clone)
-        self.counts["merges"] += 1
-        return e.new_part_name
-
     def _ReplicaSelectMutation(self, r, p):
         return self._rep(r).replica_select_mutation(PIDS[p], block_during_clone=self.block_during_clone).new_part_name
-
-    def _ClientSendInsert(self, i, r):
-        x = self.ins[i]
-        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= self.bounds["tries"] or r not in self.reps:
-            raise GuardFailed("ClientSendInsert", f"{i} is {x['st']} after {x['tries']} tries")
-        self.ins[i] = {**x, "st": "sent", "at": r, "tries": x["tries"] + 1}
-        return "sent"
-
-    def _sent_at(self, action, r, i):
-        x = self.ins[i]
-        if x["st"] != "sent" or x["at"] != r or r not in self.reps:
-            raise GuardFailed(action, f"{i} is not sent at {r}")
-        return self.reps[r], PIDS[INSERT_PARTITION[i]]
 
     def _ReplicaAllocate(self, r, i):
         rep, pid = self._sent_at("ReplicaAllocate", r, i)
@@ -392,19 +356,6 @@ class ProtocolSystem:
             self.blocks[i].add(got)
         self.ins[i]["st"] = "written"
         return got
-
-    def _ClientReceiveAck(self, i):
-        if self.ins[i]["st"] != "written":
-            raise GuardFailed("ClientReceiveAck", f"{i} is {self.ins[i]['st']}")
-        self.ins[i].update(st="acked", acked=True)
-        return "acked"
-
-    def _ClientTimeout(self, i):
-        x = self.ins[i]
-        if x["st"] not in ("sent", "written") or x["tries"] >= self.bounds["tries"]:
-            raise GuardFailed("ClientTimeout", f"{i} is {x['st']}")
-        x["st"] = "unknown"
-        return "unknown"
 
     def _ClientStartQuery(self, q, r):
         if self.qry[q]["st"] != "idle" or r not in self.reps:
@@ -447,14 +398,6 @@ class ProtocolSystem:
             x["st"] = "done"
         return f"{len(rows)} rows"
 
-    def _ClientQueryFails(self, q):
-        x = self.qry[q]
-        if x["st"] != "running" or all(x["query"].routes[p] in self.reps for p in x["query"].pending):
-            raise GuardFailed("ClientQueryFails", f"{q} can go on")
-        client_query_fails(x["query"], self.reps)
-        x["st"] = "failed"
-        return "failed"
-
     def _bounded(self, kind):
         if self.counts[kind] >= self.bounds[kind]:
             raise GuardFailed(kind, "bound")
@@ -482,70 +425,15 @@ class ProtocolSystem:
         client_drop_partition(self.admin, LAYOUT, PIDS[p])
         return "drop"
 
-    def _AdminReassign(self, p, src, dst):
-        if self.counts["migrations"] >= self.bounds["migrations"]:
-            raise GuardFailed("AdminReassign", "bound")
-        admin_reassign(self.admin, LAYOUT, PIDS[p], dst, src, self.max_concurrent)
-        self.counts["migrations"] += 1
-        return f"{src}->{dst}"
-
     def _AdminRebalance(self, p=None, src=None, dst=None):
         """SYSTEM REBALANCE starts the moves its plan picks; the spec's (p, src, dst) is one of
         them, so the drawn parameters are not used."""
-        if self.counts["migrations"] >= self.bounds["migrations"]:
-            raise GuardFailed("AdminRebalance", "bound")
+        self._check_bound("migrations", "AdminRebalance")
         started = system_rebalance(self.admin, LAYOUT, list(self.names), 1)
         if not started:
             raise GuardFailed("AdminRebalance", "balanced")
         self.counts["migrations"] += len(started)
         return str(started)
-
-    def _mig(self, p):
-        mig = read_migration(self.admin, LAYOUT, PIDS[p])[0]
-        if not mig:
-            raise GuardFailed("migration step", f"no migration of {p}")
-        return mig
-
-    def _ReplicaCloneFetch(self, p):
-        mig = self._mig(p)
-        return str(replica_clone_fetch(self._rep(mig["dst"]), PIDS[p], self.reps))
-
-    def _CoordinatorSwitch(self, p):
-        mig = self._mig(p)
-        coordinator_switch(self.admin, LAYOUT, PIDS[p], mig["dst"], self.bugs)
-        return "switched"
-
-    def _ReplicaCleanup(self, p):
-        mig = self._mig(p)
-        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        routed_here = self.routed(PIDS[p], leaver)
-        replica_cleanup(self._rep(leaver), PIDS[p], self.bugs)
-        self.read_cleaned |= routed_here
-        return "cleaned"
-
-    def _CoordinatorCancel(self, p):
-        mig = self._mig(p)
-        coordinator_cancel(self.admin, LAYOUT, PIDS[p], self.reps.get(mig["dst"]), self.bugs)
-        return "cancelled"
-
-    def _ReplicaTakeOverMigration(self, p, r):
-        replica_take_over_migration(self.admin, LAYOUT, PIDS[p], r)
-        return "took over"
-
-    def routed(self, pid: str, replica: str) -> bool:
-        """A running query still has to read partition `pid` on `replica`."""
-        return any(x["st"] == "running" and pid in x["query"].pending and x["query"].routes[pid] == replica
-                   for x in self.qry.values())
-
-    def _ReplicaCleanupForDownLeaver(self, p, r):
-        mig = self._mig(p)
-        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        # The client's side of the guard: a query routed to the leaver fails before it is ended
-        # for (its connection broke with the server; the reference runs queries to the end).
-        if self.routed(PIDS[p], leaver):
-            raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
-        replica_cleanup_for_down_leaver(self._rep(r), PIDS[p], self.bugs)
-        return "ended"
 
     def _CleanupClearOldLogs(self):
         self.log()   # history first: the entries are about to leave Keeper

@@ -22,106 +22,37 @@ import itertools
 import json
 from collections import Counter
 
+# MemoryPartStore, Pick, Attempts and REFUSED live in conformance/bridge.py; imported from here too.
+from conformance.bridge import REFUSED, Attempts, MemoryPartStore, Pick, RFCBridge  # noqa: F401
 from conformance.spec_model import ABSENT, NONE, Model, View, at, ids, seq_or_fn
 from harness.tlc.values import Fn
 from protocol.assignment import GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_allocate
 from protocol.cleanup_thread import cleanup_clear_old_blocks, cleanup_clear_old_logs
 from protocol.insert import replica_forward_insert, sub_block_hash
-from protocol.keeper import MemoryEnsemble, SessionExpiredError
+from protocol.keeper import MemoryEnsemble
 from protocol.layout import Layout
 from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
-from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
-                                replica_clone_fetch, replica_take_over_migration)
+from protocol.migration import migrations_in_flight, read_migration
 from protocol.mutations import owed
-from protocol.parts import BadPart, PartName, PartStore
-from protocol.query import client_query_fails, client_start_query, replica_read_partition, served_by
-from protocol.rebalance import RebalanceError, system_rebalance
+from protocol.parts import PartName, PartStore
+from protocol.query import client_start_query, replica_read_partition
+from protocol.rebalance import system_rebalance
 from protocol.registration import create_table_znodes, declare_replicas, register_replica
 from protocol.repair import drop_replica, repair_start
 from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 from protocol.restart import replica_restart
 
 LAYOUT = Layout("/clickhouse/tables/replay/events")
-REFUSED = (GuardFailed, InsertRejected, MigrationError, RebalanceError, BadPart, SessionExpiredError)
 NO_ASG = Fn({"owners": frozenset(), "target": NONE, "leaving": NONE, "version": ABSENT})
 NO_PART = Fn({"p": NONE, "b": frozenset(), "mv": 0})
 SPEC_TYPE = {GET_PART: "GET", MERGE_PARTS: "MERGE", MUTATE_PART: "MUTATE", DROP_RANGE: "DROP", ALTER_METADATA: "ALTER"}
+# The client's counts (aux_counts, and an insert's tries) and the spec's constant bounding each.
+BOUND = {"tries": "MaxTries", "merges": "MaxMerges", "alters": "MaxAlters", "mutations": "MaxMutations",
+         "drops": "MaxDrops", "migrations": "MaxMigrations", "crashes": "MaxCrashes"}
 
 
-class MemoryPartStore(PartStore):
-    """PartStore's semantics (immutable parts, checksums, covering on fetch) held in memory, as
-    MemoryEnsemble holds Keeper's: the replay restores whole states thousands of times."""
-
-    def __init__(self, name: str):
-        self.folder = name
-        self._index = {}
-        self.files: dict[str, list] = {}
-        self.state: dict = {}
-
-    def load_state(self) -> dict:
-        return copy.deepcopy(self.state)
-
-    def save_state(self, state: dict) -> None:
-        self.state = copy.deepcopy(state)
-
-    def write(self, name: PartName, rows: list) -> PartName:
-        if str(name) in self.files:
-            raise BadPart(f"part {name} already exists on {self.folder}: parts are immutable")
-        self.files[str(name)] = [dict(r) for r in rows]
-        self._index.setdefault(name.partition, set()).add(name)
-        return name
-
-    def read(self, name: PartName) -> list:
-        try:
-            return [dict(r) for r in self.files[str(name)]]
-        except KeyError:
-            raise BadPart(f"part {name} not found on {self.folder}") from None
-
-    def remove(self, name: PartName) -> None:
-        self.files.pop(str(name), None)
-        self._index.get(name.partition, set()).discard(name)
-
-    def snapshot(self):
-        return dict(self.files), copy.deepcopy(self.state)
-
-    def restore(self, snap) -> None:
-        files, state = snap
-        self.files, self.state = dict(files), copy.deepcopy(state)
-        self._index = {}
-        for n in files:
-            pn = PartName.parse(n)
-            self._index.setdefault(pn.partition, set()).add(pn)
-
-
-class Pick:
-    """A random.Random stand-in (for `choice`) whose choice is the one the replay asks for."""
-
-    def __init__(self, want):
-        self.want = want
-
-    def choice(self, seq):
-        if self.want not in seq:
-            raise GuardFailed("choice", f"{self.want} is not among {list(seq)}")
-        return self.want
-
-
-class Attempts:
-    """`attempt`: one step from a snapshot, for the state-graph replays of either design; a system
-    names in `refused` the errors by which its reference refuses a step."""
-    refused: tuple = REFUSED
-
-    def attempt(self, snap, action: str, args: tuple) -> dict | None:
-        """From the state of `snap`, take one step; its abstract state, or None when refused."""
-        self.restore(snap)
-        try:
-            self.step(action, args)
-        except self.refused:
-            return None
-        return self.abstract()
-
-
-class SpecSystem(Attempts):
+class SpecSystem(RFCBridge, Attempts):
+    layout = LAYOUT
     def __init__(self, model: Model, bugs: frozenset[str] | None = None):
         self.m = model
         self.bugs = model.bugs if bugs is None else frozenset(bugs)
@@ -357,7 +288,7 @@ class SpecSystem(Attempts):
                     out.append(("ReplicaExecuteEntry", (r, node, None)))
             for p in P:
                 out += [("ReplicaRefreshCache", (r, p)), ("ReplicaSelectMerge", (r, p))]
-                rep, pid = self.reps[r], self.pid[self.mv[p]]
+                rep, pid = self.reps[r], self.pid_of(p)
                 muts = rep.mutations()
                 out += [("ReplicaSelectMutation", (r, p, str(n))) for n in rep.store.names(pid) if owed(n, muts)]
         out += [("ReplicaRestart", (r, choice)) for r in R if r not in self.reps and r not in self.gone
@@ -390,36 +321,41 @@ class SpecSystem(Attempts):
         out.append(("AdminRebalance", ()))
         return out
 
-    def step(self, action: str, args: tuple) -> str:
-        return getattr(self, "_" + action)(*args)
+    # --- the bridge's hooks (conformance/bridge.py) ------------------------------------------
+    def pid_of(self, p: str) -> str:
+        return self.pid[self.mv[p]]
 
-    def _rep(self, r: str) -> Replica:
-        if r not in self.reps:
-            raise GuardFailed("step", f"{r} is down")
-        return self.reps[r]
+    def _insert_pid(self, i) -> str:
+        return self.pid[self.m.insert_partition[i]]
 
-    def _bounded(self, kind: str, bound: str) -> None:
-        if self.counts[kind] >= self.m.bounds.get(bound, 0):
-            raise GuardFailed(bound, f"{kind} bound reached")
+    def _bound(self, kind: str) -> int:
+        return self.m.bounds[BOUND[kind]]
 
+    def _check_bound(self, kind: str, action: str) -> None:
+        if self.counts[kind] >= self.m.bounds.get(BOUND[kind], 0):
+            raise GuardFailed(BOUND[kind], f"{kind} bound reached")
+
+    def _pending_pids(self, x: dict) -> set[str]:
+        return {self.pid[p] for p in x["pending"]}
+
+    def _mark_acked(self, i) -> None:
+        self.acked.add(i)
+
+    @property
+    def block_during_clone(self) -> bool:
+        return self.m.block_during_clone
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.m.bounds["MaxConcurrentMigrations"]
+
+    # --- its own steps: those that take the spec's choices, or count in their own order ------
     def _blocked(self, p: str) -> bool:
-        mig = read_migration(self.admin, LAYOUT, self.pid[self.mv[p]])[0] or {}
-        return self.m.block_during_clone and mig.get("state") == "clone"
-
-    def _ReplicaPullLog(self, r):
-        return self._rep(r).replica_pull_log()["type"]
+        mig = read_migration(self.admin, LAYOUT, self.pid_of(p))[0] or {}
+        return self.block_during_clone and mig.get("state") == "clone"
 
     def _ReplicaExecuteEntry(self, r, node, source):
         return self._rep(r).replica_execute_entry(node, source)
-
-    def _ReplicaCrash(self, r):
-        rep = self._rep(r)
-        self._bounded("crashes", "MaxCrashes")
-        self.counts["crashes"] += 1
-        self.ensemble.expire(rep.keeper.session_id)
-        del self.reps[r], self.peers[r]
-        self._fail_served(r)   # the queries it served die with it
-        return "crashed"
 
     def _clone_choices(self, r: str) -> list:
         """The spec's choices for a lost replica's clone (CloneLostReplica): a source per partition it
@@ -442,14 +378,6 @@ class SpecSystem(Attempts):
             out += [(src, g) for g in pool if ptr[g] == low]
         return out or [None]   # no source: the restart is refused (ReplicaRestart raises)
 
-    def _fail_served(self, r: str) -> None:
-        """The spec's ReplicaCrash and ReplicaRestart: every running query r serves (ServedBy)
-        fails, its pins elsewhere released."""
-        for x in self.qry.values():
-            if x["st"] == "running" and served_by(x["query"], r):
-                client_query_fails(x["query"], self.reps)
-                x["st"] = "failed"
-
     def _ReplicaRestart(self, r, choice=None):
         if r in self.reps:
             raise GuardFailed("ReplicaRestart", f"{r} is up")
@@ -469,32 +397,8 @@ class SpecSystem(Attempts):
         cleanup_clear_old_blocks(self.admin, LAYOUT, self.cleanup)
         return "cleared"
 
-    def _ReplicaRefreshCache(self, r, p):
-        self._rep(r).replica_refresh_cache(self.pid[self.mv[p]])
-        return "refreshed"
-
-    def _ReplicaSelectMerge(self, r, p):
-        self._bounded("merges", "MaxMerges")
-        e = self._rep(r).replica_select_merge(self.pid[self.mv[p]], self.m.block_during_clone)
-        self.counts["merges"] += 1
-        return e.new_part_name
-
     def _ReplicaSelectMutation(self, r, p, part):
-        return self._rep(r).replica_select_mutation(self.pid[self.mv[p]], part, self.m.block_during_clone).new_part_name
-
-    def _ClientSendInsert(self, i, r):
-        x = self.ins[i]
-        if x["st"] not in ("idle", "unknown", "failed") or x["tries"] >= self.m.bounds["MaxTries"]:
-            raise GuardFailed("ClientSendInsert", f"{i} is {x['st']} after {x['tries']} tries")
-        self._rep(r)
-        self.ins[i] = {"st": "sent", "at": r, "tries": x["tries"] + 1}
-        return "sent"
-
-    def _sent_at(self, action, r, i):
-        x = self.ins[i]
-        if x["st"] != "sent" or x["at"] != r:
-            raise GuardFailed(action, f"{i} is not sent at {r}")
-        return self._rep(r), self.pid[self.m.insert_partition[i]]
+        return self._rep(r).replica_select_mutation(self.pid_of(p), part, self.block_during_clone).new_part_name
 
     def _ReplicaAllocate(self, r, i, owners):
         rep, pid = self._sent_at("ReplicaAllocate", r, i)
@@ -533,20 +437,6 @@ class SpecSystem(Attempts):
             return "rejected"
         self.ins[i]["st"] = "written"
         return got
-
-    def _ClientReceiveAck(self, i):
-        if self.ins[i]["st"] != "written":
-            raise GuardFailed("ClientReceiveAck", f"{i} is {self.ins[i]['st']}")
-        self.ins[i]["st"] = "acked"
-        self.acked.add(i)
-        return "acked"
-
-    def _ClientTimeout(self, i):
-        x = self.ins[i]
-        if x["st"] not in ("sent", "written") or x["tries"] >= self.m.bounds["MaxTries"]:
-            raise GuardFailed("ClientTimeout", f"{i} is {x['st']}")
-        x["st"] = "unknown"
-        return "unknown"
 
     def _ClientStartQuery(self, q, r, routes):
         if self.qry[q]["st"] != "idle":
@@ -591,22 +481,14 @@ class SpecSystem(Attempts):
                               and i not in ids(got) and not view.in_flight_to(self.mv[o], i) and view.live(i)})
         return f"{len(rows)} rows"
 
-    def _ClientQueryFails(self, q):
-        x = self.qry[q]
-        if x["st"] != "running" or all(x["query"].routes[self.pid[p]] in self.reps for p in x["pending"]):
-            raise GuardFailed("ClientQueryFails", f"{q} can go on")
-        client_query_fails(x["query"], self.reps)
-        x["st"] = "failed"
-        return "failed"
-
     def _ClientAlterMetadata(self):
-        self._bounded("alters", "MaxAlters")
+        self._check_bound("alters", "ClientAlterMetadata")
         client_alter_metadata(self.admin, LAYOUT, "ADD COLUMN x")
         self.counts["alters"] += 1
         return "alter"
 
     def _ClientMutate(self):
-        self._bounded("mutations", "MaxMutations")
+        self._check_bound("mutations", "ClientMutate")
         k = self.ensemble.nodes[LAYOUT.log].next_seq + 1   # the spec's number: the next INSERT's log index
         m = client_mutate(self.admin, LAYOUT, f"UPDATE event = 'm{self.counts['mutations'] + 1}' WHERE 1")
         for key in m.block_numbers:
@@ -616,18 +498,12 @@ class SpecSystem(Attempts):
         return "mutate"
 
     def _ClientDropPartition(self, p):
-        self._bounded("drops", "MaxDrops")
+        self._check_bound("drops", "ClientDropPartition")
         if self._blocked(p):
             raise GuardFailed("ClientDropPartition", f"{p} is in CLONE and drops are blocked")
-        client_drop_partition(self.admin, LAYOUT, self.pid[self.mv[p]])
+        client_drop_partition(self.admin, LAYOUT, self.pid_of(p))
         self.counts["drops"] += 1
         return "drop"
-
-    def _AdminReassign(self, p, src, dst):
-        self._bounded("migrations", "MaxMigrations")
-        admin_reassign(self.admin, LAYOUT, self.pid[self.mv[p]], dst, src, self.m.bounds["MaxConcurrentMigrations"])
-        self.counts["migrations"] += 1
-        return f"{src}->{dst}"
 
     def _DropReplica(self, r):
         """SYSTEM DROP REPLICA of a replica that is down: repair.drop_replica, and its disk goes."""
@@ -644,63 +520,16 @@ class SpecSystem(Attempts):
         return "dropped"
 
     def _RepairStart(self, p, c, dst):
-        repair_start(self.admin, LAYOUT, self.pid[self.mv[p]], c, dst, self.m.bounds["MaxConcurrentMigrations"])
+        repair_start(self.admin, LAYOUT, self.pid_of(p), c, dst, self.max_concurrent)
         return f"repair {c}: ->{dst}"
 
     def _AdminRebalance(self):
         """SYSTEM REBALANCE starting one move (the spec's AdminRebalance is one move)."""
-        self._bounded("migrations", "MaxMigrations")
+        self._check_bound("migrations", "AdminRebalance")
         busy = len(migrations_in_flight(self.admin, LAYOUT))
-        limit = min(busy + 1, self.m.bounds["MaxConcurrentMigrations"])
+        limit = min(busy + 1, self.max_concurrent)
         started = system_rebalance(self.admin, LAYOUT, list(self.names), limit)
         if not started:
             raise GuardFailed("AdminRebalance", "balanced, or no move may start")
         self.counts["migrations"] += len(started)
         return str(started)
-
-    def _mig(self, p):
-        mig = read_migration(self.admin, LAYOUT, self.pid[self.mv[p]])[0]
-        if not mig:
-            raise GuardFailed("migration step", f"no migration of {p}")
-        return mig
-
-    def _ReplicaCloneFetch(self, p):
-        mig = self._mig(p)
-        return str(replica_clone_fetch(self._rep(mig["dst"]), self.pid[self.mv[p]], self.reps))
-
-    def _CoordinatorSwitch(self, p):
-        mig = self._mig(p)
-        coordinator_switch(self.admin, LAYOUT, self.pid[self.mv[p]], mig["dst"], self.bugs)
-        return "switched"
-
-    def _ReplicaCleanup(self, p):
-        mig, part = self._mig(p), self.mv[p]
-        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        routed_here = self.routed(part, leaver)
-        replica_cleanup(self._rep(leaver), self.pid[part], self.bugs)
-        self.read_cleaned |= routed_here
-        return "cleaned"
-
-    def _CoordinatorCancel(self, p):
-        mig = self._mig(p)
-        coordinator_cancel(self.admin, LAYOUT, self.pid[self.mv[p]], self.reps.get(mig["dst"]), self.bugs)
-        return "cancelled"
-
-    def _ReplicaTakeOverMigration(self, p, r):
-        replica_take_over_migration(self.admin, LAYOUT, self.pid[self.mv[p]], r)
-        return "took over"
-
-    def routed(self, part, replica: str) -> bool:
-        """A running query still has to read partition `part` (a model value) on `replica`."""
-        return any(x["st"] == "running" and part in x["pending"] and x["query"].routes[self.pid[part]] == replica
-                   for x in self.qry.values())
-
-    def _ReplicaCleanupForDownLeaver(self, p, r):
-        mig, part = self._mig(p), self.mv[p]
-        leaver = mig["src"] if mig["state"] == "switched" else mig["dst"]
-        # The client's side of the guard: a query routed to the leaver fails before it is ended
-        # for (its connection broke with the server; the reference runs queries to the end).
-        if self.routed(part, leaver):
-            raise GuardFailed("ReplicaCleanupForDownLeaver", f"a running query is routed to {leaver} for {p}")
-        replica_cleanup_for_down_leaver(self._rep(r), self.pid[part], self.bugs)
-        return "ended"
