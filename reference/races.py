@@ -104,14 +104,12 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from dataclasses import dataclass, field
 
 from protocol.assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
                                  replica_commit_allocation)
 from protocol.cleanup_thread import CleanupSettings
 from protocol.insert import client_send_insert, replica_forward_insert
-from protocol.keeper import Create
 from protocol.migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight,
                                 read_migration, replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                                 replica_take_over_migration)
@@ -606,18 +604,8 @@ class Race:
         c = self.c
         live = sorted(n for n, r in c.replicas.items() if not r.keeper.expired)
         if len(live) == len(c.replicas):   # one at a time (the forwards' own expire more)
-            self._expire_session(self.rng.choice(live))
+            c.expire_session(self.rng.choice(live))
             self._count("expire")
-
-    def _expire_session(self, name: str) -> None:
-        keeper = self.c.replicas[name].keeper
-        if hasattr(keeper, "ensemble"):   # the in-memory keeper: expired at once
-            keeper.ensemble.expire(keeper.session_id)
-            return
-        keeper.expire_session()           # ZooKeeper: the client hears of it by an event
-        deadline = time.monotonic() + 20
-        while not keeper.expired and time.monotonic() < deadline:
-            time.sleep(0.05)
 
     def _reestablish(self) -> None:
         """ClickHouse's restarting thread: a replica whose session expired gets a new one
@@ -650,7 +638,7 @@ class Race:
         if a and self.rng.random() < 0.3:
             live = sorted(o for o in owners if o in c.replicas and not c.replicas[o].keeper.expired)
             if live:
-                self._expire_session(self.rng.choice(live))
+                c.expire_session(self.rng.choice(live))
                 self._count("expire an owner before the forward")
         if self.rng.random() < 0.5:
             return self._send(block_id, rows, at=at)
@@ -660,7 +648,7 @@ class Race:
             self._send(block_id, rows, at=at)
         finally:
             del c._faults
-            self._keep_answers()
+            c.keep_answers()
         return None
 
     def _forward_by_owner(self, p: str) -> None:
@@ -700,34 +688,15 @@ class Race:
                         targets = live
                     else:   # the receiver writes what it owns itself; else one of the owners does
                         targets = [receiver if receiver in live else self.rng.choice(live)]
-                    after = self.rng.random() < 1 / 3 and self._lose_answers(targets)
+                    after = self.rng.random() < 1 / 3 and c.lose_answers(targets)
                     if not after:
                         for o in targets:
-                            self._expire_session(o)
+                            c.expire_session(o)
                     self._count(("lose the commit's answer of " if after else "expire ")
                                 + ("every owner" if every else "the receiver" if targets == [receiver]
                                    else "an owner") + (" at" if after else " before") + " the write")
             faults(where, partition)
         return blip
-
-    def _lose_answers(self, names: list[str]) -> bool:
-        """Arm lose_answer on these replicas' sessions for their next commit (a multi creating a log
-        entry); False on ZooKeeper, which has no such switch (the caller expires them instead)."""
-        c = self.c
-        keepers = [c.replicas[n].keeper for n in names]
-        if not all(hasattr(k, "ensemble") for k in keepers):
-            return False
-        log = c.layout.log + "/"
-        for k in keepers:
-            k.ensemble.lose_answer(k.session_id, lambda ops: any(isinstance(o, Create) and o.path.startswith(log)
-                                                                 for o in ops))
-        return True
-
-    def _keep_answers(self) -> None:
-        """Disarm what `_lose_answers` armed and did not fire (the sub-block went elsewhere), so no
-        later step meets it."""
-        if hasattr(self.c.admin, "ensemble"):
-            self.c.admin.ensemble.keep_answers()
 
     def _client_insert(self) -> None:
         """The next block through the reference's client API, client_send_insert (retries to random
@@ -754,7 +723,7 @@ class Race:
             c.failed("", "client insert", e)
             told = "unknown"
         finally:
-            self._keep_answers()
+            c.keep_answers()
         if told not in ("ok", "failed", "unknown"):   # no answer a client can act on: a server's error
             c.failed("", "client insert", ValueError(f"client_send_insert answered {told!r}"))
             told = "unknown"
