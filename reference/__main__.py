@@ -183,7 +183,8 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         if a.rebalance:
             moves = c.rebalance(interleave=during)
             progress(f"REBALANCE done: {len(moves)} moves")
-        problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        problems = violations(c.history, c.table.replication_factor)
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.placement_chart:
             from reference import placement_chart

@@ -2,7 +2,8 @@
 protocol's steps. It decides which step runs next (from a seeded RNG, or "until idle"), and is
 what the command line, the end-to-end tests and the benchmarks drive. What it records of the run
 is reference/recorder.py's (Recorder), the faults it can be dealt reference/nemesis.py's
-(Nemesis), both mixed into Cluster.
+(Nemesis), both mixed into Cluster; the verdict on the history is the caller's
+(checkers.oracle.violations).
 
 Driver policies that are not protocol: a query first pulls the log on the replica it starts
 at, and syncs the replica it reads each partition from (SYSTEM SYNC REPLICA for that partition;
@@ -699,11 +700,10 @@ class Cluster(Recorder, Nemesis):
         if not started:
             self.settle()
 
-    def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
+    def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> None:
         """A `reference run`'s last phase, whichever design: the replicas given back, settled, the
-        final queries, the history written (or the final snapshot taken); the history check's
-        verdict (checkers/oracle.py)."""
-        from checkers.oracle import violations
+        final queries, the history written (or the final snapshot taken). The verdict is the
+        caller's: checkers.oracle.violations on `self.history`, as the CLI's runs ask it."""
         for r in restart:
             self.add_replica(r)
         self.settle()
@@ -714,7 +714,6 @@ class Cluster(Recorder, Nemesis):
             self.log(f"history written to {history} ({', '.join(sorted(paths))})")
         else:
             self.snapshot()
-        return violations(self.history, self.table.replication_factor)
 
     def alter_metadata(self, change: str) -> int:
         """ALTER TABLE ... ADD COLUMN sent to a serving replica: /columns and an ALTER_METADATA entry
