@@ -2,7 +2,7 @@
 workload: a replica crashed (its session and map gone, its disk kept) or lost for good (SYSTEM
 DROP REPLICA), an INSERT forward broken at `fault_rate` (`_faults`, route_insert's fault points),
 a replica's Keeper session expired, and a commit's answer lost after it was applied. Which
-replica goes down, and when, is the caller's choice (a test, the CLI, reference/races.py);
+replica goes down, and when, is the caller's choice (a test, the CLI, reference/race_faults.py);
 a replica comes back through the driver (Cluster.add_replica, Cluster.reestablish).
 
 `_faults` draws from the driver's random generator (`rng`), in the order route_insert calls it;
