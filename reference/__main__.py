@@ -40,7 +40,7 @@ from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_js
 from protocol.table import BadPartitionId, Table, TableDefinitionError
 from reference.cli_checks import check_gantt, check_run, switches
 from reference.cluster import Cluster
-from reference.races import PROFILES, UnknownProfile
+from reference.profiles import PROFILES, UnknownProfile
 from reference.workload import WORKLOAD, blocks
 
 ROOT = "/clickhouse/tables/01/events"
@@ -183,7 +183,8 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         if a.rebalance:
             moves = c.rebalance(interleave=during)
             progress(f"REBALANCE done: {len(moves)} moves")
-        problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        problems = violations(c.history, c.table.replication_factor)
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.placement_chart:
             from reference import placement_chart
@@ -225,9 +226,9 @@ def claim(a: argparse.Namespace, connect):
 
 
 def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
-    """--profile racing|stale|...|leaving (races.PROFILES): the profile's seeded loop (reference/races.py) instead of
-    the phases above; --replicas, --buckets, --replication-factor, --blocks, --rows, --months,
-    --steps and --seed apply, the history and the check as for quiet."""
+    """--profile racing|stale|...|leaving (reference/profiles.py): the profile's seeded loop
+    (reference/races.py) instead of the phases above; --replicas, --buckets, --replication-factor,
+    --blocks, --rows, --months, --steps and --seed apply, the history and the check as for quiet."""
     from reference.races import profile_of, race, racing_cluster
     profile = profile_of(a.profile)
     c = racing_cluster(connect, data, profile, a.seed, bugs, replicas=a.replicas, buckets=a.buckets,
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
-                   "synced queries) or a racing profile of reference/races.py: " + ", ".join(PROFILES))
+                   "synced queries) or a racing profile of reference/profiles.py: " + ", ".join(PROFILES))
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")

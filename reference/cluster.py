@@ -1,6 +1,9 @@
 """A deterministic driver: a cluster of reference replicas on one Keeper, composed from the
-protocol's steps. It decides which step runs next (from a seeded RNG, or "until idle"), records
-the history, and is what the command line, the end-to-end tests and the benchmarks drive.
+protocol's steps. It decides which step runs next (from a seeded RNG, or "until idle"), and is
+what the command line, the end-to-end tests and the benchmarks drive. What it records of the run
+is reference/recorder.py's (Recorder), the faults it can be dealt reference/nemesis.py's
+(Nemesis), both mixed into Cluster; the verdict on the history is the caller's
+(checkers.oracle.violations).
 
 Driver policies that are not protocol: a query first pulls the log on the replica it starts
 at, and syncs the replica it reads each partition from (SYSTEM SYNC REPLICA for that partition;
@@ -8,47 +11,43 @@ what select_sequential_consistency gives), so a missed acknowledged row is a pro
 replication lag; a query with sync=False does neither and records the rows the spec excuses as
 lag instead (history/lag.py, reference/races.py's racing profiles); faults are injected at INSERT
 forwarding with `fault_rate`.
+
+The protocol's steps are called by the names this module imports: a test that breaks one
+patches it here (`monkeypatch.setattr("reference.cluster.coordinator_switch", ...)`), so the
+methods that call them (migration steps, REASSIGN, CANCEL, a query's reads) stay in this module.
 """
 
 from __future__ import annotations
 
-import math
 import random
-import shutil
 import time
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from history import commands, refusals
-from history.lag import in_flight, not_pulled
-from history.record import History
-from protocol.assignment import Assignment, GuardFailed, NotEnoughActiveReplicas, selective_assignments_rows
+from history import commands
+from protocol.assignment import Assignment, GuardFailed, NotEnoughActiveReplicas
 from protocol.cleanup_thread import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
-from protocol.insert import InsertOutcomeUnknown, route_insert, sub_block_hash
-from protocol.keeper import Keeper, KeeperError, KeeperUnavailableError, NoNodeError, SessionExpiredError
+from protocol.insert import InsertOutcomeUnknown, route_insert
+from protocol.keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from protocol.layout import Layout
-from protocol.log_entry import ALTER_METADATA, GET_PART, MUTATE_PART, BadLogEntry, LogEntry
-from protocol.migration import (IN_FLIGHT, MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
-                                drop_foreign_partitions, migrations_in_flight, migrations_rows, read_migration,
-                                replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
-                                replica_take_over_migration)
+from protocol.log_entry import GET_PART
+from protocol.migration import (admin_reassign, coordinator_cancel, coordinator_switch, drop_foreign_partitions,
+                                migrations_in_flight, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                                replica_clone_fetch, replica_take_over_migration)
 from protocol.parts import PartStore, covers_as_new
 from protocol.query import client_query_fails, client_start_query, prefer_local, replica_read_partition, unpin
 from protocol.rebalance import system_rebalance
 from protocol.recovery import replica_clone_if_lost
 from protocol.registration import create_table_znodes, register_replica
-from protocol.repair import drop_replica, system_repair
+from protocol.repair import system_repair
 from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 from protocol.restart import replica_restart
 from protocol.scheduler import Schedule
 from protocol.table import Table
+from reference.nemesis import Nemesis
+from reference.recorder import KEEPER_FAULTS, Recorder
 from reference.workload import WORKLOAD
-
-# Exceptions a step may raise that are not a failure of the step's code: Keeper away or a session
-# expired. Their callers cope with them (a retry, a read moved to another owner, a new session).
-KEEPER_FAULTS = (KeeperUnavailableError, SessionExpiredError)
 
 # A (replica, step kind) whose step raised this many times is not tried again in the run. A
 # ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
@@ -70,7 +69,8 @@ class ReplicaNotInSync(Exception):
     """A replica cannot sync a partition before a read (a part it must fetch has no running holder)."""
 
 
-class Cluster:
+class Cluster(Recorder, Nemesis):
+    """The driver; the history side is Recorder's, the faults Nemesis's (their modules)."""
     # What a random background step and a settle round may run; a design built on this driver
     # (reference/pr102244/cluster.py) names its own steps.
     BACKGROUND_KINDS = ("refresh", "pull", "execute", "migrate", "merge", "cleanup")
@@ -102,22 +102,15 @@ class Cluster:
         self.steps_clock = False
         # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
         self.schedule = schedule or Schedule.table_limit(max_concurrent)
-        # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
-        self.timeline: list[dict] = []
-        self.step = 0  # the logical clock of the history
-        self.history = History(run_id=f"{backend}-seed{seed}")
+        self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
         self.admin = connect()
         create_table_znodes(self.admin, self.layout, table.replication_factor)
         self.stores: dict[str, PartStore] = {}  # the peers a fetch can reach: live replicas only
         self.replicas: dict[str, Replica] = {}
         self.down: dict[str, PartStore] = {}
         self.gone: set[str] = set()   # removed for good by SYSTEM DROP REPLICA (drop_replica)
-        self.queries = 0
-        self.block_rows: dict[str, list[int]] = {}  # block id -> its row_ids (for query_lag)
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
         self.step_errors: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps that raised
-        self._bad_entries: set[str] = set()   # queue entries _queue_seen could not parse (logged once each)
-        self._log_seen: set[str] = set()   # log entries log_mutation_rows has read
         for r in replicas:
             self.add_replica(r)
 
@@ -185,12 +178,6 @@ class Cluster:
         self.log(f"replica {name} has a new Keeper session")
         return rep
 
-    def failed(self, replica: str, action: str, e: Exception) -> None:
-        """An unexpected exception of `replica`'s `action` ("" for the administrator's): logged in
-        the history (table errors) and the run goes on, as a server logs a failed task."""
-        self.history.error(self.step, replica, action, e)
-        self.log(f"{replica or 'admin'} {action} raised {type(e).__name__}: {e}")
-
     def _drop_foreign(self, rep: Replica) -> None:
         self._dropped(rep, drop_foreign_partitions(rep))
 
@@ -239,33 +226,6 @@ class Cluster:
         except Exception:
             pass
 
-    def crash_replica(self, name: str) -> None:
-        """ReplicaCrash: the session goes (is_active with it), the map is lost, the disk stays."""
-        if name not in self.replicas:
-            raise ValueError(f"unknown or stopped replica {name!r}; running: {sorted(self.replicas)}")
-        rep = self.replicas.pop(name)
-        self.down[name] = self.stores.pop(name)
-        rep.keeper.close()
-        self.history.crash(self.step, name)
-        self.log(f"replica {name} down")
-
-    def drop_replica(self, name: str) -> list[str]:
-        """SYSTEM DROP REPLICA 'name' for a replica that is down for good (spec DropReplica, F20): its
-        Keeper subtree goes and it leaves every assignment (repair.drop_replica), and its disk is
-        gone with the machine. Refuses a running replica and an unknown name (ValueError). Returns
-        the partitions it was taken out of, each now short of RF until a repair (`repair`)."""
-        if name in self.replicas:
-            raise ValueError(f"replica {name!r} is active: SYSTEM DROP REPLICA removes only a replica that is down")
-        if name not in self.down:
-            known = sorted(set(self.replicas) | set(self.down))
-            raise ValueError(f"unknown replica {name!r}; replicas: {', '.join(known)}")
-        left = drop_replica(self.admin, self.layout, name)
-        store = self.down.pop(name)
-        shutil.rmtree(store.folder, ignore_errors=True)
-        self.gone.add(name)
-        self.log(f"DROP REPLICA {name}: out of {len(left)} partitions, now short of RF")
-        return left
-
     def repair(self) -> list:
         """Start the repairs the concurrency limit allows (repair.system_repair, as SYSTEM REBALANCE
         does first); returns them as (partition, None, dst)."""
@@ -276,10 +236,6 @@ class Cluster:
         return started
 
     # --- INSERT -------------------------------------------------------------------------
-    def _faults(self, where: str, partition: str) -> None:
-        if self.fault_rate and self.rng.random() < self.fault_rate:
-            raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
-
     def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None) -> dict[str, str]:
         """ClientSendInsert with retries to random replicas (the first to `at` if given); returns
         partition -> ok/failed/unknown and records each sub-block in the history."""
@@ -317,8 +273,7 @@ class Cluster:
             if error == "failed" and pending:   # refused at pending[0]: route_insert goes in partition order
                 after = self.write_path(receiver.name, pending[0])
                 if before[pending[0]] is not None and after is not None:
-                    self.history.insert_refused(refusals.row(self.step, block_id, pending[0], receiver.name,
-                                                             why, before[pending[0]], after))
+                    self.insert_refused(block_id, pending[0], receiver.name, why, before[pending[0]], after)
             if error == "unknown" and pending:
                 status[pending[0]] = "unknown"  # that sub-block may have been written; the rest were not tried
             if not error:
@@ -329,31 +284,6 @@ class Cluster:
                 pass   # that replica's Keeper is away: its own thread copes with it
         self.insert_answered(block_id, subs, status, sent)
         return status
-
-    def write_path(self, receiver: str, partition: str) -> dict | None:
-        """What InsertRefusalsFollowGuardsInv judges a refused try by: the partition's write path
-        from `receiver`, read now (history/refusals.py); None records nothing."""
-        return refusals.observe(self.admin, self.layout, self.replicas, receiver, partition)
-
-    def insert_sent(self, rows: list[dict]) -> tuple[int, dict[str, list[dict]]]:
-        """A client's INSERT leaves: its step, and its sub-blocks by partition, each one's row_ids
-        noted under its dedup id (the ids a replica's queue names: query_lag reads them)."""
-        sent = self.tick()
-        subs = self.table.split_by_partition(rows)
-        for p, sub in subs.items():
-            try:
-                self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
-            except Exception as e:  # noqa: BLE001 - a broken dedup hash (a mutant's): logged, the INSERT goes on
-                self.failed("", "insert", e)
-        return sent, subs
-
-    def insert_answered(self, block_id: str, subs: dict[str, list[dict]], status: dict[str, str], sent: int) -> None:
-        """The client has its answer: each sub-block recorded with what the client was told of it
-        (ok, failed, unknown), for the checkers. Shared by every way a client sends (Cluster.insert,
-        races.py's client_send_insert)."""
-        ack = self.tick()
-        for p, sub in subs.items():
-            self.history.insert(block_id, p, sub, status[p], sent, ack)
 
     def drop_partition(self, partition: str) -> int:
         """ALTER TABLE ... DROP PARTITION, sent by a client to a serving replica: the DROP_RANGE
@@ -374,10 +304,6 @@ class Cluster:
         return [r for r in names if not self.replicas[r].keeper.expired] or names
 
     # --- background steps ---------------------------------------------------------------
-    def tick(self) -> int:
-        self.step += 1
-        return self.step
-
     def background_step(self, attempts: int = 8) -> str | None:
         """One background step of a random replica and kind; None if the `attempts` sampled
         (replica, kind) pairs were all disabled. Sampling, not a scan of every pair, keeps a
@@ -651,30 +577,6 @@ class Cluster:
         self.query_answered(at, start, routes, got, "complete", partitions, lag)
         return q
 
-    def unpulled_lag(self, at: str, routes: dict[str, str], partitions: set[str] | None) -> dict[str, set[int]]:
-        """An unsynced query's lag of the partitions its map did not know (so did not route): the
-        rows of their INSERTs `at` has not pulled yet (history/lag.py)."""
-        unknown = [p for p in self.admin.get_children(self.layout.assignments)
-                   if p not in routes and (partitions is None or p in partitions)]
-        return {p: self._rows_of(ids) for p, ids in not_pulled(self.admin, self.layout, at, unknown).items()}
-
-    def in_flight_lag(self, reader: str, partition: str) -> set[int]:
-        """An unsynced read's lag: the partition's rows still on their way to `reader` (history/lag.py)."""
-        return self._rows_of(in_flight(self.admin, self.layout, reader, partition))
-
-    def query_answered(self, at: str, start: int, routes: dict, got: dict, status: str, partitions=None,
-                       lag: dict[str, set[int]] | None = None, failed_by: str | None = None,
-                       pending_at=None) -> None:
-        """The client has its answer: the query recorded with its reads, rows and lag, for the
-        checkers (and, failed by a crash, whose and where its unread partitions were routed).
-        Shared by every way a client reads (Cluster.query, races.py's select_all and open queries)."""
-        self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status, partitions, lag,
-                           failed_by, pending_at)
-
-    def _rows_of(self, block_ids) -> set[int]:
-        return {r for b in block_ids for r in self.block_rows.get(b, ())}
-
     def _choose_reader(self, at: str, candidates: set[str]) -> str:
         """prefer_local among the owners whose session has not expired (a crashed one stays a
         candidate: the query meets it as ClientQueryFails, as the spec has it)."""
@@ -730,45 +632,6 @@ class Cluster:
         with self._command("CANCEL", seen):
             return coordinator_cancel(self.admin, self.layout, partition, target=self.replicas.get(seen["dst"]),
                                       bugs=self.bugs)
-
-    @contextmanager
-    def _command(self, command: str, seen: dict):
-        """Records the command's outcome: accepted, refused (the protocol's refusal: MigrationError,
-        GuardFailed) or raised (anything else, also logged in `errors` by the caller), with what
-        Keeper holds right after it. A Keeper fault leaves the command's fate unknown (its multi
-        may have been applied): not recorded."""
-        try:
-            yield
-        except KEEPER_FAULTS:
-            raise
-        except (MigrationError, GuardFailed) as e:
-            self._record_command(command, seen, commands.REFUSED, str(e)[:300])
-            raise
-        except Exception as e:
-            self._record_command(command, seen, commands.RAISED, f"{type(e).__name__}: {str(e)[:280]}")
-            raise
-        self._record_command(command, seen, commands.ACCEPTED)
-
-    def _record_command(self, command: str, seen: dict, outcome: str, reason: str | None = None) -> None:
-        """The command's history row: what was seen before it, its outcome, and what Keeper holds
-        right after it (commands.observe_after; nothing known, the effect not judged, if Keeper faults)."""
-        try:
-            after = commands.observe_after(self.admin, self.layout, seen["partition_id"])
-        except KEEPER_FAULTS:
-            after = dict.fromkeys(commands.AFTER)
-        self.history.command(self.step, command, {**seen, **after}, outcome, reason)
-
-    def _started(self, partition: str, src: str, dst: str) -> None:
-        self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,
-                              "fetch": None, "switch": None, "cleanup": None})
-
-    def _mark(self, partition: str, step: str) -> None:
-        """Record `step` (fetch, switch, cleanup) of the partition's latest migration, at the next tick."""
-        for m in reversed(self.timeline):
-            if m["partition"] == partition:
-                if m[step] is None:
-                    m[step] = self.step + 1
-                return
 
     def load(self, work, limit: int | None = None,
              progress: Callable[[int, dict], None] | None = None) -> dict[str, int]:
@@ -837,19 +700,10 @@ class Cluster:
         if not started:
             self.settle()
 
-    def assignment_rows(self) -> list[dict]:
-        """system.selective_assignments (History.snapshot). An assignment znode a broken step left
-        corrupt (a mutant's CANCEL after SWITCH names an owner as leaving) is logged and left out:
-        no replica can read an owner from it, so the checkers see the partition with none, rather
-        than the snapshot raising and the run leaving no history."""
-        return selective_assignments_rows(self.admin, self.layout,
-                                          corrupt=lambda p, e: self.failed("", "read assignment", e))
-
-    def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> list[str]:
+    def end_of_run(self, restart=(), queries: int = 0, history=None, fmt: str = "parquet") -> None:
         """A `reference run`'s last phase, whichever design: the replicas given back, settled, the
-        final queries, the history written (or the final snapshot taken); the history check's
-        verdict (checkers/oracle.py)."""
-        from checkers.oracle import violations
+        final queries, the history written (or the final snapshot taken). The verdict is the
+        caller's: checkers.oracle.violations on `self.history`, as the CLI's runs ask it."""
         for r in restart:
             self.add_replica(r)
         self.settle()
@@ -860,121 +714,6 @@ class Cluster:
             self.log(f"history written to {history} ({', '.join(sorted(paths))})")
         else:
             self.snapshot()
-        return violations(self.history, self.table.replication_factor)
-
-    def snapshot(self, tick: bool = True) -> None:
-        """Every running replica's parts, the assignments, metadata and migrations, at the next step
-        (or, tick=False, at the current one: an observation that leaves the clock, and so a run's
-        course, as it was; the caller takes no two at one step)."""
-        queues = {name: self._queue_seen(name) for name in sorted(self.replicas)}
-        self.history.snapshot(self.tick() if tick else self.step, self.stores, self.assignment_rows(),
-                              self.metadata_rows(queues), self.migration_rows(), self.queued_mutation_rows(queues),
-                              self.log_mutation_rows(),
-                              broken=lambda replica, name, e: self.failed(replica, f"read part {name}", e))
-
-    def queued_mutation_rows(self, queues: dict[str, list[LogEntry]]) -> list[dict]:
-        """Per running replica, the MUTATE_PARTs in its queue and the GET_PARTs of mutated parts
-        (what the spec's MutationsAppliedInv excuses an owed mutation by: MutationPending,
-        MutatedPartQueued): History.snapshot's `queued`."""
-        return [{"replica": name, "partition_id": e.partition, "entry_type": e.type, "new_part_name": e.new_part_name}
-                for name, queue in sorted(queues.items()) for e in queue
-                if e.type == MUTATE_PART or (e.type == GET_PART and e.part.mutation)]
-
-    def log_mutation_rows(self) -> list[dict]:
-        """The MUTATE_PART entries of the log not seen at an earlier snapshot, with their log index
-        (what MutationsAppliedInv's MutationsOwed ranges over, below each replica's log_pointer).
-        Each entry is read once; one the cleanup thread trimmed before any snapshot saw it is
-        missed, which can only hide a violation, never make one."""
-        out = []
-        for n in sorted(self.admin.get_children(self.layout.log)):
-            if n in self._log_seen:
-                continue
-            try:
-                e = LogEntry.parse(self.admin.get(f"{self.layout.log}/{n}")[0], f"{self.layout.log}/{n}")
-            except NoNodeError:
-                continue   # trimmed between the listing and the read
-            except BadLogEntry:
-                self._log_seen.add(n)
-                continue   # the replica that pulls it logs it (NoLogicalErrorsInv)
-            self._log_seen.add(n)
-            if e.type == MUTATE_PART:
-                # log-0000000012 -> 12, parsed here: replica.log_number is code under test (mutmut)
-                out.append({"log_index": int(n.rsplit("-", 1)[1]), "partition_id": e.partition,
-                            "new_part_name": e.new_part_name})
-        return out
-
-    def migration_rows(self) -> list[dict]:
-        """Every partition's migration znode (system.selective_migrations), and for one in flight
-        the active replicas whose published map has not seen its assignment (maps_behind: a CLEANUP
-        waits for them): History.snapshot."""
-        try:
-            # A znode without a state or target (a broken step wrote it) is written as its text,
-            # "None": a migration that has not ended, in every checker's eyes.
-            # partition_id read for every row (a row without one is a broken table, logged below)
-            return [{**m, "partition_id": m["partition_id"], "state": str(m.get("state")), "src": m.get("src"),
-                     "dst": str(m.get("dst")),
-                     "coord": None if m.get("coord") is None else str(m["coord"]),
-                     "maps_behind": self._maps_behind(m["partition_id"]) if m.get("state") in IN_FLIGHT else None}
-                    for m in migrations_rows(self.admin, self.layout)]
-        except KEEPER_FAULTS:
-            raise
-        except Exception as e:  # noqa: BLE001 - a broken system table (a mutant's): logged, the snapshot goes on
-            self.failed("", "read migrations", e)
-            return []
-
-    def _maps_behind(self, partition: str) -> list[str]:
-        """The active replicas whose published map of `partition` (map_version) is older than its
-        assignment: what a CLEANUP, its leaver's or one on a down leaver's behalf, waits for.
-        Read from Keeper here, as the snapshot's observation, not by the protocol's own code."""
-        stat = self.admin.exists(self.layout.assignment(partition))
-        if stat is None:
-            return []
-        behind = []
-        for r in sorted(self.admin.get_children(self.layout.replicas)):
-            if self.admin.exists(self.layout.is_active(r)) is None:
-                continue
-            try:
-                seen = int(self.admin.get(self.layout.map_version(r, partition))[0])
-            except NoNodeError:
-                seen = -1   # never published a map of it
-            if seen < stat.version:
-                behind.append(r)
-        return behind
-
-    def metadata_rows(self, queues: dict[str, list[LogEntry]]) -> list[dict]:
-        """Each running replica's ALTER_METADATA state beside the table's, and its log_pointer
-        (History.snapshot); `queues`: each replica's queue (_queue_seen), read once per snapshot."""
-        table_version = self.admin.exists(self.layout.columns).version
-
-        def pointer(name: str) -> int | None:
-            try:
-                return int(self.admin.get(self.layout.log_pointer(name))[0])
-            except NoNodeError:
-                return None
-        return [{"replica": name, "metadata_version": rep.metadata_version,
-                 "alters_queued": sum(e.type == ALTER_METADATA for e in queues[name]),
-                 "table_metadata_version": table_version, "log_pointer": pointer(name)}
-                for name, rep in sorted(self.replicas.items())]
-
-    def _queue_seen(self, name: str, keeper: Keeper | None = None) -> list[LogEntry]:
-        """A replica's queue as another session reads it from Keeper (what Replica.queue reads, in
-        `keeper`, the administrator's by default): the replica's own session may have expired."""
-        keeper = keeper or self.admin
-        q = self.layout.queue(name)
-        out = []
-        for n in keeper.get_children(q):
-            try:
-                out.append(LogEntry.parse(keeper.get(f"{q}/{n}")[0], f"{q}/{n}"))
-            except NoNodeError:
-                continue
-            except BadLogEntry as e:
-                # A replica cannot execute an entry it cannot parse (ClickHouse logs the exception
-                # and the entry stays): logged once, so the run goes on to a history the checkers
-                # refuse (NoLogicalErrorsInv) instead of the observer dying with it.
-                if f"{q}/{n}" not in self._bad_entries:
-                    self._bad_entries.add(f"{q}/{n}")
-                    self.failed(name, "queue entry", e)
-        return out
 
     def alter_metadata(self, change: str) -> int:
         """ALTER TABLE ... ADD COLUMN sent to a serving replica: /columns and an ALTER_METADATA entry
@@ -993,17 +732,6 @@ class Cluster:
         m = client_mutate(self.replicas[at].keeper, self.layout, commands, source_replica=at)
         self.log(f"ALTER {commands} at {at}: block numbers {dict(m.block_numbers)}")
         return dict(m.block_numbers)
-
-    def write_history(self, folder: str | Path, fmt: str = "parquet", settled: bool = False) -> dict[str, Path]:
-        """The final snapshot and the history's files. `settled`: the caller settled the cluster
-        just before (no background step was enabled; queries since change no migration), so
-        the history's end is one MigrationsEndProp is judged on (run.settled_step)."""
-        settled_step = self.step if settled else None
-        self.snapshot()
-        timeout = int(self.down_timeout) if self.steps_clock and math.isfinite(self.down_timeout) else None
-        self.history.finish(self.table.replication_factor, self.backend, self.bugs, self.seed, self.step,
-                            settled_step, timeout)
-        return self.history.write(folder, fmt)
 
     def close(self) -> None:
         for rep in self.replicas.values():

@@ -1,87 +1,13 @@
-"""Workload profiles whose client and operator actions race the protocol's own steps, for the
-history checkers (the in-process oracle, pyspark_jobs/): the interleavings TLC explores, on the
-reference, so a history can show a lost, doubled or short-replicated row.
-
-`quiet` is what `reference run` did before profiles (every insert before any migration, synced
-queries): it is not driven from here. The other profiles run one seeded loop over the
-deterministic driver (reference/cluster.py), so a (profile, seed) is one history, step for step:
-
-- inserts (with retries and, at `fault_rate`, broken forwards of unknown outcome) that land
-  between a CLONE's start, its fetch, its SWITCH and its CLEANUP, into partitions that keep being
-  created (new months and buckets) while maps are stale;
-- REASSIGNs started at random and cancelled at random (a cancel in every state is tried; the
-  coordinator refuses it after SWITCH);
-- queries that start on the replica's map as it is and read without syncing: the rows the spec
-  excuses as replication lag are recorded with them (history/lag.py), the rest are owed;
-- replicas crashed and restarted (and queried right after the restart), and, in `lossy`, kept
-  down while the cleanup thread trims the log, so they come back lost and clone;
-- background steps chosen by kind with the profile's weights: few map refreshes keep maps stale;
-- in `dropping`, ALTER TABLE DROP PARTITION racing the REASSIGNs (F8, F16): a drop the CLONE
-  target skipped before it became a keeper must reach it; the history records what each drop
-  removed (History.drop), so the checkers owe those rows to nobody after it and report any
-  replica that still holds one at the end (DropsAppliedInv). The log is short, so the cleanup
-  thread trims a DROP_RANGE every replica pulled before the owners executed it (F16). Half the
-  drops meet keepers whose pulling is behind the target's (keepers_lag): the DROP_RANGE is in the
-  log between their log_pointers and the target's, in no keeper's queue, when the CLONE fetch
-  runs at once (F8's log range);
-- in `retrying`, migration steps retried on stale reads (a task whose Keeper answer was lost
-  after its write went through, or one queued for an earlier migration): SWITCH, CLEANUP (by
-  the leaver and on a down leaver's behalf), the CLONE fetch and the take-over, each only where
-  its spec guard is false now, so the step's own guard must refuse it. Each refusal (a SWITCH to
-  another replica than the target, a SWITCH or CANCEL queued by a coordinator that went down, a
-  CLEANUP on the behalf of a leaver that is back, ...) is tried in turn, the least tried first, so
-  a short run meets every guard, not only the common ones;
-- in `mutating`, ALTER TABLE UPDATE racing the moves: a partition's MUTATE_PARTs written and
-  pulled by every replica, not executed, when its CLONE fetch runs (F8, for mutations); half the
-  time pulled by the replicas that do not keep the partition only, as drops are.
-- in `altering`, ALTER TABLE ADD COLUMN: an ALTER_METADATA every replica must apply, whatever it
-  owns; the history records each replica's metadata version at the end (GlobalEntriesAppliedInv);
-- in `losing`, a replica lost for good (issue 18, F20): crashed, SYSTEM DROP REPLICA, and its
-  partitions repaired back to RF while the inserts, moves and queries go on;
-- in `leaving`, a migration's source (in CLONE or after SWITCH) goes down and stays down past
-  the down timeout, so its CLEANUP is done on its behalf while queries on stale maps go on, and
-  comes back later (the down-leaver rule, issue 15);
-- in `allocating`, two allocators race on a new partition (spec/assignment/Assignment.tla): one reads
-  (ReplicaChooseOwners) before another replica's INSERT allocates the partition and writes its
-  rows, and writes (ReplicaCreateAssignment, or adopts the winner's) some steps after;
-- in `cancelling`, CANCELs aimed at each state a migration can be in (`aim_cancel`): a REASSIGN
-  driven by its own replicas' steps to a CLONE before or after its fetch, or past SWITCH, or
-  cancelled once already, then cancelled; and a CANCEL of an ended migration and of a repair's
-  CLONE (a replica lost for good and repaired, as in `losing`): a CANCEL accepted where the
-  coordinator must refuse it makes an owner drop its copy, one refused where it must be accepted
-  leaves the CLONE to end otherwise; after a CANCEL of a fetched CLONE, the coordinator's
-  SWITCH decided before it (its target caught up) runs, and its state guard must refuse it;
-- in `deserting`, a replica that is a leaver of both kinds (the source of moves driven to SWITCH,
-  the target of a CLONE cancelled) goes down (`desert`) and comes back (`return`) only once no
-  migration awaits it as its leaver, so CLEANUP is done on its behalf several times a run; one of
-  them, taken down from a settled cluster, is lost for good (SYSTEM DROP REPLICA, `forsake`) and
-  its partitions repaired;
-- in `clients`, half the INSERTs and queries go through the reference's client API:
-  client_send_insert (retries to random replicas with the same rows, so the same dedup ids; one
-  answer, ok, failed or unknown, for the whole block) and select_all (routes and pins at the
-  start, every partition read at once, unsynced), recorded by the same Cluster code as the
-  driver's own (Cluster.insert_answered, Cluster.query_answered), as the client was told;
-- in `refusing`, `clients` with replicas crashing often: every try of a block refused, some after
-  the block's first sub-blocks were committed (an INSERT is not atomic across partitions): the
-  client told "failed" must find none of its rows anywhere, told "unknown" may;
-- in `overlapping`, up to MAX_OPEN_QUERIES SELECTs in flight at once, as a server's concurrent
-  queries are: each started on its replica's map as it is (about half pruned to some partitions),
-  its routes pinned at the start, its partitions read one at a time on later turns, across the
-  SWITCHes, CLEANUPs and crashes in between. Two queries pinning one partition on one replica is
-  what a pin count is for: a CLEANUP must wait for the last of them. A crash fails every open
-  query the replica served (ServedBy), as a broken connection does;
-- in `expiring`, replicas' Keeper sessions expire (the in-memory keeper's own expiry: is_active
-  goes, every request of the session fails) and are re-established some turns later, as
-  ClickHouse's restarting thread does (Cluster.reestablish: a new session, the map reloaded
-  first); meanwhile the replica is read-only and its background tasks stop. INSERTs are sent to
-  a replica that does not own a partition of the block, so it forwards: a forward meets an owner
-  whose session expired (it goes to another owner), and a session expires between the map read
-  and the write, the writer's or the receiver's own (the sub-block goes to another owner the map
-  names, or is refused when none is writable). New partitions keep appearing (12 months), so a
-  writer's map often does not have the partition yet;
-- in `impatient`, `expiring` with most INSERTs from clients that try once (Profile.client_tries):
-  a try whose commit went out and whose answer was lost is the client's only answer, and must be
-  told "unknown", not "failed" (its rows are in the table).
+"""The racing loop: one profile's seeded run over the deterministic driver (reference/cluster.py)
+for the history checkers (the in-process oracle, pyspark_jobs/): the interleavings TLC explores,
+on the reference, so a history can show a lost, doubled or short-replicated row. A (profile,
+seed) is one history, step for step. The profiles are reference/profiles.py's (re-exported
+here: PROFILES, Profile, profile_of, UnknownProfile); Race draws one of the profile's actions per
+loop turn: the clients' and operators' workload is here, the faults (crashes, restarts, losses,
+session expiry) are RaceFaults's (reference/race_faults.py), mixed into Race. Tests break a
+protocol step the workload calls by patching its name in this module (`served_by`,
+`client_send_insert`, `select_all`, `coordinator_switch`, `replica_read_partition`), so the
+methods that call them stay here.
 
 Time is the history's logical clock (Cluster.step), not the wall clock: the down timeout is a
 number of steps, so a run acts the same at any machine load. In the profiles without one it is
@@ -102,156 +28,20 @@ one still leaves a history for the checkers.
 
 from __future__ import annotations
 
-import math
 import random
-import time
 from dataclasses import dataclass, field
 
 from protocol.assignment import (GuardFailed, NotEnoughActiveReplicas, read_assignment, replica_choose_owners,
                                  replica_commit_allocation)
-from protocol.cleanup_thread import CleanupSettings
 from protocol.insert import client_send_insert, replica_forward_insert
-from protocol.keeper import Create
 from protocol.migration import (IN_FLIGHT, MigrationError, coordinator_cancel, coordinator_switch, migrations_in_flight,
                                 read_migration, replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch,
                                 replica_take_over_migration)
 from protocol.query import client_query_fails, client_start_query, replica_read_partition, select_all, served_by
 from protocol.replica import InsertRejected, caught_up
 from reference.cluster import KEEPER_FAULTS, Cluster, read_done
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    actions: dict[str, float]                  # action -> weight, one drawn per loop turn
-    kinds: dict[str, float]                    # background step kind -> weight
-    steps: int = 400                           # loop turns
-    interleave: int = 3                        # background steps at most before each read
-    fault_rate: float = 0.1                    # broken INSERT forwards (outcome unknown)
-    min_live: int = 2                          # never crash below this many running replicas
-    max_down: int = 2                          # nor have more than this many down at once
-    cleanup: CleanupSettings = field(default_factory=CleanupSettings)
-    attempts: int = 1                          # (replica, kind) draws per "step" turn until one is enabled
-    months: int = 3                            # months the rows' dates spread over (x buckets: partitions)
-    buckets: int = 4                           # user buckets per month
-    down_timeout: float = math.inf             # steps a migration waits on a down replica (Cluster.down_timeout)
-    min_down: int = 0                          # steps a crashed replica stays down before a restart may pick it
-    client_tries: int = 3                      # tries of a client_send_insert before its client gives up
-    describe: str = ""
-
-
-_KINDS = {"refresh": 1, "pull": 4, "execute": 4, "migrate": 3, "merge": 1, "cleanup": 1}
-PROFILES = {p.name: p for p in (
-    Profile("racing", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.7, "query": 2, "crash": 0.3,
-                       "restart": 0.6},
-            _KINDS, describe="inserts, retries, reassigns and cancels racing CLONE/SWITCH/CLEANUP; "
-                             "unsynced queries; crash and restart"),
-    Profile("stale", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.3, "query": 4, "crash": 0.2,
-                      "restart": 0.5},
-            {**_KINDS, "refresh": 0.2, "migrate": 5}, interleave=5,
-            describe="as racing, with maps refreshed rarely and queries read between migration steps"),
-    Profile("lossy", {"insert": 4, "step": 10, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.6,
-                      "restart": 0.3},
-            {**_KINDS, "cleanup": 3}, cleanup=CleanupSettings(min_logs_to_keep=2, max_logs_to_keep=6), max_down=1,
-            describe="as racing, with a short log: replicas down long enough are marked lost and clone"),
-    Profile("thin", {"insert": 4, "step": 6, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 1.2,
-                     "restart": 0.8},
-            _KINDS, min_live=1, max_down=3, months=12,
-            describe="as racing, with most replicas down at times while new partitions keep appearing "
-                     "(12 months): a new partition meets fewer active replicas than the replication factor"),
-    Profile("switching", {"insert": 2, "step": 6, "reassign": 2, "cancel": 0.1, "query": 4},
-            {"refresh": 0.3, "pull": 3, "execute": 3, "migrate": 4, "merge": 0.5, "cleanup": 0.5}, interleave=6,
-            attempts=8, months=1, buckets=2,
-            describe="two partitions moved again and again, inserts spread over the run, maps refreshed "
-                     "rarely and queries reading between migration steps: writes and reads on a map a "
-                     "SWITCH made stale"),
-    Profile("churn", {"insert": 1.5, "step": 10, "reassign": 2, "cancel": 0.05, "query": 3},
-            {"refresh": 0.3, "pull": 5, "execute": 5, "migrate": 5, "merge": 0.2, "cleanup": 0.5}, interleave=6,
-            attempts=8, months=1, buckets=2,
-            describe="as switching, with replication keeping up so migrations SWITCH during the run, not "
-                     "only at its end: INSERTs meet a source whose map a SWITCH just made stale"),
-    Profile("dropping", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "drop": 1},
-            {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2}, cleanup=CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=50),
-            describe="as racing, with DROP PARTITION racing CLONE/SWITCH/CLEANUP and a log the cleanup "
-                     "thread trims as soon as every replica pulled an entry"),
-    Profile("altering", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.7, "query": 2, "crash": 0.3,
-                         "restart": 0.6, "alter": 0.5},
-            _KINDS, describe="as racing, with ALTER TABLE ADD COLUMN (ALTER_METADATA, a global entry every "
-                             "replica applies whatever it owns) racing the moves and crashes"),
-    Profile("retrying", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.7, "query": 2, "crash": 0.8,
-                         "strand": 0.6, "restart": 1.2, "retry_stale": 2},
-            {**_KINDS, "migrate": 5},
-            describe="as racing, with migration steps retried on stale reads (a task whose Keeper answer was "
-                     "lost after its write went through, or queued for an earlier migration of the partition, or "
-                     "by a coordinator before its crash): each step's own guard must refuse the retry, and each "
-                     "kind of refusal is tried in turn"),
-    Profile("losing", {"insert": 4, "step": 8, "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.2,
-                       "restart": 0.5, "lose": 0.4, "repair": 1},
-            _KINDS, max_down=1,
-            describe="as racing, with one replica lost for good (crash, SYSTEM DROP REPLICA) and its partitions "
-                     "repaired back to RF (CLONE, SWITCH adds the owner) while inserts, moves and queries go on"),
-    Profile("leaving", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.3, "query": 4, "strand": 1,
-                        "restart": 0.6},
-            {**_KINDS, "refresh": 0.3}, interleave=4, max_down=1, down_timeout=30, min_down=60,
-            describe="as racing, with a migration's source down past the down timeout (30 steps; 60 at least) "
-                     "so its CLEANUP is done on its behalf, then back; maps refreshed rarely, so queries route "
-                     "on maps that still list the leaver"),
-    Profile("allocating", {"insert": 3, "rival": 2, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3,
-                           "crash": 0.2, "restart": 0.5},
-            _KINDS, months=12,
-            describe="as racing, with new partitions all through the run (12 months) and two allocators "
-                     "racing on a new partition between the read and the write of its assignment"),
-    Profile("cancelling", {"insert": 3, "step": 6, "aim_cancel": 4, "cancel": 0.5, "query": 2, "crash": 0.2,
-                           "restart": 0.6, "lose": 0.2, "repair": 0.5},
-            _KINDS, max_down=1,
-            describe="as racing, with CANCELs aimed at every migration state: a CLONE before and after its "
-                     "fetch, after SWITCH, while CANCELLING, after the end, and a repair's CLONE (a replica "
-                     "lost for good and repaired)"),
-    Profile("deserting", {"insert": 3, "step": 8, "reassign": 1, "cancel": 0.3, "query": 3, "desert": 3,
-                          "return": 1.5, "forsake": 1, "repair": 1},
-            {**_KINDS, "refresh": 2, "migrate": 5}, down_timeout=12, min_down=30,
-            describe="as leaving, with leavers of both kinds (a source after SWITCH, a cancelled target) down "
-                     "past the down timeout (12 steps) until their CLEANUPs were done on their behalf (30 steps "
-                     "at least), again and again, one of them lost for good (SYSTEM DROP REPLICA) and repaired"),
-    Profile("clients", {"insert": 2, "client_insert": 2, "step": 8, "reassign": 1.5, "cancel": 0.5, "query": 2,
-                        "client_query": 2, "crash": 0.3, "restart": 0.6},
-            _KINDS, describe="as racing, with half the INSERTs and queries through the reference's client API "
-                             "(client_send_insert: one answer for the block; select_all: every partition read "
-                             "at once), recorded as the client was told"),
-    Profile("refusing", {"insert": 2, "client_insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.5, "query": 2,
-                         "client_query": 2, "crash": 1.5, "restart": 0.8},
-            _KINDS, max_down=2,
-            describe="as clients, with replicas crashing often (two down at once): a block's tries through "
-                     "client_send_insert are all refused, some after its first sub-blocks were committed, "
-                     "so the client is told failed or unknown"),
-    Profile("overlapping", {"insert": 1.5, "step": 10, "reassign": 1, "cancel": 0.05, "open_query": 1,
-                            "read_query": 1.5, "read_across_switch": 3, "crash": 0.15, "restart": 0.6},
-            {"refresh": 2, "pull": 5, "execute": 5, "migrate": 5, "merge": 0.2, "cleanup": 0.5}, interleave=6,
-            attempts=8, months=1, buckets=4,
-            describe="as churn, with several SELECTs in flight at once, each read a partition at a time over "
-                     "later turns (pinned at the start, some pruned), some pinned on a move's source before "
-                     "its SWITCH: CLEANUPs waiting on the last of several pins, crashes failing the queries "
-                     "they served"),
-    Profile("expiring", {"insert": 1, "forward": 4, "client_insert": 1.5, "expire": 0.7, "reestablish": 3, "step": 8,
-                         "reassign": 1, "cancel": 0.3, "query": 2, "crash": 0.8, "restart": 0.6},
-            _KINDS, max_down=1, months=12,
-            describe="as racing, with Keeper sessions expiring and re-established (read-only replicas) while "
-                     "INSERTs are forwarded by non-owners and sent through client_send_insert: a forward meets an "
-                     "expired owner, a session expires between the map read and the write or right after the "
-                     "commit went out (its answer lost), and new partitions (12 months) miss from writers' maps"),
-    Profile("impatient", {"insert": 1, "forward": 2, "client_insert": 4, "expire": 0.7, "reestablish": 3, "step": 8,
-                          "reassign": 1, "cancel": 0.3, "query": 1, "client_query": 1.5, "crash": 0.4, "restart": 0.6},
-            _KINDS, max_down=1, months=12, client_tries=1,
-            describe="as expiring, with most INSERTs from clients that try once and give up: a try whose "
-                     "commit went out and whose answer was lost must be told unknown, never failed (its rows "
-                     "are in the table), and one refused before its commit must be told failed; SELECTs "
-                     "through select_all, whose reads avoid owners whose session expired"),
-    Profile("mutating", {"insert": 4, "step": 10, "reassign": 0.5, "cancel": 0.2, "query": 2, "mutate": 1},
-            {**_KINDS, "pull": 8, "execute": 2, "migrate": 6, "cleanup": 2},
-            describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
-                     "partition's MUTATE_PARTs, every replica pulls them and executes late, and the partition "
-                     "is moved, so a CLONE fetch meets keepers with the mutation still queued"),
-)}
+from reference.profiles import PROFILES, Profile, UnknownProfile, profile_of  # noqa: F401 - re-exported
+from reference.race_faults import RaceFaults
 
 # Steps one Cluster.settle may take in a racing run (racing_cluster): 100x the most measured.
 SETTLE_BUDGET = 30_000
@@ -281,18 +71,9 @@ class OpenQuery:
 SNAPSHOT_EVERY = 10
 
 
-class UnknownProfile(ValueError):
-    pass
-
-
-def profile_of(name: str) -> Profile:
-    if name not in PROFILES:
-        raise UnknownProfile(f"unknown profile {name!r}; known: quiet, {', '.join(PROFILES)}")
-    return PROFILES[name]
-
-
-class Race:
-    """One profile's loop over a cluster; `counts` says what was done (and what was refused)."""
+class Race(RaceFaults):
+    """One profile's loop over a cluster; `counts` says what was done (and what was refused). The
+    clients' and operators' actions are below, the faults RaceFaults's (reference/race_faults.py)."""
 
     def __init__(self, c: Cluster, profile: Profile, seed: int, work, steps: int | None = None,
                  snapshot_every: int = SNAPSHOT_EVERY):
@@ -304,8 +85,7 @@ class Race:
         self.observed = max((a["snapshot_step"] for a in c.history.tables["assignments"]), default=-1)
         self.rng = random.Random(f"race-{profile.name}-{seed}")
         self.counts: dict[str, int] = {}
-        self.down_at: dict[str, int] = {}   # replica -> the step it went down
-        self.doomed: str | None = None      # the leaver `_desert` took down to be lost for good (`_forsake`)
+        self._init_faults()                 # down_at, doomed (RaceFaults)
         self.open: list[OpenQuery] = []     # SELECTs in flight (`overlapping`)
 
     def _count(self, what: str) -> None:
@@ -327,7 +107,7 @@ class Race:
         self.wind_down()
         return self.counts
 
-    # --- actions ------------------------------------------------------------------------
+    # --- actions: clients and operators (the faults: race_faults.py) -------------------
     def _insert(self) -> None:
         nxt = next(self.work, None)
         if nxt is None:
@@ -534,100 +314,6 @@ class Race:
                         c.tick()
         return read_migration(c.admin, c.layout, p)[0]
 
-    def _desert(self) -> None:
-        """A leaver goes down and stays down past the down timeout (at least `min_down` steps; at
-        times for good, `_forsake`): the source of up to two moves driven to SWITCH and the target
-        of a CLONE cancelled (fetched or not), so each CLEANUP is done on its behalf
-        (replica_cleanup_for_down_leaver). `_strand` (leaving) downs the source of a move
-        random steps started, and never a cancelled target: the rule ran in few runs."""
-        c = self.c
-        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
-            return
-        x = self.rng.choice(sorted(c.replicas))
-        for_good = (self.doomed is None and not c.gone and not c.down and "forsake" in self.p.actions
-                    and self.rng.random() < 0.5)
-        if for_good:
-            # To be lost for good: only from a settled cluster with every replica up, as `_lose`, so
-            # every row it holds is on another owner too (one acknowledged on it alone would be gone
-            # with it: F20's bound without insert_quorum, no checker's to excuse). Between here and
-            # its going down only the moves below run; once down it takes no write.
-            c.settle()
-        left = []
-        for _ in range(2):
-            p = self._start_move(src=x, owned_by=x)
-            if p and (self._drive(p, lambda m: m["state"] == "switched") or {}).get("state") == "switched":
-                left.append("source")
-        p = self._start_move(dst=x)
-        if p:
-            if self.rng.random() < 0.5:
-                self._drive(p, lambda m: m["fetched"])
-            if self._cancel_of(p):
-                left.append("target")
-        if left and x in c.replicas:
-            self._down(x)
-            self.doomed = x if for_good else self.doomed
-            self._count(f"desert {' '.join(sorted(set(left)))}")
-
-    def _forsake(self) -> None:
-        """The leaver `_desert` doomed, down for `min_down` steps, is lost for good: SYSTEM DROP
-        REPLICA (its disk gone with it), once per run and while a move remains possible (RF + 1
-        replicas left). The CLEANUPs done on its behalf meanwhile are what ended its migrations:
-        it never comes back to do them."""
-        c = self.c
-        x = self.doomed
-        if c.gone or x not in c.down or len(c.replicas) + len(c.down) <= c.table.replication_factor + 1:
-            return
-        if c.step - self.down_at[x] >= self.p.min_down and not self._awaited(x):
-            c.drop_replica(x)
-            self._count("forsake")
-
-    def _return(self) -> None:
-        """A deserted replica comes back, once `min_down` steps passed and no migration awaits it
-        as its leaver any more (every CLEANUP of its was done on its behalf); the doomed one never."""
-        c = self.c
-        back = sorted(n for n in c.down if n != self.doomed and c.step - self.down_at[n] >= self.p.min_down
-                      and not self._awaited(n))
-        if back:
-            self._up(self.rng.choice(back))
-            self._count("return")
-
-    def _awaited(self, name: str) -> bool:
-        """A migration in flight has `name` as its leaver (the source after SWITCH, the target after CANCEL)."""
-        c = self.c
-        for p in migrations_in_flight(c.admin, c.layout):
-            mig, _ = read_migration(c.admin, c.layout, p)
-            if (mig["state"] == "switched" and mig["src"] == name) or (mig["state"] == "cancelling" and mig["dst"] == name):
-                return True
-        return False
-
-    def _expire(self) -> None:
-        """A running replica's Keeper session expires (a partition from Keeper longer than the
-        session timeout): read-only until `_reestablish` gives it a new session."""
-        c = self.c
-        live = sorted(n for n, r in c.replicas.items() if not r.keeper.expired)
-        if len(live) == len(c.replicas):   # one at a time (the forwards' own expire more)
-            self._expire_session(self.rng.choice(live))
-            self._count("expire")
-
-    def _expire_session(self, name: str) -> None:
-        keeper = self.c.replicas[name].keeper
-        if hasattr(keeper, "ensemble"):   # the in-memory keeper: expired at once
-            keeper.ensemble.expire(keeper.session_id)
-            return
-        keeper.expire_session()           # ZooKeeper: the client hears of it by an event
-        deadline = time.monotonic() + 20
-        while not keeper.expired and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def _reestablish(self) -> None:
-        """ClickHouse's restarting thread: a replica whose session expired gets a new one
-        (Cluster.reestablish: is_active again, the map reloaded before it serves)."""
-        c = self.c
-        expired = sorted(n for n, r in c.replicas.items() if r.keeper.expired)
-        if expired:
-            c.reestablish(self.rng.choice(expired))
-            self._count("reestablish")
-
     def _forward(self) -> None:
         """The next block sent to a replica that does not own one of its partitions (Keeper's
         assignment; a new partition: any serving replica), so that sub-block is forwarded. At
@@ -650,7 +336,7 @@ class Race:
         if a and self.rng.random() < 0.3:
             live = sorted(o for o in owners if o in c.replicas and not c.replicas[o].keeper.expired)
             if live:
-                self._expire_session(self.rng.choice(live))
+                c.expire_session(self.rng.choice(live))
                 self._count("expire an owner before the forward")
         if self.rng.random() < 0.5:
             return self._send(block_id, rows, at=at)
@@ -660,7 +346,7 @@ class Race:
             self._send(block_id, rows, at=at)
         finally:
             del c._faults
-            self._keep_answers()
+            c.keep_answers()
         return None
 
     def _forward_by_owner(self, p: str) -> None:
@@ -674,60 +360,6 @@ class Race:
                 self._count("forward by an owner refused")
                 return
             raise RuntimeError(f"{rep.name} forwarded {p}, which its map makes it own")
-
-    def _session_faults(self, at: str | None):
-        """route_insert's fault points for one block: for 40% of its sub-blocks, at the write (the
-        before_write point), sessions fail: the receiver's own when its map makes it an owner (it
-        writes the sub-block itself), else an owner's in its map (Keeper's assignment when `at`
-        is unknown: a client's receiver is its own pick), or every owner's. Most expire before
-        the write; a third instead expire after their commit went out (the in-memory keeper's
-        lose_answer: the commit is in Keeper, the writer is told its outcome is unknown, and must
-        neither hand the sub-block to another owner nor let the client be told it failed)."""
-        c, faults = self.c, self.c._faults
-
-        def blip(where: str, partition: str) -> None:
-            if where == "before_write" and self.rng.random() < 0.4 and (at is None or at in c.replicas):
-                if at is None:
-                    a = read_assignment(c.admin, c.layout, partition)
-                    known, receiver = a, None
-                else:
-                    known, receiver = c.replicas[at].cache.get(partition), at
-                live = sorted(o for o in (known.owners if known else ()) if o in c.replicas
-                              and not c.replicas[o].keeper.expired)
-                if live:
-                    every = self.rng.random() < 0.2
-                    if every:
-                        targets = live
-                    else:   # the receiver writes what it owns itself; else one of the owners does
-                        targets = [receiver if receiver in live else self.rng.choice(live)]
-                    after = self.rng.random() < 1 / 3 and self._lose_answers(targets)
-                    if not after:
-                        for o in targets:
-                            self._expire_session(o)
-                    self._count(("lose the commit's answer of " if after else "expire ")
-                                + ("every owner" if every else "the receiver" if targets == [receiver]
-                                   else "an owner") + (" at" if after else " before") + " the write")
-            faults(where, partition)
-        return blip
-
-    def _lose_answers(self, names: list[str]) -> bool:
-        """Arm lose_answer on these replicas' sessions for their next commit (a multi creating a log
-        entry); False on ZooKeeper, which has no such switch (the caller expires them instead)."""
-        c = self.c
-        keepers = [c.replicas[n].keeper for n in names]
-        if not all(hasattr(k, "ensemble") for k in keepers):
-            return False
-        log = c.layout.log + "/"
-        for k in keepers:
-            k.ensemble.lose_answer(k.session_id, lambda ops: any(isinstance(o, Create) and o.path.startswith(log)
-                                                                 for o in ops))
-        return True
-
-    def _keep_answers(self) -> None:
-        """Disarm what `_lose_answers` armed and did not fire (the sub-block went elsewhere), so no
-        later step meets it."""
-        if hasattr(self.c.admin, "ensemble"):
-            self.c.admin.ensemble.keep_answers()
 
     def _client_insert(self) -> None:
         """The next block through the reference's client API, client_send_insert (retries to random
@@ -754,7 +386,7 @@ class Race:
             c.failed("", "client insert", e)
             told = "unknown"
         finally:
-            self._keep_answers()
+            c.keep_answers()
         if told not in ("ok", "failed", "unknown"):   # no answer a client can act on: a server's error
             c.failed("", "client insert", ValueError(f"client_send_insert answered {told!r}"))
             told = "unknown"
@@ -910,60 +542,11 @@ class Race:
             o = self.open[0]
             self._read(o, sorted(o.q.pending)[0])
 
-    def _crash(self) -> None:
-        c = self.c
-        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
-            return
-        self._down(self.rng.choice(sorted(c.replicas)))
-        self._count("crash")
-
-    def _down(self, name: str) -> None:
-        self.c.crash_replica(name)
-        self.down_at[name] = self.c.step
-        self._fail_served(name)
-
-    def _up(self, name: str) -> None:
-        """ReplicaRestart: first every open query routed a partition to `name` while it was down
-        fails (its subquery's connection was refused; the new process holds no pin of it)."""
-        self._fail_served(name)
-        self.c.add_replica(name)
-
     def _fail_served(self, name: str) -> None:
         """ReplicaCrash fails every open query `name` served (its initiator, or a reader of a
         partition still to read): the pins were in that process's memory."""
         for o in [o for o in self.open if served_by(o.q, name)]:
             self._answer(o, "failed", failed_by=name)
-
-    def _strand(self) -> None:
-        """A migration's source goes down in CLONE or after SWITCH: the coordinator (the source)
-        is taken over, and once the source has been down for the profile's down_timeout after
-        the SWITCH its CLEANUP is done on its behalf; `min_down` keeps it down past that. (A
-        cancelled target is a leaver too, but no map routes a read to a target: only a source
-        shows what a CLEANUP done too early does.)"""
-        c = self.c
-        if len(c.replicas) <= self.p.min_live or len(c.down) >= self.p.max_down:
-            return
-        leavers = set()
-        for p in migrations_in_flight(c.admin, c.layout):
-            mig, _ = read_migration(c.admin, c.layout, p)
-            if mig["state"] in ("clone", "switched"):
-                leavers.add(mig["src"])
-        leavers &= set(c.replicas)   # a repair's CLONE has no source
-        if leavers:
-            self._down(self.rng.choice(sorted(leavers)))
-            self._count("strand")
-
-    def _restart(self) -> None:
-        c = self.c
-        long_enough = sorted(n for n in c.down if c.step - self.down_at.get(n, -math.inf) >= self.p.min_down
-                             and n != self.doomed)
-        if not long_enough:
-            return
-        name = self.rng.choice(long_enough)
-        self._up(name)
-        self._count("restart")
-        if self.rng.random() < 0.5:   # a query at once, on the map it loaded (F9 without the fix)
-            self._query()
 
     def _drop(self) -> None:
         """DROP PARTITION of a partition with data: half the time one a migration is moving (its
@@ -1154,21 +737,6 @@ class Race:
         self.c.alter_metadata(f"extra_{n} UInt8")
         self._count("alter")
 
-    def _lose(self) -> None:
-        """A replica lost for good, once per run: crash and SYSTEM DROP REPLICA. Only with every
-        replica up and after the cluster settled: an INSERT acknowledged on the lost replica alone
-        would be gone with it, the base protocol's bound without insert_quorum (F20,
-        MCRepairUnreplicatedInsert), which no repair can undo and no checker should excuse."""
-        c = self.c
-        if c.gone or c.down or len(c.replicas) <= c.table.replication_factor:
-            return
-        c.settle()
-        name = self.rng.choice(sorted(c.replicas))
-        c.crash_replica(name)
-        self._fail_served(name)
-        c.drop_replica(name)
-        self._count("lose")
-
     def _repair(self) -> None:
         c = self.c
         if c.repair():
@@ -1205,12 +773,6 @@ class Race:
                 self._count(f"{what} raised")
         for r in sorted(c.replicas):
             c.query(at=r)
-
-    def _restart_all(self) -> None:
-        for name in sorted(n for n, r in self.c.replicas.items() if r.keeper.expired):
-            self.c.reestablish(name)   # its restarting thread, before anything else
-        for name in sorted(self.c.down):
-            self._up(name)
 
     def _migrations_end(self, max_steps: int) -> None:
         c = self.c

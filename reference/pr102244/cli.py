@@ -14,6 +14,7 @@ import random
 import sys
 from pathlib import Path
 
+from checkers.oracle import violations
 from checkers.pr102244_live import replication_factor
 from harness.cli_args import BadInput
 from protocol.pr102244 import READINGS
@@ -70,7 +71,8 @@ def cmd_run(a: argparse.Namespace, bugs, table, reassigns, connect, backend, dat
         for nxt in during_work:   # what the migrations left of the second half
             for st in c.insert(nxt[1], nxt[0]).values():
                 statuses[st] += 1
-        problems = c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+        problems = violations(c.history, c.table.replication_factor)
         keeper_problems = replication_factor(c)   # the counts live only in Keeper, not in the history
         tables = {"system.selective_assignments": c.assignment_rows(),
                   "system.selective_migrations": migrations_rows(c.admin, c.layout),
