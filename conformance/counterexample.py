@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.explore import first_difference, project
+from conformance.explore import project
+from conformance.replay import first_difference
 from conformance.spec_model import invariants, load_model
 from conformance.spec_system import SpecSystem
 from conformance.stategraph import SPEC, spec_file

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from conformance.replay import first_difference
 from conformance.spec_model import invariants, load_model
 from conformance.spec_system import SpecSystem
 from conformance.stategraph import cfg_invariants, dump, expanded, graph_cfg, spec_file, state_key, wrapper_of
@@ -61,13 +62,6 @@ def project(state: dict) -> dict:
     """A spec state as the reference can show it: caches of active replicas only."""
     cache = state["cache"]
     return {**state, "cache": Fn({r: cache[r] for r in sorted(state["active"])}) if state["active"] else ()}
-
-
-def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None:
-    for var in sorted(spec):
-        if spec[var] != ref.get(var):
-            return var, spec[var], ref.get(var)
-    return None
 
 
 def off_graph(near: list[dict], here: dict, reached: dict) -> tuple[str, object, object]:

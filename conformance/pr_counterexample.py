@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from conformance.explore import first_difference
+from conformance.replay import first_difference
 from conformance.pr_system import PRSystem, model_constants
 from conformance.pr_whole_system import LABELS, PRWholeSystem, whole_constants
 from conformance.stategraph import spec_file

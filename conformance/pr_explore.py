@@ -29,7 +29,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.explore import _path, first_difference
+from conformance.explore import _path
+from conformance.replay import first_difference
 from conformance.pr_system import PRSystem, model_constants
 from conformance.stategraph import cfg_invariants, dump, expanded, spec_file
 from harness.tlc.values import to_json
