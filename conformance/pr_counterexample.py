@@ -1,7 +1,7 @@
 """PR #102244's findings (spec/FINDINGS.md PR-F1..PR-F5, and O7's other reading): each failing
 model's TLC counterexample carried, action by action, to the reference's PR design
 (reference/pr102244/). PR102244.tla's models through conformance/pr_system.py, the first-INSERT
-models of PR102244Whole.tla through conformance/pr_whole_system.py.
+models of PR102244Whole.tla through its PRWholeSystem.
 
 For each state of TLC's trace, the reference's step with the trace's action (any parameters)
 whose abstract state (conformance/pr_system.py) equals the spec's next state. With the model's
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from conformance.replay import first_difference
-from conformance.pr_system import PRSystem, model_constants
-from conformance.pr_whole_system import LABELS, PRWholeSystem, whole_constants
+from conformance import pr_system
+from conformance.pr_system import PRSystem
 from conformance.stategraph import spec_file
 from harness.tlc.runner import INVARIANT_VIOLATED, run_tlc
 
@@ -36,9 +36,8 @@ FINDINGS = {
 
 def design_of(cfg: str):
     """The TLA+ module, the constants reader, the system and TLC's step labels of a cfg's model."""
-    if cfg.startswith("MCPR102244Whole"):
-        return "MCPR102244Whole.tla", whole_constants, PRWholeSystem, LABELS
-    return "MCPR102244.tla", model_constants, PRSystem, {}
+    module, read_constants, system_cls, _, labels = pr_system.design(cfg)
+    return module, read_constants, system_cls, labels
 
 
 @dataclass
