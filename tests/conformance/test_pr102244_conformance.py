@@ -4,7 +4,7 @@ carried to the reference, the same invariant broken there with the switch and no
 
 import pytest
 
-from conformance.pr_counterexample import FINDINGS, carry, design_of
+from conformance.counterexample import FINDINGS, carry_pr, design_of
 from conformance.pr_system import PRSystem
 
 pytestmark = pytest.mark.tlc
@@ -26,7 +26,7 @@ WHERE_THE_FIX_PARTS = {
 
 @pytest.mark.parametrize("cfg", sorted(FINDINGS))
 def test_pr_counterexample_is_reproduced_on_the_reference(cfg):
-    r = carry(cfg)
+    r = carry_pr(cfg)
     assert r.invariant is not None, r.stuck
     assert r.followed and len(r.steps) == r.trace_length, r.stuck
     assert r.violations, f"{r.invariant} holds on the reference after TLC's trace"
