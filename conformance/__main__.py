@@ -247,11 +247,11 @@ PR_EXPLORE = {"ci": (5, None), "dev": (6, None), "thorough": (None, 0.05)}
 
 
 def stage_pr102244(profile: str, out: dict) -> bool:
-    from conformance.pr_counterexample import FINDINGS, carry
-    from conformance.pr_explore import explore
+    from conformance.counterexample import FINDINGS, carry_pr
+    from conformance.explore import explore_pr
     depth, sample = PR_EXPLORE[profile]
-    r = explore("MCPR102244.cfg", depth=depth, sample=sample, progress=print,
-                failure_file=FAILURES / "explore-MCPR102244.cfg.json").as_dict()
+    r = explore_pr("MCPR102244.cfg", depth=depth, sample=sample, progress=print,
+                   failure_file=FAILURES / "explore-MCPR102244.cfg.json").as_dict()
     ok = r["failure"] is None and r["violation"] is None and r["agreement"] == 1.0
     out["pr102244_replay"] = r
     print(f"  replay MCPR102244.cfg{f' to depth {depth}' if depth else ''}"
@@ -267,7 +267,7 @@ def stage_pr102244(profile: str, out: dict) -> bool:
     if profile == "ci":   # tests/conformance/test_pr102244_conformance.py carries them inside make test
         return ok
     for cfg in sorted(FINDINGS):
-        c = carry(cfg)
+        c = carry_pr(cfg)
         ok &= c.caught
         out.setdefault("pr102244_counterexamples", []).append(c.as_dict())
         print(f"  {cfg} ({c.finding}): " + (

@@ -16,16 +16,32 @@ broken variant's switch, the reference must reach a state that breaks one.
 
 The cache of a replica that is down is not compared: the reference loses it with the process,
 and no action of the spec reads it before ReplicaRestart replaces it.
+
+PR #102244's models (spec/pr102244/PR102244.tla) are replayed the same way on the reference's PR
+design (`explore_pr`; conformance/pr_system.py `instances()`: every action of PR102244.tla's `Next`
+with every parameter), with these differences (the Design of each): states are compared as they
+are, no refinement excuses an edge, the cfg's invariants but TypeOKInv are evaluated on the
+reference's state by checkers/pr102244_live.py once per state reached, and a state's out-edges
+are all counted past a spec-only one. With `depth`, only states fewer than `depth` steps from
+the initial state are expanded (the dump holds every out-edge of those). With `sample` (a
+fraction, and `seed`), a seeded share of the expandable states is checked: every state is still
+reached (a state's snapshot comes from its BFS parent, so the parents on the way are stepped),
+but only the sampled ones have all their instances tried and their out-edges required; the
+report gives the edges covered.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from conformance import pr_system
+from conformance.replay import first_difference
 from conformance.spec_model import invariants, load_model
 from conformance.spec_system import SpecSystem
 from conformance.stategraph import cfg_invariants, dump, expanded, graph_cfg, spec_file, state_key, wrapper_of
@@ -61,13 +77,6 @@ def project(state: dict) -> dict:
     """A spec state as the reference can show it: caches of active replicas only."""
     cache = state["cache"]
     return {**state, "cache": Fn({r: cache[r] for r in sorted(state["active"])}) if state["active"] else ()}
-
-
-def first_difference(spec: dict, ref: dict) -> tuple[str, object, object] | None:
-    for var in sorted(spec):
-        if spec[var] != ref.get(var):
-            return var, spec[var], ref.get(var)
-    return None
 
 
 def off_graph(near: list[dict], here: dict, reached: dict) -> tuple[str, object, object]:
@@ -168,6 +177,59 @@ class ExploreReport:
         d["failure"] = self.failure.describe() if self.failure else None
         return d
 
+    @staticmethod
+    def violation_record(name: str, steps: list, what, seconds: float) -> dict:
+        return {"invariant": name, "steps": [f"{a}{tuple(p)}" for a, p in steps], "length": len(steps),
+                "seconds_to_first": seconds}
+
+    def close(self, failure: Failure | None, expanded: int, edges_checkable: int) -> None:
+        self.failure = failure
+
+    def failure_record(self) -> dict:
+        f = self.failure
+        return {"steps": f.steps, "kind": f.kind, "action": f.action, "variable": f.variable,
+                "spec": to_json(f.spec) if f.spec is not None else None}
+
+
+@dataclass
+class PRExploreReport:
+    model: str
+    depth: int | None
+    sample: float | None
+    states: int
+    edges: int
+    expanded: int = 0               # states whose every step was tried
+    edges_checkable: int = 0        # the out-edges of those states
+    covered: int = 0                # ... that a step of the reference took
+    steps_tried: int = 0
+    steps_taken: int = 0
+    seconds: float = 0.0
+    failure: dict | None = None
+    violation: dict | None = None
+    by_action: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["agreement"] = round(self.covered / self.edges_checkable, 4) if self.edges_checkable else 1.0
+        return d
+
+    @staticmethod
+    def violation_record(name: str, steps: list, what, seconds: float) -> dict:
+        return {"invariant": name, "steps": [f"{a}{tuple(p)}" for a, p in steps], "what": what}
+
+    def close(self, failure: Failure | None, expanded: int, edges_checkable: int) -> None:
+        """The failure as JSON values (a failure at the start names no action)."""
+        self.expanded, self.edges_checkable = expanded, edges_checkable
+        if failure:
+            self.failure = {"kind": failure.kind, "steps": [(a, list(p)) for a, p in failure.steps],
+                            **({"action": failure.action} if failure.kind != "differs at start" else {}),
+                            "variable": failure.variable,
+                            "spec": to_json(failure.spec) if failure.spec is not None else None,
+                            "reference": to_json(failure.reference) if failure.reference is not None else None}
+
+    def failure_record(self) -> dict:
+        return self.failure
+
 
 def _path(parent: dict, node) -> list:
     out = []
@@ -177,63 +239,116 @@ def _path(parent: dict, node) -> list:
     return out[::-1]
 
 
+def _as_is(state: dict) -> dict:
+    return state
+
+
+@dataclass(frozen=True)
+class Design:
+    """One spec family's side of the exploration."""
+    module: str                     # named in the failure file
+    report: Callable                # (cfg, depth, sample, states, edges) -> an empty report
+    system: Callable                # (switches or None, the initial spec state) -> a fresh reference
+    broken: Callable                # (system, its abstract state, invariant names) -> [(name, what)] broken
+    project: Callable = _as_is      # a spec state as the reference can show it
+    refinements: dict = field(default_factory=dict)
+    per_step: bool = True           # the invariants after every step taken, else once per state reached
+    stop_at_spec_only: bool = True  # stop counting a state's out-edges at its first spec-only one
+    skip: frozenset = frozenset()   # the cfg's invariants not evaluated
+
+
 def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, progress=print,
             failure_file: Path | None = None, stop_at_violation: bool = False) -> ExploreReport:
     """Replay spec/<family>/{cfg}'s graph (states within `depth` steps) on the reference, with `bugs`
     instead of the cfg's switches when given."""
     model = load_model(cfg)
-    names = cfg_invariants(spec_file(cfg).read_text())
+
+    def broken(system, state, names):
+        return [(n, None) for n, ok in invariants(state, model).items() if n in names and not ok]
+    design = Design(module="SelectiveReplication",
+                    report=lambda cfg, depth, sample, states, edges: ExploreReport(cfg, depth, states, edges),
+                    system=lambda bugs, init: SpecSystem(model, bugs), broken=broken,
+                    project=project, refinements=REFINEMENTS)
+    return _explore(design, cfg, bugs, depth, None, 0, progress, failure_file, stop_at_violation)
+
+
+def explore_pr(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, sample: float | None = None,
+               seed: int = 0, progress=print, failure_file: Path | None = None) -> PRExploreReport:
+    """Replay a PR #102244 model's graph on the reference's PR design (this module's docstring)."""
+    _, read_constants, system_cls, _, _ = pr_system.design(cfg)
+    constants = read_constants(cfg)
+
+    def broken(system, state, names):
+        found = system.invariants()
+        return [(n, found[n]) for n in names if found[n]]
+    design = Design(module="PR102244", report=PRExploreReport,
+                    system=lambda bugs, init: system_cls(constants, bugs, coordinator=init["coord"].name),
+                    broken=broken, per_step=False, stop_at_spec_only=False, skip=frozenset({"TypeOKInv"}))
+    return _explore(design, cfg, bugs, depth, sample, seed, progress, failure_file)
+
+
+def _explore(design: Design, cfg: str, bugs, depth, sample, seed, progress, failure_file,
+             stop_at_violation: bool = False):
+    """The one exploration loop: breadth first from the initial state, each reachable state
+    restored from its BFS parent's step, its instances tried (all of them when it is in the
+    sample) and its out-edges required; the design says what differs between the families."""
+    names = [n for n in cfg_invariants(spec_file(cfg).read_text()) if n not in design.skip]
     t0 = time.perf_counter()
     g = dump(cfg, depth=depth)
-    report = ExploreReport(cfg, depth, g.number_of_nodes(), g.number_of_edges())
-    system = SpecSystem(model, bugs)
-    start = [n for n, d in g.nodes(data=True) if d["init"]]
-    got = system.abstract()
-    diff = first_difference(project(g.nodes[start[0]]["state"]), got)
+    report = design.report(cfg, depth, sample, g.number_of_nodes(), g.number_of_edges())
+    start = next(n for n, d in g.nodes(data=True) if d["init"])
+    system = design.system(bugs, g.nodes[start]["state"])
+    diff = first_difference(design.project(g.nodes[start]["state"]), system.abstract())
     if diff:
-        report.failure = Failure("differs at start", [], "", *diff)
-        return _finish(report, t0, failure_file, cfg, bugs, model)
+        report.close(Failure("differs at start", [], "", *diff), 0, 0)
+        return _finish(design, report, t0, failure_file, cfg, system)
     projected = {}
 
     def proj(n):
         if n not in projected:
-            projected[n] = project(g.nodes[n]["state"])
+            projected[n] = design.project(g.nodes[n]["state"])
         return projected[n]
 
     # States at the depth bound have no edges in the dump: their steps cannot be checked.
     checkable = expanded(g, depth)
-    parent = {start[0]: None}
-    todo = deque([(start[0], system.snapshot())])  # breadth first: the first violation found is a shortest one
-    covered = set()
-    done = 0
-    while todo and report.failure is None:
+    rng = random.Random(seed)
+    chosen = checkable if sample is None else {n for n in sorted(checkable) if rng.random() < sample}
+    parent = {start: None}
+    todo = deque([(start, system.snapshot())])  # breadth first: the first violation found is a shortest one
+    failure, n_expanded, n_edges = None, 0, 0
+    while todo and failure is None:
         u, snap = todo.popleft()
         if u not in checkable:
             continue
-        system.restore(snap)
         here = proj(u)
         out_edges = list(g.out_edges(u, keys=True, data="action"))
+        whole = u in chosen
+        # A state outside the sample is only stepped along its edges to states not reached yet
+        # (their snapshots), each by the first instance of the edge's action that reaches it.
+        wanted = None if whole else {act for _, v, _, act in out_edges if v not in parent}
+        if wanted == set():
+            continue
+        system.restore(snap)
         taken = set()
         for action, args in system.instances():
+            if wanted is not None and action not in wanted:
+                continue
             report.steps_tried += 1
             w = system.attempt(snap, action, args)
-            if w is None:
-                continue
-            if w == here:
-                continue  # a step that changes nothing is a stutter, allowed
+            if w is None or w == here:
+                continue  # refused, or a step that changes nothing: a stutter, allowed
             report.steps_taken += 1
             match = [(a, v, k) for a, v, k, act in out_edges if act == action and proj(v) == w]
             if not match:
                 var, s, r = off_graph([proj(v) for _, v, _, act in out_edges if act == action], here, w)
-                report.failure = Failure("reference-only step", _path(parent, u) + [(action, args)], action,
-                                         var, s, r)
+                failure = Failure("reference-only step", _path(parent, u) + [(action, args)], action, var, s, r)
                 break
-            if names and report.violation is None:
-                bad = [n for n, ok in invariants(w, model).items() if n in names and not ok]
+            if (names and report.violation is None
+                    and (design.per_step or any(v not in parent for _, v, _ in match))):
+                bad = design.broken(system, w, names)
                 if bad:
-                    steps = _path(parent, u) + [(action, args)]
-                    report.violation = {"invariant": bad[0], "steps": [f"{a}{tuple(p)}" for a, p in steps],
-                                        "length": len(steps), "seconds_to_first": round(time.perf_counter() - t0, 2)}
+                    report.violation = report.violation_record(bad[0][0], _path(parent, u) + [(action, args)],
+                                                               bad[0][1], round(time.perf_counter() - t0, 2))
                     if stop_at_violation:
                         break
             new_snap = None
@@ -244,37 +359,38 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
                     parent[v] = (u, (action, args))
                     new_snap = new_snap or system.snapshot()
                     todo.append((v, new_snap))
-        if report.failure or (report.violation and stop_at_violation):
+        if failure or (report.violation and stop_at_violation):
             break
+        if not whole:
+            continue
+        n_expanded += 1
         taken_actions = {act for a, v, k, act in out_edges if (a, v, k) in taken}
         for a, v, k, act in out_edges:
+            n_edges += 1
             e = (a, v, k)
             if e in taken:
-                covered.add(e)
+                report.covered += 1
                 report.by_action[act] = report.by_action.get(act, 0) + 1
-            elif act in REFINEMENTS and REFINEMENTS[act][1](g.nodes[u]["state"], g.nodes[v]["state"],
-                                                                    taken_actions):
+            elif act in design.refinements and design.refinements[act][1](g.nodes[u]["state"], g.nodes[v]["state"],
+                                                                           taken_actions):
                 report.refined += 1
                 report.refined_by_action[act] = report.refined_by_action.get(act, 0) + 1
-            else:
+            elif failure is None:
                 var, s, r = first_difference(proj(v), here) or ("", None, None)
-                report.failure = Failure("spec-only step", _path(parent, u), act, var, s, r)
-                break
-        done += 1
-        if progress and done % 2000 == 0:
-            progress(f"  {cfg}: {done}/{report.states} states expanded, {len(covered)}/{report.edges} edges, "
+                failure = Failure("spec-only step", _path(parent, u), act, var, s, r)
+                if design.stop_at_spec_only:
+                    break
+        if progress and n_expanded % 2000 == 0:
+            progress(f"  {cfg}: {n_expanded}/{len(chosen)} states expanded, {report.covered}/{report.edges} edges, "
                      f"{time.perf_counter() - t0:.0f} s")
-    report.covered = len(covered)
-    return _finish(report, t0, failure_file, cfg, bugs, model)
+    report.close(failure, n_expanded, n_edges)
+    return _finish(design, report, t0, failure_file, cfg, system)
 
 
-def _finish(report, t0, failure_file, cfg, bugs, model) -> ExploreReport:
+def _finish(design: Design, report, t0, failure_file, cfg, system):
     report.seconds = round(time.perf_counter() - t0, 1)
     if report.failure and failure_file:
         failure_file.parent.mkdir(parents=True, exist_ok=True)
-        failure_file.write_text(json.dumps({
-            "module": "SelectiveReplication", "cfg": cfg, "bugs": sorted(model.bugs if bugs is None else bugs),
-            "steps": report.failure.steps, "kind": report.failure.kind, "action": report.failure.action,
-            "variable": report.failure.variable, "spec": to_json(report.failure.spec) if report.failure.spec is not None else None,
-        }, indent=1, default=str))
+        failure_file.write_text(json.dumps({"module": design.module, "cfg": cfg, "bugs": sorted(system.bugs),
+                                            **report.failure_record()}, indent=1, default=str))
     return report

@@ -18,8 +18,8 @@ Assignment; each step must be an edge of the graph of the same constants with no
 the cfg's invariants must hold after it (conformance/walk.py WalkChecks).
 
 PR #102244's design under one of its models' constants (pr_machine): the precondition as for
-Assignment, over conformance/pr_system.py (PR102244.tla) or pr_whole_system.py (PR102244Whole.tla's
-first INSERT); every invariant of the spec evaluated on the reference after each step.
+Assignment, over conformance/pr_system.py (PRSystem for PR102244.tla, PRWholeSystem for
+PR102244Whole.tla's first INSERT); every invariant of the spec evaluated on the reference after each step.
 
 Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
 """
@@ -444,21 +444,18 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
 def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | None = None,
                walks: list | None = None):
     """The reference's PR #102244 design (reference/pr102244/) under the constants of spec/<family>/{cfg}, a
-    model of PR102244.tla (conformance/pr_system.py) or a first-INSERT model of PR102244Whole.tla
-    (pr_whole_system.py), with the cfg's switches unless `bugs` is given. One rule per action of
+    model of PR102244.tla or a first-INSERT model of PR102244Whole.tla (conformance/pr_system.py
+    DESIGNS), with the cfg's switches unless `bugs` is given. One rule per action of
     the system (the spec's names); precondition, as model_machine's: some instance of it changes
     the reference's state here (each tried on a snapshot and taken back); the rule takes one. After
     every step, every invariant of the spec module, evaluated on the reference's state by
     checkers/pr102244_live.py (PRSystem.invariants). `walks`: each failing walk is appended,
     as (action, args) steps. The model's bounds (MaxFails, MaxQueries, ...) are the system's guards;
     a state with no step left stutters."""
-    from conformance.pr_counterexample import design_of
-    from conformance.pr_system import ACTIONS as PR_ACTIONS, PRSystem
-    from conformance.pr_whole_system import ACTIONS as WHOLE_ACTIONS
-    _, read_constants, system_cls, _ = design_of(cfg)
+    from conformance.pr_system import design
+    _, read_constants, system_cls, spec_actions, _ = design(cfg)
     constants = read_constants(cfg)
-    actions = [a for a in (PR_ACTIONS if system_cls is PRSystem else WHOLE_ACTIONS)
-               if a not in ("CoordinatorCrash", "TakeOver")]   # not implemented by the systems (pr_system.py)
+    actions = [a for a in spec_actions if a not in ("CoordinatorCrash", "TakeOver")]   # not implemented (pr_system.py)
     counts = Counter() if counts is None else counts
 
     class PRMachine(RuleBasedStateMachine):

@@ -1,6 +1,10 @@
 """The reference's PR #102244 design (reference/pr102244/) under the constants of one model of
-spec/pr102244/PR102244.tla, for the counterexample carry and the state-graph replay of the PR's models.
+spec/pr102244/, for the counterexample carry, the state-graph replay and the state machine of the
+PR's models: the one bridge between the PR's spec family and its reference. PRSystem runs the
+models of PR102244.tla; PRWholeSystem the first-INSERT models of PR102244Whole.tla; DESIGNS
+names, per wrapper module, the constants reader, the system, its actions and TLC's step labels.
 
+PRSystem (PR102244.tla):
 - `instances()` lists every step the harness may try now: each action of PR102244.tla's `Next`
   with each parameter from the model's constants; the reference refuses those whose guard is false.
 - `step(action, args)` runs one on the reference's step function of the same name (snake case:
@@ -24,26 +28,51 @@ Not implemented: CoordinatorCrash and TakeOver. The spec's coordinator crash kil
 coordinating process only; the reference's coordinator is a replica whose is_active node decides
 takeover, so a crash of the coordinator alone has no reference step. Every model carried or
 replayed here has MaxCrashes = 0.
-"""
 
+PRWholeSystem: a one-partition model of PR102244Whole.tla whose partition has no assignment node
+at the start (InitOwners `P1New`, no migration ids): the models of the first INSERT
+(`MCPR102244Whole_FirstInsert*`), for the counterexample carry of PR-F5 and of O7's other
+reading (conformance/counterexample.py `carry_pr`). What PR102244Whole.tla adds to PR102244.tla,
+and how the harness reads it from the reference:
+- `EnsurePartitionAssignment(r, p)`: `ensurePartitionAssignment` on r's session, its result in r's
+  cache (the sink learns it). The spec's choice among tied counts is any RF of them; the
+  reference's is by name (the carry needs only the trace's choice, which TLC's first is).
+- `ForwardBlock(r, b, o)`: r's cache does not make it an owner, o is one (`replica_forward_insert`
+  with the choice of o); the send in flight (`fwd`) is the harness's, as the client's `committed`
+  is in PRSystem: a connection holds it, not Keeper.
+- `CommitForwarded(f, replied)` / `RejectForwarded(f)`: o's `replica_write_insert` with the block
+  id the sink's send carries (protocol/pr102244/insert.py `block_id_of_send`: the sub-block's
+  hash; a new one for a retry under `retry_new_block_id`); "deduplicated" is the spec's dedup
+  branch; a refused commit is the rejection. `unknown`, `inv_dup` and `aux.forwards` are the
+  harness's, by the spec's rules. TLC names these two steps `Next` in a trace (they sit under
+  `\\E f \\in fwd`), so the carry tries both for a step named `Next` (LABELS).
+- `asg`/`aver`/`view` are functions of the partition; a partition with no node has no owners and
+  version 0, and the znode's version is one behind the spec's (the spec counts the create).
+  A cache with no assignment of the partition (none, or a "no assignment" entry) shows owners {}
+  and ver 0, as the spec's Init.
+
+Not implemented in PRWholeSystem (none of these models has them): migrations, the rebalancer,
+coordinator crash and TakeOver, several partitions.
+"""
 from __future__ import annotations
 
 import copy
 import re
 
-from checkers.pr102244_live import no_acked_block_lost, owners_complete, replication_factor
+from checkers.pr102244_live import no_acked_block_lost, no_duplicate_rows, owners_complete, replication_factor
 from conformance.spec_model import seq_or_fn
 from conformance.spec_system import Attempts, MemoryPartStore, Pick
-from conformance.stategraph import spec_file
+from conformance.stategraph import spec_file, wrapper_of
 from harness.tlc.values import Fn, ModelValue
 from protocol.assignment import GuardFailed
-from protocol.insert import sub_block_hash
+from protocol.insert import replica_forward_insert, sub_block_hash
 from protocol.keeper import MemoryEnsemble, SessionExpiredError
 from protocol.layout import Layout
 from protocol.log_entry import GET_PART, LogEntry
 from protocol.parts import BadPart, PartName
 from protocol.pr102244 import layout as pr_layout
 from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count, set_count
+from protocol.pr102244.insert import block_id_of_send
 from protocol.pr102244.migration import (done, fail, read_migration, rescan, signal_complete, start_clone, switch,
                                          write_clone_entries)
 from protocol.pr102244.replica import PRReplica
@@ -59,34 +88,58 @@ IDLE = {"st": "idle", "src": NONE, "tgt": NONE, "snap": frozenset(), "written": 
         "complete": False, "aver0": 0, "logAtSwitch": 0}
 ACTIONS = ("WriteInsert", "RefreshView", "Pull", "DropUnassigned", "TakeOver", "Fetch", "StartClone",
            "WriteCloneEntries", "Rescan", "SignalComplete", "Switch", "Done", "Fail", "CoordinatorCrash", "Query")
+PARTITION = "p1"   # the partition id of PR102244Whole's one-partition models (a string there)
+WHOLE_ACTIONS = ("WriteInsert", "EnsurePartitionAssignment", "ForwardBlock", "CommitForwarded", "RejectForwarded",
+                 "RefreshView", "Pull", "Fetch", "DropUnassigned", "Query")
+# TLC's label of a PR102244Whole step -> the harness's actions it may be
+LABELS = {"Next": ("CommitForwarded", "RejectForwarded")}
 
 
 # --- a cfg of PR102244's models, read as Python values --------------------------------------
-def _definitions() -> dict:
-    """MCPR102244.tla's constant definitions (`OnR1R2 == {r1, r2}`), as Python sets."""
-    out = {}
-    for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", spec_file("MCPR102244.tla").read_text(), re.M):
-        items = [x.strip() for x in body.split(",") if x.strip()]
-        out[name] = frozenset(int(x) if x.isdigit() else x for x in items)
-    return out
+class _Cfg:
+    """A cfg's text and its wrapper module's constant definitions (`OnR1R2 == {r1, r2}`, as
+    Python sets)."""
+
+    def __init__(self, cfg: str, wrapper: str):
+        self.text, self.defs = spec_file(cfg).read_text(), {}
+        for name, body in re.findall(r"^(\w+) == \{([^}]*)\}", spec_file(wrapper).read_text(), re.M):
+            items = [x.strip() for x in body.split(",") if x.strip()]
+            self.defs[name] = frozenset(int(x) if x.isdigit() else x for x in items)
+
+    def name(self, constant: str) -> str:
+        """The definition the cfg substitutes for a constant (`Replicas <- ThreeReplicas`)."""
+        return re.search(rf"^\s*{constant} <- (\w+)", self.text, re.M)[1]
+
+    def set(self, constant: str) -> frozenset:
+        return self.defs[self.name(constant)]
+
+    def num(self, constant: str) -> int:
+        return int(re.search(rf"^\s*{constant} = (\d+)", self.text, re.M)[1])
+
+    def strings(self, constant: str) -> frozenset:
+        return frozenset(re.findall(r'"(\w+)"', re.search(rf"^\s*{constant} = \{{([^}}]*)\}}", self.text, re.M)[1]))
 
 
 def model_constants(cfg: str) -> dict:
     """Replicas, RF, InitOwners, Blocks, MigIds, the bounds, Bugs and Readings of a PR102244 cfg."""
-    text, defs = spec_file(cfg).read_text(), _definitions()
+    c = _Cfg(cfg, "MCPR102244.tla")
+    return {"replicas": tuple(sorted(c.set("Replicas"))), "init_owners": c.set("InitOwners"), "blocks": c.set("Blocks"),
+            "mig_ids": tuple(sorted(c.set("MigIds"))), "rf": c.num("RF"), "max_fails": c.num("MaxFails"),
+            "max_crashes": c.num("MaxCrashes"), "max_queries": c.num("MaxQueries"), "bugs": c.strings("Bugs"),
+            "readings": c.strings("Readings")}
 
-    def sub(name):
-        return defs[re.search(rf"^\s*{name} <- (\w+)", text, re.M)[1]]
 
-    def num(name):
-        return int(re.search(rf"^\s*{name} = (\d+)", text, re.M)[1])
-
-    def strings(name):
-        return frozenset(re.findall(r'"(\w+)"', re.search(rf"^\s*{name} = \{{([^}}]*)\}}", text, re.M)[1]))
-    return {"replicas": tuple(sorted(sub("Replicas"))), "init_owners": sub("InitOwners"), "blocks": sub("Blocks"),
-            "mig_ids": tuple(sorted(sub("MigIds"))), "rf": num("RF"), "max_fails": num("MaxFails"),
-            "max_crashes": num("MaxCrashes"), "max_queries": num("MaxQueries"), "bugs": strings("Bugs"),
-            "readings": strings("Readings")}
+def whole_constants(cfg: str) -> dict:
+    """The constants of a one-partition PR102244Whole cfg with no assignment at the start."""
+    c = _Cfg(cfg, "MCPR102244Whole.tla")
+    shape = tuple(c.name(x) for x in ("Partitions", "PartitionOf", "InitOwners", "MigIds"))
+    if shape != ("OnePartition", "AllInP1", "P1New", "NoMigrations"):
+        raise ValueError(f"{cfg}: the harness carries one partition with no assignment at the start and no "
+                         f"migration ids (OnePartition, AllInP1, P1New, NoMigrations), not {shape}")
+    return {"replicas": tuple(sorted(c.set("Replicas"))), "init_owners": frozenset(),
+            "blocks": c.set("Blocks"), "mig_ids": (), "rf": c.num("RF"), "max_fails": c.num("MaxFails"),
+            "max_crashes": c.num("MaxCrashes"), "max_queries": c.num("MaxQueries"),
+            "max_forwards": c.num("MaxForwards"), "bugs": c.strings("Bugs"), "readings": c.strings("Readings")}
 
 
 class _ClusterView:
@@ -202,7 +255,7 @@ class PRSystem(Attempts):
         return {**self._assignment_vars(), **self._rest()}
 
     def _assignment_vars(self) -> dict:
-        """asg, aver, counts and view (pr_whole_system.py reads them for PR102244Whole's models)."""
+        """asg, aver, counts and view (PRWholeSystem reads them as PR102244Whole's)."""
         mv = ModelValue
         a = read_assignment(self.admin, LAYOUT, P)
         return {
@@ -354,3 +407,147 @@ class PRSystem(Attempts):
         a = read_assignment(self.admin, LAYOUT, P)
         ahead = [e for e in self._log()[ptr:] if self._block(e.new_part_name) == b]
         return any(self.reps[r].keeps(e) or (a is not None and r in a.keepers()) for e in ahead)
+
+
+# --- PR102244Whole's first-INSERT models -----------------------------------------------------
+class PRWholeSystem(PRSystem):
+    def __init__(self, constants: dict, bugs: frozenset[str] | None = None, readings: frozenset[str] | None = None,
+                 coordinator: str = "r1"):
+        super().__init__(constants, bugs, readings, coordinator)
+        self.aux = {"fails": 0, "crashes": 0, "queries": 0, "forwards": 0, "cycles": 0, "planned": 0}
+        self.fwd: frozenset = frozenset()       # sends in flight: (block, to, retry)
+        self.unknown: set[int] = set()          # blocks whose send ended without a reply
+        self.dup = False                        # inv_dup
+        self.retries: dict[int, int] = {}       # retries sent per block (the retry's block id)
+
+    def _init_assignment(self) -> None:
+        """Init: no assignment node; every cache holds the partition as unassigned (RefreshView)."""
+        for rep in self.reps.values():
+            rep.refresh_view(P)
+
+    # --- snapshot / restore -----------------------------------------------------------------
+    def snapshot(self):
+        reps = {r: set(rep.absent) for r, rep in self.reps.items()}
+        return (super().snapshot(), reps, self.fwd, set(self.unknown), self.dup, dict(self.retries))
+
+    def restore(self, snap) -> None:
+        base, absent, self.fwd, unknown, self.dup, retries = snap
+        super().restore(base)
+        for r, a in absent.items():
+            self.reps[r].absent = set(a)
+        self.unknown, self.retries = set(unknown), dict(retries)
+
+    # --- the abstraction ----------------------------------------------------------------------
+    def _assignment_vars(self) -> dict:
+        mv = ModelValue
+        a = read_assignment(self.admin, LAYOUT, P)
+
+        def view(r):
+            c = self.reps[r].cache.get(P)
+            if c is None:   # none, or a "no assignment" entry
+                return Fn({"owners": frozenset(), "cloning": frozenset(), "ver": 0})
+            return Fn({"owners": frozenset(map(mv, c.owners)), "cloning": frozenset(map(mv, c.cloning)),
+                       "ver": c.version + 1})
+        none = Fn({"owners": frozenset(), "cloning": frozenset()})
+        return {"asg": Fn({PARTITION: self._assignment(a, version=False) if a else none}),
+                "aver": Fn({PARTITION: a.version + 1 if a else 0}),
+                "counts": Fn({mv(r): read_count(self.admin, LAYOUT, r)[0] for r in self.names}),
+                "view": Fn({mv(r): Fn({PARTITION: view(r)}) for r in self.names})}
+
+    def abstract(self) -> dict:
+        return {**super().abstract(),
+                "fwd": frozenset(Fn({"blk": b, "to": ModelValue(o), "retry": retry}) for b, o, retry in self.fwd),
+                "unknown": frozenset(self.unknown), "inv_dup": self.dup}
+
+    def invariants(self) -> dict[str, list[str]]:
+        return {**super().invariants(), "NoDuplicateRowsInv": no_duplicate_rows(_ClusterView(self))}
+
+    # --- the steps ------------------------------------------------------------------------------
+    def instances(self) -> list[tuple[str, tuple]]:
+        R, B, out = self.names, sorted(self.c["blocks"]), []
+        for r in R:
+            out += [("WriteInsert", (r, b)) for b in B]
+            out += [("EnsurePartitionAssignment", (r,)), ("RefreshView", (r,)), ("Pull", (r,)),
+                    ("DropUnassigned", (r,))]
+            out += [("Fetch", (r, b)) for b in B]
+            out += [("ForwardBlock", (r, b, o)) for b in B for o in R]
+        for f in sorted(self.fwd):
+            out += [("CommitForwarded", (f, True)), ("CommitForwarded", (f, False)), ("RejectForwarded", (f,))]
+        out += [("Query", (x, y)) for x in R for y in R]
+        return out
+
+    def _to_send(self, b) -> bool:
+        """ToSend(b): never committed, or committed with no reply; and no send of it in flight."""
+        return (b not in self.committed or b in self.unknown) and not any(f[0] == b for f in self.fwd)
+
+    @staticmethod
+    def _block_rows(b):
+        return [{"date": "2024-01-15", "user_id": 5, "row_id": b, "event": "view"}]
+
+    def _WriteInsert(self, r, b):
+        if not self._to_send(b):
+            raise GuardFailed("WriteInsert", f"block {b} is not to send")
+        return super()._WriteInsert(r, b)
+
+    def _EnsurePartitionAssignment(self, r):
+        if read_assignment(self.admin, LAYOUT, P) is not None:
+            raise GuardFailed("EnsurePartitionAssignment", f"{P} has an assignment node")
+        if not set(self.c["blocks"]) - self.committed:
+            raise GuardFailed("EnsurePartitionAssignment", "no block left to insert")
+        rep = self.reps[r]
+        return rep.learn(P, ensure_partition_assignment(rep.keeper, LAYOUT, P, self.c["rf"]))
+
+    def _ForwardBlock(self, r, b, o):
+        if self.aux["forwards"] >= self.c["max_forwards"] or not self._to_send(b):
+            raise GuardFailed("ForwardBlock", f"block {b} is not to send, or MaxForwards")
+        replica_forward_insert(self.reps[r], P, self.reps, Pick(o))   # r is not an owner, o is, by r's cache
+        self.fwd = self.fwd | {(b, o, b in self.unknown)}
+        self.aux["forwards"] += 1
+
+    def _block_id(self, f) -> str:
+        b, _, retry = f
+        return block_id_of_send(P, self._block_rows(b), self.retries.get(b, 0) + 1 if retry else 0, self.bugs)
+
+    def _CommitForwarded(self, f, replied):
+        b, o, retry = f
+        part = self.reps[o].replica_write_insert(P, self._block_rows(b), self._block_id(f))
+        if part != "deduplicated":
+            self.block_of[part] = b
+            self.dup = self.dup or b in self.committed
+            self.committed.add(b)
+        if retry:
+            self.retries[b] = self.retries.get(b, 0) + 1
+        self.fwd = self.fwd - {f}
+        (self.unknown.discard if replied else self.unknown.add)(b)
+        return part
+
+    def _RejectForwarded(self, f):
+        b, o, _ = f
+        cached, a = self.reps[o].cache.get(P), read_assignment(self.admin, LAYOUT, P)
+        dedup = self.admin.exists(f"{LAYOUT.blocks}/{P}_{self._block_id(f)}") is not None
+        if dedup or (cached is not None and o in cached.owners and a is not None and cached.version == a.version):
+            raise GuardFailed("RejectForwarded", f"{o} would take block {b}")
+        self.fwd = self.fwd - {f}
+
+    def _RefreshView(self, r):
+        before = self.reps[r].cache.get(P)
+        after = self.reps[r].refresh_view(P)
+        if before == after or (before is not None and after is not None and before.version == after.version):
+            raise GuardFailed("RefreshView", f"{r}'s cache is Keeper's already")
+        return after
+
+
+# --- one design per PR wrapper module ------------------------------------------------------------
+# The wrapper module of a cfg (spec/models.json) -> its constants reader, its system, the actions
+# of the spec the system has steps for (CoordinatorCrash and TakeOver are in ACTIONS, not
+# implemented), and TLC's step labels that stand for more than one of them.
+DESIGNS = {
+    "MCPR102244.tla": (model_constants, PRSystem, ACTIONS, {}),
+    "MCPR102244Whole.tla": (whole_constants, PRWholeSystem, WHOLE_ACTIONS, LABELS),
+}
+
+
+def design(cfg: str) -> tuple:
+    """(wrapper module, constants reader, system class, actions, labels) of a PR cfg's model."""
+    module = wrapper_of(cfg)
+    return (module, *DESIGNS[module])

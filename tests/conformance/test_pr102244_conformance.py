@@ -4,7 +4,7 @@ carried to the reference, the same invariant broken there with the switch and no
 
 import pytest
 
-from conformance.pr_counterexample import FINDINGS, carry, design_of
+from conformance.counterexample import FINDINGS, carry_pr, design_of
 from conformance.pr_system import PRSystem
 
 pytestmark = pytest.mark.tlc
@@ -26,7 +26,7 @@ WHERE_THE_FIX_PARTS = {
 
 @pytest.mark.parametrize("cfg", sorted(FINDINGS))
 def test_pr_counterexample_is_reproduced_on_the_reference(cfg):
-    r = carry(cfg)
+    r = carry_pr(cfg)
     assert r.invariant is not None, r.stuck
     assert r.followed and len(r.steps) == r.trace_length, r.stuck
     assert r.violations, f"{r.invariant} holds on the reference after TLC's trace"
@@ -54,8 +54,8 @@ def test_initial_state_of_every_pr_model_is_the_references():
 def test_state_graph_replay_of_mcpr102244_agrees_edge_for_edge():
     """MCPR102244 (fixed) to depth 4, both directions: every step the reference takes from a
     spec state is an edge, every edge a step of the reference, the invariants hold on it."""
-    from conformance.pr_explore import explore
-    r = explore("MCPR102244.cfg", depth=4, progress=None).as_dict()
+    from conformance.explore import explore_pr
+    r = explore_pr("MCPR102244.cfg", depth=4, progress=None).as_dict()
     assert r["failure"] is None, r["failure"]
     assert r["violation"] is None, r["violation"]
     assert r["expanded"] > 100 and r["covered"] == r["edges_checkable"] == r["edges"]
@@ -66,10 +66,10 @@ def test_state_graph_replay_of_mcpr102244_agrees_edge_for_edge():
 def test_state_graph_replay_catches_the_snapshot_of_the_source_only(tmp_path):
     """The reference as written (snapshot_source_parts) against the fixed model's graph: its
     StartClone is not a step of the fixed spec (the snapshot differs), found by the replay."""
-    from conformance.pr_explore import explore
+    from conformance.explore import explore_pr
     f = tmp_path / "failure.json"
-    r = explore("MCPR102244.cfg", bugs=frozenset({"snapshot_source_parts", "complete_without_rescan"}), depth=3,
-                progress=None, failure_file=f).as_dict()
+    r = explore_pr("MCPR102244.cfg", bugs=frozenset({"snapshot_source_parts", "complete_without_rescan"}), depth=3,
+                   progress=None, failure_file=f).as_dict()
     assert r["failure"]["kind"] == "reference-only step" and r["failure"]["action"] == "StartClone"
     assert r["failure"]["variable"] == "mig"
     assert f.exists()
