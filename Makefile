@@ -14,9 +14,9 @@ help:
 	@echo "make faults       the ZooKeeper fault suite, then its table (fault x state) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
-	@echo "make spark-check  the Spark invariant job on a reference run's history"
+	@echo "make spark-check  the Spark job held to runs whose verdict is known (lab/spark_runs.py)"
 	@echo "make bench        benchmarks; figures written to build/reports/"
-	@echo "make mutation     mutation score: mutmut over reference/, guard mutants of the spec on TLC; section in BENCHMARKS.md"
+	@echo "make mutation     mutation score: mutmut over protocol/, guard mutants of the spec on TLC; section in BENCHMARKS.md"
 	@echo "make setup        venv, TLC jar, ZooKeeper and ClickHouse servers, Java check (idempotent; run by all of the above)"
 
 # The venv is rebuilt only when the pinned dependencies change.
