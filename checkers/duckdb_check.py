@@ -12,13 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from history.schema import DOWN_WAIT_GRACE, PART_NAME, TABLES
+from history.schema import DOWN_WAIT_GRACE, PART_NAME, TABLES, duckdb_type
 
-# Parquet files or Spark's Parquet folders, both read by the glob.
-VIEWS = ["run", "inserts", "queries", "query_rows", "parts", "assignments"]
+# The tables a history must have, then the optional ones (history/schema.py): Parquet files or
+# Spark's Parquet folders, both read by the glob.
+VIEWS = [name for name, t in TABLES.items() if not t.optional]
+OPTIONAL_VIEWS = [name for name, t in TABLES.items() if t.optional]
 
 def _part(column: str, group: int) -> str:
-    """A part name's field (history_schema.PART_NAME's group) as a BIGINT; 0 when absent (the mutation)."""
+    """A part name's field (history/schema.py PART_NAME's group) as a BIGINT; 0 when absent (the mutation)."""
     return f"coalesce(nullif(regexp_extract({column}, '{PART_NAME}', {group}), '')::BIGINT, 0)"
 
 
@@ -220,9 +222,6 @@ QUERIES = {
 }
 
 
-OPTIONAL_VIEWS = ("query_lag", "drops", "metadata", "migrations", "errors", "commands", "insert_refusals",
-                  "log_mutations", "queued_mutations", "crashes")
-SQL_TYPES = {"long": "BIGINT", "string": "VARCHAR", "strings": "VARCHAR[]"}
 
 
 def _view(con, folder: Path, name: str) -> None:
@@ -230,7 +229,7 @@ def _view(con, folder: Path, name: str) -> None:
     history's, real ClickHouse's) as nulls."""
     source = f"read_parquet({_source(folder, name)})"
     have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-    missing = "".join(f", NULL::{SQL_TYPES[c.kind]} AS {c.name}" for c in TABLES[name].columns
+    missing = "".join(f", NULL::{duckdb_type(c.kind)} AS {c.name}" for c in TABLES[name].columns
                       if c.optional and c.name not in have) if name in TABLES else ""
     con.execute(f"CREATE VIEW {name} AS SELECT *{missing} FROM {source}")
 
@@ -240,7 +239,7 @@ def _optional_view(con, folder: Path, name: str) -> None:
     if (folder / f"{name}.parquet").exists():
         _view(con, folder, name)
     else:
-        columns = ", ".join(f"NULL::{SQL_TYPES[c.kind]} AS {c.name}" for c in TABLES[name].columns)
+        columns = ", ".join(f"NULL::{duckdb_type(c.kind)} AS {c.name}" for c in TABLES[name].columns)
         con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
 
 
@@ -269,7 +268,7 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")
     con.execute("CREATE VIEW owners AS SELECT partition_id, unnest(owners) AS replica FROM asg")
-    # clone_target is optional (history_schema): a CLONE target may hold rows before SWITCH; the
+    # clone_target is optional (history/schema.py): a CLONE target may hold rows before SWITCH; the
     # PR #102244 design names its `:cloning` targets comma-separated. Every snapshot's.
     has_target = "clone_target" in {r[0] for r in con.execute("DESCRIBE asg").fetchall()}
     con.execute("CREATE VIEW cloning AS SELECT snapshot_step, partition_id, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from history.schema import COMMAND_EFFECT
 from protocol.keeper import Keeper, NoNodeError
 from protocol.layout import Layout
 
@@ -27,8 +28,7 @@ IN_FLIGHT = ("clone", "switched", "cancelling")
 STARTABLE = ("none", "done", "cancelled")
 ACCEPTED, REFUSED, RAISED = "accepted", "refused", "raised"
 # The history's columns of what a command left in Keeper (observe_after).
-AFTER = ("migration_state_after", "migration_src_after", "migration_dst_after", "owners_after", "target_after",
-         "leaving_after")
+AFTER = tuple(f"{name}_after" for name, _ in COMMAND_EFFECT)
 
 
 def _json(keeper: Keeper, path: str) -> dict | None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 
+from history.schema import REFUSAL_SIDES, WRITE_PATH
 from protocol.keeper import Keeper, KeeperError, NoNodeError
 from protocol.layout import Layout
 
@@ -69,19 +70,19 @@ def observe(keeper: Keeper, layout: Layout, replicas: dict, receiver: str, parti
         a = replicas[r].cache.get(partition) if r in replicas else None
         return None if a is None else a.version
 
-    return {"keeper_owners": owners, "keeper_version": version,
-            "receiver_writable": int(writable(receiver)), "receiver_map_version": map_version(receiver),
-            "writable_owners": [o for o in owners or () if writable(o)],
-            "stale_owners": [o for o in owners or () if map_version(o) not in (None, version)],
-            "active_replicas": active}
+    # in the order of the table's columns of a view (history/schema.py WRITE_PATH)
+    return dict(zip((name for name, _ in WRITE_PATH), (
+        owners, version, int(writable(receiver)), map_version(receiver),
+        [o for o in owners or () if writable(o)], [o for o in owners or () if map_version(o) not in (None, version)],
+        active)))
 
 
 def row(step: int, block_id: str, partition: str, receiver: str, error: Exception, before: dict, after: dict) -> dict:
     """A row of `insert_refusals`: the try, then each view's columns suffixed _before / _after."""
     out = {"step": step, "block_id": block_id, "partition_id": partition, "receiver": receiver,
            "error": type(error).__name__, "reason": str(error)[:300]}
-    for name, view in (("before", before), ("after", after)):
-        out.update({f"{k}_{name}": v for k, v in view.items()})
+    for side, view in zip(REFUSAL_SIDES, (before, after)):
+        out.update({f"{k}_{side}": v for k, v in view.items()})
     return out
 
 
@@ -93,9 +94,9 @@ def write_path_open(r: dict, rf: int) -> bool:
     if allocation_open(r, rf):
         return True
     v = r["keeper_version_before"]
-    writable = {x: set(r[f"writable_owners_{x}"] or ()) for x in ("before", "after")}
+    writable = {x: set(r[f"writable_owners_{x}"] or ()) for x in REFUSAL_SIDES}
     return (v is not None and r["keeper_version_after"] == v
-            and all(r[f"receiver_map_version_{x}"] == v and not writable[x] & set(r[f"stale_owners_{x}"] or ()) for x in ("before", "after"))
+            and all(r[f"receiver_map_version_{x}"] == v and not writable[x] & set(r[f"stale_owners_{x}"] or ()) for x in REFUSAL_SIDES)
             and bool(writable["before"] & writable["after"]))
 
 
@@ -104,4 +105,4 @@ def allocation_open(r: dict, rf: int) -> bool:
     active on both (an older history, without active_replicas, is not judged by this)."""
     return all(r[f"keeper_version_{x}"] is None and r[f"receiver_writable_{x}"] == 1
                and r.get(f"active_replicas_{x}") is not None and r[f"active_replicas_{x}"] >= rf
-               for x in ("before", "after"))
+               for x in REFUSAL_SIDES)

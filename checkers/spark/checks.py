@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession, Window, functions as F
 
 from checkers.spark import facts
 from checkers.spark.facts import KEYS, Facts, bits_of, shift
-from checkers.spark.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
+from checkers.spark.load import INSERT, LAG, LARGE, PART, RETURNED, History, check_large, read_table
 from checkers.spark.local_frame import local_frame
 from history.schema import DOWN_WAIT_GRACE, PART_NAME
 
@@ -70,7 +70,7 @@ MIGRATION_ENDED = ("done", "cancelled")
 # reference): those that say the SWITCH happened, and those that say it has not or never will.
 SWITCHED = ("switched", "done")
 NOT_SWITCHED = ("clone", "cancelling", "cancelled")
-TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
+TABLE_OF = {code: name for name, code in LARGE.items()}
 
 
 # --- the violating rows of each invariant (run only when it does not hold) -----------------------

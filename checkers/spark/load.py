@@ -1,6 +1,6 @@
 """Read a history into Spark with explicit schemas, and refuse it unless every row is well formed.
 
-Every table is read with the StructType of history_schema.py, so nothing is inferred and an extra
+Every table is read with the StructType of history/schema.py, so nothing is inferred and an extra
 column is never read. Each row gets `bad`, a bit per kind of problem it has (`problems`); the
 checker ORs those bits in the same pass that computes its verdicts (facts.py), so good input costs
 no extra pass, and refuses the history before it says anything about it. Only when a problem is
@@ -25,13 +25,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types a
 from checkers.spark import locate
 from harness.cli_args import BadInput
 from history.folder import TableSource, find_tables
-from history.schema import KIND_NAMES, Table, read_type, spark_schema, spark_type
+from history.schema import KIND_NAMES, TABLES, Table, read_type, spark_schema, spark_type
 
 log = logging.getLogger(__name__)
 CORRUPT = locate.CORRUPT
-# `rows.t`: which table a row comes from
+# `rows.t`: which table a row comes from: the large tables (history/schema.py), each in its role
 INSERT, PART, RETURNED, LAG, DROP = 0, 1, 2, 3, 4
-LARGE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG, "drops": DROP}
+_ROLE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG, "drops": DROP}
+LARGE = dict(sorted(((name, _ROLE[name]) for name, t in TABLES.items() if t.large), key=lambda x: x[1]))
 STATUS_CODE = {"ok": 0, "failed": 1, "unknown": 2}
 ROWS_PER_PARTITION = 4_000_000  # keeps one task's hash tables a few hundred MB at most
 
@@ -64,7 +65,7 @@ def problems(table: Table) -> list[Problem]:
 
 
 def read_table(spark: SparkSession, src: TableSource) -> DataFrame:
-    """The table's columns, typed as history_schema says, plus CORRUPT (the raw text of a JSON line
+    """The table's columns, typed as history/schema.py says, plus CORRUPT (the raw text of a JSON line
     Spark could not parse or type; always null for Parquet) and `bad`, the bits of `problems`."""
     t = src.table
     if src.fmt == "parquet":
@@ -308,7 +309,7 @@ def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     for name in LARGE:
         if totals["bad"].get(name):
             raise refuse(spark, h.sources[name], read_table(spark, h.sources[name]), totals["bad"][name])
-    for name in ("inserts",):   # parts may be empty: replicas that hold nothing (history_schema.py)
+    for name in ("inserts",):   # parts may be empty: replicas that hold nothing (history/schema.py)
         if totals["rows"][name] == 0:  # a Spark folder whose footers said otherwise
             raise BadInput(f"{h.sources[name].path}: {h.sources[name].table.must_have_rows}")
     # Nothing acknowledged leaves no row to prove, unless the servers logged a LOGICAL_ERROR or
