@@ -7,27 +7,8 @@ Without this table a broken router that refuses writes it should take (no forwar
 to another owner when the chosen one is read-only) leaves a history in which the client simply
 retried: every acknowledged row is still where it belongs, and every invariant holds.
 
-The spec writes a sub-block of partition p through ReplicaForwardInsert and ReplicaWriteInsert:
-the receiver's map names p's owners, and an owner whose map is Keeper's writes it. So a refusal
-is justified when, before or after the try, one of these did not hold (`write_path_open`);
-`receiver_writable` is recorded for the reader, not judged:
-
-- p was assigned, at the same znode version before and after, and the receiver's map held it
-  at that version (a stale map refuses, and a forward on it may reach a former owner). The
-  receiver itself need not be writable: with the partition in its map it routes without Keeper,
-  and a read-only receiver that owns it hands the sub-block to another owner (route_insert, as
-  a Distributed INSERT does). A try whose receiver had no map entry (it reads Keeper first,
-  and allocates a new partition) is left unjudged, as is a stale one;
-- some owner was writable before and after, and every writable owner's map was at that version,
-  or held no entry of p yet (it loads one before it writes). A forward may go to any writable
-  owner of the receiver's map (spec ReplicaForwardInsert chooses), and one whose map is stale
-  refuses the write (its version check fails; the client retries): a refusal the spec allows.
-
-Or p was not assigned before nor after the try, the receiver was writable and at least
-replication_factor replicas were active both times (`active_replicas`): the spec's allocation
-(ReplicaChooseOwners, then ReplicaCreateAssignment or, if another allocator won, its adoption)
-was enabled, so a refusal breaks the invariant too. With a placement declared (fault domains)
-`active_replicas` is not recorded and such a try is left unjudged: the domains decide there.
+What the history records is judged by history/semantics.py's `write_path_open`: a refusal is
+justified when, before or after the try, the spec's write path of the sub-block was closed.
 
 Read here from Keeper directly, not through protocol/assignment.py or protocol/insert.py, which
 are the code under test. Tries that ended with an unknown outcome (a broken connection) are not
@@ -85,24 +66,3 @@ def row(step: int, block_id: str, partition: str, receiver: str, error: Exceptio
         out.update({f"{k}_{side}": v for k, v in view.items()})
     return out
 
-
-def write_path_open(r: dict, rf: int) -> bool:
-    """ReplicaForwardInsert / ReplicaWriteInsert enabled for the sub-block on both views, whichever
-    writable owner the router picks, or the allocation of an unassigned partition (a row of
-    `insert_refusals`; `rf` the run's replication_factor): then its refusal breaks
-    InsertRefusalsFollowGuardsInv."""
-    if allocation_open(r, rf):
-        return True
-    v = r["keeper_version_before"]
-    writable = {x: set(r[f"writable_owners_{x}"] or ()) for x in REFUSAL_SIDES}
-    return (v is not None and r["keeper_version_after"] == v
-            and all(r[f"receiver_map_version_{x}"] == v and not writable[x] & set(r[f"stale_owners_{x}"] or ()) for x in REFUSAL_SIDES)
-            and bool(writable["before"] & writable["after"]))
-
-
-def allocation_open(r: dict, rf: int) -> bool:
-    """The partition unassigned on both views, the receiver writable and at least `rf` replicas
-    active on both (an older history, without active_replicas, is not judged by this)."""
-    return all(r[f"keeper_version_{x}"] is None and r[f"receiver_writable_{x}"] == 1
-               and r.get(f"active_replicas_{x}") is not None and r[f"active_replicas_{x}"] >= rf
-               for x in REFUSAL_SIDES)

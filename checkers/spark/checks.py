@@ -20,6 +20,7 @@ from checkers.spark.facts import KEYS, Facts, bits_of, shift
 from checkers.spark.load import INSERT, LAG, LARGE, PART, RETURNED, History, check_large, read_table
 from checkers.spark.local_frame import local_frame
 from history.schema import DOWN_WAIT_GRACE, PART_NAME
+from history.semantics import MIGRATION_ENDED, NOT_SWITCHED, SWITCHED
 
 DESCRIPTIONS = {
     "OwnersCompleteInv": "every acknowledged row is in the final state of every owner of its partition",
@@ -64,12 +65,6 @@ DESCRIPTIONS = {
                            "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
                            "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
 }
-# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
-MIGRATION_ENDED = ("done", "cancelled")
-# MigrationOutcomeInv's states (checkers/oracle.py's, restated: the job ships without the
-# reference): those that say the SWITCH happened, and those that say it has not or never will.
-SWITCHED = ("switched", "done")
-NOT_SWITCHED = ("clone", "cancelling", "cancelled")
 TABLE_OF = {code: name for name, code in LARGE.items()}
 
 
@@ -247,7 +242,7 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
         cancel = (c("migration_state") == "clone") & c("migration_src").isNotNull() & (c("coordinator_active") == 1)
         guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
                            F.lit(False))
-        # the effect (history/commands.py's effect_expected), judged where the guard was followed
+        # the effect (history/semantics.py's effect_expected), judged where the guard was followed
         # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst with
         # the target set, CoordinatorCancel's "cancelling" with the target leaving, a refusal's
         # migration and owners as found; owners unchanged by either
@@ -274,7 +269,7 @@ def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
 
 
 def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
-    """InsertRefusalsFollowGuardsInv (history/refusals.py's write_path_open): a refused try whose
+    """InsertRefusalsFollowGuardsInv (history/semantics.py's write_path_open): a refused try whose
     sub-block's write path was open on both views. No table, no job."""
     t1 = time.perf_counter()
     n, got = 0, []
@@ -289,7 +284,7 @@ def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("stale_owners_before"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_after"), owners("stale_owners_after"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("writable_owners_after"))) > 0))
-        # or an unassigned partition's allocation enabled on both views (refusals.allocation_open)
+        # or an unassigned partition's allocation enabled on both views (semantics.allocation_open)
         rf = F.lit(h.replication_factor)
         allocation = (c("keeper_version_before").isNull() & c("keeper_version_after").isNull()
                       & (c("receiver_writable_before") == 1) & (c("receiver_writable_after") == 1)

@@ -26,6 +26,7 @@ from checkers.spark import locate
 from harness.cli_args import BadInput
 from history.folder import TableSource, find_tables
 from history.schema import KIND_NAMES, TABLES, Table, read_type, spark_schema, spark_type
+from history.semantics import keepers_at
 
 log = logging.getLogger(__name__)
 CORRUPT = locate.CORRUPT
@@ -166,7 +167,8 @@ class History:
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
     # (snapshot_step, partition_id, replica): who may hold the partition at each snapshot, the
-    # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot; `keepers_at`)
+    # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot;
+    # history/semantics.py's keepers_at)
     keepers: list = field(default_factory=list)
     # the same without the migrations' Leavers, the spec's Keepers(asg[p]) alone (MutationsAppliedInv);
     # only read when the history has MUTATE_PARTs (table log_mutations)
@@ -231,9 +233,10 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
     replicas |= {x for targets in cloning.values() for x in targets}
     migrations = _small(spark, sources["migrations"]) if "migrations" in sources else []
-    keepers = keepers_at(assignments, migrations)
+    asg_rows = [r.asDict() for r in assignments]
+    keepers = _triples(keepers_at(asg_rows, [m.asDict() for m in migrations]))
     mutated = "log_mutations" in sources and sources["log_mutations"].rows
-    assignment_keepers = keepers_at(assignments, []) if mutated else []
+    assignment_keepers = _triples(keepers_at(asg_rows)) if mutated else []
     meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
     last_meta = max((r["snapshot_step"] for r in meta), default=None)
     metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
@@ -252,24 +255,9 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                                  for q in queries if q["status"] == "failed" and q["failed_by"] is not None])
 
 
-# The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.
-LEAVER = {"switched": "src", "cancelling": "dst"}
-
-
-def keepers_at(assignments: list, migrations: list) -> list[tuple]:
-    """(snapshot_step, partition_id, replica), each once: who may keep the partition at that
-    snapshot, as checkers/oracle.py's keepers_at says (owners, CLONE targets, the leaving replica,
-    and the Leaver of a switched or cancelling migration). Sized by snapshots x partitions."""
-    out = set()
-    for r in assignments:
-        for x in list(r["owners"]) + (r["clone_target"] or "").split(",") + [r["leaving_replica"]]:
-            if x:
-                out.add((r["snapshot_step"], r["partition_id"], x))
-    for m in migrations:
-        leaver = m[LEAVER[m["state"]]] if m["state"] in LEAVER else None
-        if leaver:
-            out.add((m["snapshot_step"], m["partition_id"], leaver))
-    return sorted(out)
+def _triples(keepers: dict) -> list[tuple]:
+    """(snapshot_step, partition_id, replica), each once, of history/semantics.py's keepers_at."""
+    return sorted((step, p, r) for (step, p), who in keepers.items() for r in who)
 
 
 @contextmanager
