@@ -67,7 +67,8 @@ DownWaitBoundedProp: no migration waits on a down replica much longer than the d
 migration whose Leaver (the source after SWITCH, the target after CANCEL) is down, or a CLONE
 whose coordinator is down, acts without it once it has been down for the timeout (CLEANUP on
 its behalf, a take-over): seen so at every snapshot over a span of more than
-down_timeout + DOWN_WAIT_GRACE steps, it waited too long (`down_waits`). Down is what the
+down_timeout + DOWN_WAIT_GRACE steps (checkers/invariants.py, where the figures it is chosen
+from are), it waited too long (`down_waits`). Down is what the
 history can show: not among the snapshot's running replicas (table metadata).
 """
 
@@ -75,6 +76,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from checkers.invariants import DOWN_WAIT_GRACE
 from history.record import History
 from history.semantics import (ACCEPTED, LEAVER, MIGRATION_ENDED, NOT_SWITCHED, REFUSED, SWITCHED, allocation_open,
                                cancel_allowed, effect_expected, keepers_at, reassign_allowed, write_path_open)
@@ -417,26 +419,6 @@ def cancels_ignored(t: dict) -> list[str]:
                 ignored[p, m["snapshot_step"]] = (m, at)
     return [f"{p}'s migration {m['src'] or '(repair)'} -> {m['dst']} is {m['state']} at step {step}, after its "
             f"CANCEL accepted at step {at}" for (p, step), (m, at) in sorted(ignored.items())]
-
-
-# Steps a migration may be seen waiting on a down replica beyond the down timeout (down_waits:
-# between two snapshots). Beyond the timeout the fixed protocol needs a "migrate" step to start
-# the timer (Cluster._down_long) and one to act once it expired, both random picks, and for a
-# CLEANUP every active map to see the assignment (not counted: maps_behind). Measured by
-# `python -m lab.down_wait` (oracle.down_waits) on the fixed protocol, `leaving` (timeout 30)
-# and `deserting` (12), seeds 0-59 at mutation_layers.SMALL and teeth.SIZE (240 runs, snapshots
-# 70-330 steps apart): no wait seen longer than the timeout itself (the longest: 29 steps on a
-# leaver in `leaving`, 18 on a coordinator). Counted without maps_behind, leaver waits reach 356
-# steps beyond the timeout (seeds 0-29, teeth `deserting`: a target's map of one partition not
-# refreshed for hundreds of steps), which no grace told from a broken rule. With 60, the limit
-# (90 steps in `leaving`, 72 in `deserting`) is 61 steps above the longest wait the fixed
-# protocol showed in either. With the rule broken, seeds 0-29 (0-14 for 16 and 17) at the small
-# size: CLEANUP on a down leaver's behalf always refused (migration mutant
-# x_replica_cleanup_for_down_leaver 13) 21 of 60 runs over 60 (deserting 0, 1, 2: 232, 193, 115
-# beyond); refused when cancelling (16, 17) 9 of 30 (deserting 0, 1: 100, 101); no take-over
-# (x_replica_take_over_migration 14, 47) 18 and 17 of 60 (leaving 1, 2: 88 and 77, 97 and 74).
-# Mutant 8 (`not mig and ...`) writes the fixed protocol's histories step for step: equivalent.
-DOWN_WAIT_GRACE = 60
 
 
 def down_waits(t: dict) -> list[dict]:

@@ -268,11 +268,6 @@ TABLES = {name: t.readers() for name, t in HISTORY.items() if any(c.read for c i
 # regexp_extract read the same groups.
 PART_NAME = re.sub(r"\(\?P<\w+>", "(", _NAME.pattern)
 
-# DownWaitBoundedProp's grace: the steps a migration may be seen waiting on a down replica beyond
-# run.down_timeout (checkers/oracle.py DOWN_WAIT_GRACE, where the figures it is chosen from are;
-# tests/checkers/test_checkers_agree.py holds the two equal).
-DOWN_WAIT_GRACE = 60
-
 
 def arrow_schema(table: str):
     """The writer's Arrow schema of a table: every column, in order."""

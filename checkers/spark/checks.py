@@ -15,56 +15,15 @@ from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession, Window, functions as F
 
+from checkers.invariants import DOWN_WAIT_GRACE, INVARIANTS
 from checkers.spark import facts
 from checkers.spark.facts import KEYS, Facts, bits_of, shift
 from checkers.spark.load import INSERT, LAG, LARGE, PART, RETURNED, History, check_large, read_table
 from checkers.spark.local_frame import local_frame
-from history.schema import DOWN_WAIT_GRACE, PART_NAME
+from history.schema import PART_NAME
 from history.semantics import MIGRATION_ENDED, NOT_SWITCHED, SWITCHED
 
-DESCRIPTIONS = {
-    "OwnersCompleteInv": "every acknowledged row is in the final state of every owner of its partition",
-    "NoDuplicateRowsInv": "no replica holds a row twice in its final state",
-    "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
-    "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
-    "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
-    "NoForeignPartsInv": "at every snapshot, no replica keeps rows of a partition it does not own (a CLONE target, and a leaving replica until its CLEANUP, excepted)",
-    "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
-    "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
-    "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
-    "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
-    "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
-                         "property on a finite history)",
-    "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
-                       "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
-    "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
-                               "guard held on the state observed before it, and left in Keeper what its outcome "
-                               "writes: a CLONE of src -> dst, a cancelling migration, or, refused, the migration "
-                               "it found (table commands)",
-    "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
-                                     "before or after it: the assignment changed, the receiver's map was not at its "
-                                     "version, no owner stayed writable, or a writable owner's map was stale; "
-                                     "for a partition not assigned yet, the receiver was read-only or fewer than "
-                                     "replication_factor replicas were active (table insert_refusals)",
-    "MutationsAppliedInv": "at every snapshot, a keeper's part reflects every MUTATE_PART of its partition below the "
-                           "keeper's log_pointer that overlaps it, unless a MUTATE_PART of the partition, or a "
-                           "GET_PART of a part mutated at least as far covering it, is in its queue (tables "
-                           "log_mutations, queued_mutations, metadata.log_pointer)",
-    "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
-                         "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
-                         "src -> dst (tables commands, migrations)",
-    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's assignment: switched or "
-                           "done, the source is no owner; clone, cancelling or cancelled, the target is none; "
-                           "the leaving replica is the source while switched (none under source_stops_at_switch), "
-                           "the target while cancelling, no one otherwise (tables migrations, assignments, run.bugs)",
-    "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
-                            "between its start and end steps, and none is failed by the crash of a replica that "
-                            "served it neither as its receiver nor as a reader of a partition it had still to read "
-                            "(tables crashes, queries: failed_by, pending_at)",
-    "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
-                           "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
-                           "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
-}
+DESCRIPTIONS = {name: inv.meaning for name, inv in INVARIANTS.items()}
 TABLE_OF = {code: name for name, code in LARGE.items()}
 
 

@@ -489,12 +489,10 @@ def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_t
     invariant holds: all three count the same overdue snapshots, a cancelled target's and a
     CLONE coordinator's. The same history without run.down_timeout (an infinite timeout, an
     older history) is not judged."""
-    from checkers.oracle import DOWN_WAIT_GRACE as ORACLE_GRACE, down_waits
-    from history.schema import DOWN_WAIT_GRACE
+    from checkers.oracle import down_waits
 
     def counts(folder: Path) -> dict:
         return _three_agree(spark, folder)
-    assert DOWN_WAIT_GRACE == ORACLE_GRACE
     fixed = Path(racing_history(tmp_path / "fixed", "deserting", 0, steps=80, blocks=16)["history"])
     assert down_waits(_read(fixed).tables) and counts(fixed) == {}
     monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _refuses_cleanup_for_down_leaver)
