@@ -97,7 +97,8 @@ INVARIANTS = {i.name: i for i in (
     Invariant(
         "NoDuplicateRowsInv", "no replica holds a row twice in its final state", "NoDuplicateRowsInv", ("parts",),
         """SELECT replica, partition_id, row_id, count(*) AS copies FROM {final}
-           GROUP BY replica, partition_id, row_id HAVING count(*) > 1"""),
+           GROUP BY replica, partition_id, row_id HAVING count(*) > 1""",
+        spark=True),
     Invariant(
         "QueryNoMissingInv", "R2: a completed query returned every row acknowledged before it started, in the "
         "partitions it asked for", "QueryNoMissingInv", ("inserts", "drops", "queries", "query_rows", "query_lag"),
@@ -124,7 +125,8 @@ INVARIANTS = {i.name: i for i in (
         ("queries", "query_rows"),
         """SELECT r.query_id, r.partition_id, r.row_id, count(*) AS copies FROM {query_rows} r
            JOIN {queries} q ON q.query_id = r.query_id AND q.status = 'complete'
-           GROUP BY r.query_id, r.partition_id, r.row_id HAVING count(*) > 1"""),
+           GROUP BY r.query_id, r.partition_id, r.row_id HAVING count(*) > 1""",
+        spark=True),
     Invariant(
         "ReplicationFactorInv", "every assigned partition has exactly replication_factor owners, and one with "
         "acknowledged rows is complete on all of them", "ReplicationFactorInv",
@@ -150,7 +152,8 @@ INVARIANTS = {i.name: i for i in (
         """SELECT p.snapshot_step, p.replica, p.partition_id, count(*) AS rows FROM {parts} p
            WHERE NOT EXISTS (SELECT 1 FROM {keepers} k WHERE k.snapshot_step = p.snapshot_step
                              AND k.partition_id = p.partition_id AND k.replica = p.replica)
-           GROUP BY p.snapshot_step, p.replica, p.partition_id"""),
+           GROUP BY p.snapshot_step, p.replica, p.partition_id""",
+        spark=True),
     Invariant(
         "AmbiguousInsertAtomicInv", "an insert of unknown outcome is wholly present or wholly absent on each owner",
         None, ("inserts", "parts", "assignments"),
@@ -159,7 +162,8 @@ INVARIANTS = {i.name: i for i in (
            LEFT JOIN {held} h ON h.replica = o.replica AND h.partition_id = u.partition_id AND h.row_id = u.row_id
            WHERE u.status = 'unknown'
            GROUP BY u.insert_id, u.partition_id, o.replica HAVING count(h.replica) > 0
-           AND count(h.replica) < count(*)"""),
+           AND count(h.replica) < count(*)""",
+        spark=True),
     Invariant(
         "NoPhantomRowsInv", "no replica and no query holds a row that no ok or unknown insert wrote (in that "
         "partition)", None, ("inserts", "parts", "query_rows"),
@@ -181,7 +185,8 @@ INVARIANTS = {i.name: i for i in (
         "MigrationsEndProp", "at a settled end every started migration has ended, done or cancelled (the spec's "
         "liveness property on a finite history)", "MigrationsEndProp", ("run", "migrations", "assignments"),
         """SELECT partition_id, state, src, dst FROM {migrations}
-           WHERE snapshot_step = (SELECT snapshot_step FROM {settled_end}) AND state NOT IN ('done', 'cancelled')"""),
+           WHERE snapshot_step = (SELECT snapshot_step FROM {settled_end}) AND state NOT IN ('done', 'cancelled')""",
+        spark=True),
     Invariant(
         "NoLogicalErrorsInv", "no step, client call or operator command raised an exception no protocol refusal "
         "explains (table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)", None, ("errors",),
@@ -214,7 +219,8 @@ INVARIANTS = {i.name: i for i in (
                                                       AND target_after IS NOT DISTINCT FROM dst
                        ELSE migration_state_after = 'cancelling' AND migration_src_after IS NOT DISTINCT FROM migration_src
                             AND migration_dst_after IS NOT DISTINCT FROM dst AND target_after IS NULL
-                            AND leaving_after IS NOT DISTINCT FROM dst END))"""),
+                            AND leaving_after IS NOT DISTINCT FROM dst END))""",
+        spark=True),
     Invariant(
         "CancelHonouredInv", "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
         "cancelling or cancelled, until the partition's next accepted REASSIGN or another src -> dst (tables "
@@ -232,7 +238,8 @@ INVARIANTS = {i.name: i for i in (
            AND NOT EXISTS (SELECT 1 FROM {migrations} o WHERE o.partition_id = m.partition_id
                            AND o.snapshot_step > c.step AND o.snapshot_step <= m.snapshot_step
                            AND (o.src IS DISTINCT FROM c.src OR o.dst IS DISTINCT FROM c.dst))
-           GROUP BY m.partition_id, m.snapshot_step, m.state, m.src, m.dst"""),
+           GROUP BY m.partition_id, m.snapshot_step, m.state, m.src, m.dst""",
+        spark=True),
     Invariant(
         "MigrationOutcomeInv", "at every snapshot, a migration's state agrees with its partition's assignment: "
         "switched or done, the source is no owner; clone, cancelling or cancelled, the target is none; the leaving "
@@ -249,7 +256,8 @@ INVARIANTS = {i.name: i for i in (
                   CASE WHEN m.state = 'switched' AND NOT EXISTS (
                            SELECT 1 FROM {run} r WHERE array_contains(r.bugs, 'source_stops_at_switch'))
                        THEN m.src WHEN m.state = 'cancelling' THEN m.dst END)
-           ORDER BY m.snapshot_step, m.partition_id"""),
+           ORDER BY m.snapshot_step, m.partition_id""",
+        spark=True),
     Invariant(
         "CrashFailsQueriesInv", "no query is answered complete though its receiver crashed while it ran, strictly "
         "between its start and end steps, and none is failed by the crash of a replica that served it neither as "
@@ -348,5 +356,6 @@ INVARIANTS = {i.name: i for i in (
         "DropsAppliedInv", "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do "
         "not come back)", "DropsAppliedInv", ("drops", "parts"),
         """SELECT h.partition_id, h.row_id, h.replica, d.dropped_at FROM {held} h
-           JOIN {dropped} d ON d.partition_id = h.partition_id AND d.row_id = h.row_id"""),
+           JOIN {dropped} d ON d.partition_id = h.partition_id AND d.row_id = h.row_id""",
+        spark=True),
 )}
