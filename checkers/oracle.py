@@ -67,7 +67,8 @@ DownWaitBoundedProp: no migration waits on a down replica much longer than the d
 migration whose Leaver (the source after SWITCH, the target after CANCEL) is down, or a CLONE
 whose coordinator is down, acts without it once it has been down for the timeout (CLEANUP on
 its behalf, a take-over): seen so at every snapshot over a span of more than
-down_timeout + DOWN_WAIT_GRACE steps, it waited too long (`down_waits`). Down is what the
+down_timeout + DOWN_WAIT_GRACE steps (checkers/invariants.py, where the figures it is chosen
+from are), it waited too long (`down_waits`). Down is what the
 history can show: not among the snapshot's running replicas (table metadata).
 """
 
@@ -75,9 +76,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from history.commands import ACCEPTED, REFUSED, cancel_allowed, effect_expected, reassign_allowed
+from checkers.invariants import DOWN_WAIT_GRACE
 from history.record import History
-from history.refusals import allocation_open, write_path_open
+from history.semantics import (ACCEPTED, LEAVER, MIGRATION_ENDED, NOT_SWITCHED, REFUSED, SWITCHED, allocation_open,
+                               cancel_allowed, effect_expected, keepers_at, reassign_allowed, write_path_open)
 from protocol.parts import PartName
 
 INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
@@ -85,8 +87,6 @@ INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "Q
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
               "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv",
               "MutationsAppliedInv", "MigrationOutcomeInv", "CrashFailsQueriesInv")
-# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
-MIGRATION_ENDED = ("done", "cancelled")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -233,43 +233,15 @@ def refusals_off_guard(t: dict, rf: int) -> list[str]:
             for r in t.get("insert_refusals", ()) if write_path_open(r, rf)]
 
 
-# The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.
-LEAVER = {"switched": "src", "cancelling": "dst"}
-
-
-def keepers_at(tables: dict, leavers: bool = True) -> dict[tuple[int, str], set[str]]:
-    """(snapshot_step, partition_id) -> who may hold the partition at that snapshot: the spec's
-    Keepers(asg[p]) (owners, the CLONE target, the leaving replica) and its Leaver while the
-    migration is switched or cancelling (table `migrations`; a history without it names its
-    leavers in leaving_replica only). PR #102244's histories name their `:cloning` targets
-    comma-separated. A partition with no assignment row at a snapshot has no keeper there.
-    `leavers=False`: the assignment's keepers alone (the spec's Keepers(asg[p]))."""
-    out: dict[tuple[int, str], set[str]] = {}
-    for a in tables["assignments"]:
-        out.setdefault((a["snapshot_step"], a["partition_id"]), set()).update(
-            a["owners"], (x for x in (a.get("clone_target") or "").split(",") if x),
-            [a["leaving_replica"]] if a["leaving_replica"] else [])
-    for m in tables.get("migrations", ()) if leavers else ():
-        if m["state"] in LEAVER and m[LEAVER[m["state"]]]:
-            out.setdefault((m["snapshot_step"], m["partition_id"]), set()).add(m[LEAVER[m["state"]]])
-    return out
-
-
 def foreign_parts(tables: dict) -> list[str]:
     """NoForeignPartsInv at every snapshot, not only the last: a foreign copy a replica drops when
     its map catches up or it restarts (F7: a CLONE target fetching after a naive CANCEL) is gone
     by the settled end. A replica that is down is in no snapshot (the spec's `r \notin active`:
     it drops what it no longer keeps when it comes back)."""
-    keepers = keepers_at(tables)
+    keepers = keepers_at(tables["assignments"], tables.get("migrations", ()))
     held = sorted({(x["snapshot_step"], x["replica"], x["partition_id"]) for x in tables["parts"]})
     return [f"{r} keeps {p} at step {step} without owning, cloning into or leaving it"
             for step, r, p in held if r not in keepers.get((step, p), ())]
-
-
-# MigrationOutcomeInv: the states that say the SWITCH happened, and those that say it has not
-# or never will.
-SWITCHED = ("switched", "done")
-NOT_SWITCHED = ("clone", "cancelling", "cancelled")
 
 
 # outcome_contradiction's `leaving` when the assignment's leaving replica is not judged
@@ -349,7 +321,7 @@ def mutations_not_applied(t: dict) -> list[str]:
             pending.add((q["snapshot_step"], q["replica"], q["partition_id"]))
         else:
             mutated_gets.setdefault((q["snapshot_step"], q["replica"]), []).append(PartName.parse(q["new_part_name"]))
-    keepers = keepers_at(t, leavers=False)
+    keepers = keepers_at(t["assignments"])   # the spec's Keepers(asg[p]): no Leaver
     out = []
     for step, r, name in sorted({(x["snapshot_step"], x["replica"], x["part_name"]) for x in t["parts"]}):
         x = PartName.parse(name)
@@ -397,7 +369,7 @@ def commands_off_guard(t: dict) -> list[str]:
     """CommandsFollowGuardsInv: an operator command (table `commands`) was accepted exactly when
     its spec action's guard held on the state the harness read before it (history/commands.py):
     accepted against the guard, or refused though it held, is a violation; so is a command whose
-    migration read right after it is not what its outcome writes (commands.effect_expected). A
+    migration read right after it is not what its outcome writes (semantics.effect_expected). A
     command that raised is NoLogicalErrorsInv's (its errors row), not judged here; a history
     without the table recorded no commands."""
     out = []
@@ -447,26 +419,6 @@ def cancels_ignored(t: dict) -> list[str]:
                 ignored[p, m["snapshot_step"]] = (m, at)
     return [f"{p}'s migration {m['src'] or '(repair)'} -> {m['dst']} is {m['state']} at step {step}, after its "
             f"CANCEL accepted at step {at}" for (p, step), (m, at) in sorted(ignored.items())]
-
-
-# Steps a migration may be seen waiting on a down replica beyond the down timeout (down_waits:
-# between two snapshots). Beyond the timeout the fixed protocol needs a "migrate" step to start
-# the timer (Cluster._down_long) and one to act once it expired, both random picks, and for a
-# CLEANUP every active map to see the assignment (not counted: maps_behind). Measured by
-# `python -m lab.down_wait` (oracle.down_waits) on the fixed protocol, `leaving` (timeout 30)
-# and `deserting` (12), seeds 0-59 at mutation_layers.SMALL and teeth.SIZE (240 runs, snapshots
-# 70-330 steps apart): no wait seen longer than the timeout itself (the longest: 29 steps on a
-# leaver in `leaving`, 18 on a coordinator). Counted without maps_behind, leaver waits reach 356
-# steps beyond the timeout (seeds 0-29, teeth `deserting`: a target's map of one partition not
-# refreshed for hundreds of steps), which no grace told from a broken rule. With 60, the limit
-# (90 steps in `leaving`, 72 in `deserting`) is 61 steps above the longest wait the fixed
-# protocol showed in either. With the rule broken, seeds 0-29 (0-14 for 16 and 17) at the small
-# size: CLEANUP on a down leaver's behalf always refused (migration mutant
-# x_replica_cleanup_for_down_leaver 13) 21 of 60 runs over 60 (deserting 0, 1, 2: 232, 193, 115
-# beyond); refused when cancelling (16, 17) 9 of 30 (deserting 0, 1: 100, 101); no take-over
-# (x_replica_take_over_migration 14, 47) 18 and 17 of 60 (leaving 1, 2: 88 and 77, 97 and 74).
-# Mutant 8 (`not mig and ...`) writes the fixed protocol's histories step for step: equivalent.
-DOWN_WAIT_GRACE = 60
 
 
 def down_waits(t: dict) -> list[dict]:

@@ -1,7 +1,8 @@
 """Operator commands of a run and what the harness saw right before each (history table
 `commands`): ALTER TABLE ... REASSIGN PARTITION (spec AdminReassign) and the CANCEL of a CLONE
 (spec CoordinatorCancel), each with its outcome, so that the checkers can judge that a command was
-accepted exactly when its spec action's guard held (CommandsFollowGuardsInv).
+accepted exactly when its spec action's guard held (CommandsFollowGuardsInv: the guards and
+effects are history/semantics.py's).
 
 Without this table a command refused although the spec allows it (a mutant's `if dst in known`)
 leaves no trace: the history shows a run in which the operator simply moved nothing.
@@ -18,17 +19,13 @@ from __future__ import annotations
 
 import json
 
+from history.schema import COMMAND_EFFECT
+from history.semantics import ACCEPTED, IN_FLIGHT, RAISED, REFUSED  # noqa: F401 - the drivers' outcomes
 from protocol.keeper import Keeper, NoNodeError
 from protocol.layout import Layout
 
-# The spec's MigrationsInFlight states; a migration in any other state has ended (or never began).
-IN_FLIGHT = ("clone", "switched", "cancelling")
-# StartMigration's mig[p].st \in {"none", "done", "cancelled"}: a partition free to migrate.
-STARTABLE = ("none", "done", "cancelled")
-ACCEPTED, REFUSED, RAISED = "accepted", "refused", "raised"
 # The history's columns of what a command left in Keeper (observe_after).
-AFTER = ("migration_state_after", "migration_src_after", "migration_dst_after", "owners_after", "target_after",
-         "leaving_after")
+AFTER = tuple(f"{name}_after" for name, _ in COMMAND_EFFECT)
 
 
 def _json(keeper: Keeper, path: str) -> dict | None:
@@ -88,38 +85,3 @@ def observe_cancel(keeper: Keeper, layout: Layout, partition: str, max_in_flight
     mig = _json(keeper, layout.migration(partition)) or {}
     return observe(keeper, layout, partition, mig.get("src"), mig.get("dst"), max_in_flight)
 
-
-def reassign_allowed(c: dict) -> bool:
-    """AdminReassign(p, src, dst) = dst \\in active /\\ StartMigration(p, src, dst), on what was
-    observed. The reference's limit of migrations in flight (max_concurrent) is StartMigration's
-    Cardinality(MigrationsInFlight) < MaxConcurrentMigrations: a refusal at the limit is justified."""
-    owners = c["owners"]
-    return (owners is not None and c["migration_state"] in STARTABLE and c["src"] in owners
-            and c["dst"] not in owners and bool(c["src_active"]) and bool(c["dst_active"])
-            and c["in_flight"] < c["max_in_flight"])
-
-
-def cancel_allowed(c: dict) -> bool:
-    """CoordinatorCancel(p): mig[p].st = "clone" /\\ mig[p].src # None /\\ mig[p].coord \\in active."""
-    return c["migration_state"] == "clone" and c["migration_src"] is not None and bool(c["coordinator_active"])
-
-
-def effect_expected(c: dict) -> dict | None:
-    """The `_after` columns a command must leave, as column -> value (a column not named may hold
-    anything): AdminReassign's mig' = [st |-> "clone", src |-> src, dst |-> dst] and asg' with
-    target dst, owners unchanged; CoordinatorCancel's st' = "cancelling" of the same src -> dst
-    and asg' with no target, leaving = dst, owners unchanged; a refused command leaves the
-    migration state, source and owners it found (its dst, target and leaver are not observed
-    before). None when not judged: the command raised, or the history predates the `_after`
-    columns."""
-    if c.get("migration_state_after") is None or c["outcome"] not in (ACCEPTED, REFUSED):
-        return None
-    if c["outcome"] == REFUSED:
-        return {"migration_state_after": c["migration_state"], "migration_src_after": c["migration_src"],
-                "owners_after": c["owners"]}
-    if c["command"] == "REASSIGN":
-        return {"migration_state_after": "clone", "migration_src_after": c["src"], "migration_dst_after": c["dst"],
-                "owners_after": c["owners"], "target_after": c["dst"]}
-    return {"migration_state_after": "cancelling", "migration_src_after": c["migration_src"],
-            "migration_dst_after": c["dst"], "owners_after": c["owners"], "target_after": None,
-            "leaving_after": c["dst"]}

@@ -7,27 +7,8 @@ Without this table a broken router that refuses writes it should take (no forwar
 to another owner when the chosen one is read-only) leaves a history in which the client simply
 retried: every acknowledged row is still where it belongs, and every invariant holds.
 
-The spec writes a sub-block of partition p through ReplicaForwardInsert and ReplicaWriteInsert:
-the receiver's map names p's owners, and an owner whose map is Keeper's writes it. So a refusal
-is justified when, before or after the try, one of these did not hold (`write_path_open`);
-`receiver_writable` is recorded for the reader, not judged:
-
-- p was assigned, at the same znode version before and after, and the receiver's map held it
-  at that version (a stale map refuses, and a forward on it may reach a former owner). The
-  receiver itself need not be writable: with the partition in its map it routes without Keeper,
-  and a read-only receiver that owns it hands the sub-block to another owner (route_insert, as
-  a Distributed INSERT does). A try whose receiver had no map entry (it reads Keeper first,
-  and allocates a new partition) is left unjudged, as is a stale one;
-- some owner was writable before and after, and every writable owner's map was at that version,
-  or held no entry of p yet (it loads one before it writes). A forward may go to any writable
-  owner of the receiver's map (spec ReplicaForwardInsert chooses), and one whose map is stale
-  refuses the write (its version check fails; the client retries): a refusal the spec allows.
-
-Or p was not assigned before nor after the try, the receiver was writable and at least
-replication_factor replicas were active both times (`active_replicas`): the spec's allocation
-(ReplicaChooseOwners, then ReplicaCreateAssignment or, if another allocator won, its adoption)
-was enabled, so a refusal breaks the invariant too. With a placement declared (fault domains)
-`active_replicas` is not recorded and such a try is left unjudged: the domains decide there.
+What the history records is judged by history/semantics.py's `write_path_open`: a refusal is
+justified when, before or after the try, the spec's write path of the sub-block was closed.
 
 Read here from Keeper directly, not through protocol/assignment.py or protocol/insert.py, which
 are the code under test. Tries that ended with an unknown outcome (a broken connection) are not
@@ -39,6 +20,7 @@ from __future__ import annotations
 
 import json
 
+from history.schema import REFUSAL_SIDES, WRITE_PATH
 from protocol.keeper import Keeper, KeeperError, NoNodeError
 from protocol.layout import Layout
 
@@ -69,39 +51,18 @@ def observe(keeper: Keeper, layout: Layout, replicas: dict, receiver: str, parti
         a = replicas[r].cache.get(partition) if r in replicas else None
         return None if a is None else a.version
 
-    return {"keeper_owners": owners, "keeper_version": version,
-            "receiver_writable": int(writable(receiver)), "receiver_map_version": map_version(receiver),
-            "writable_owners": [o for o in owners or () if writable(o)],
-            "stale_owners": [o for o in owners or () if map_version(o) not in (None, version)],
-            "active_replicas": active}
+    # in the order of the table's columns of a view (history/schema.py WRITE_PATH)
+    return dict(zip((name for name, _ in WRITE_PATH), (
+        owners, version, int(writable(receiver)), map_version(receiver),
+        [o for o in owners or () if writable(o)], [o for o in owners or () if map_version(o) not in (None, version)],
+        active)))
 
 
 def row(step: int, block_id: str, partition: str, receiver: str, error: Exception, before: dict, after: dict) -> dict:
     """A row of `insert_refusals`: the try, then each view's columns suffixed _before / _after."""
     out = {"step": step, "block_id": block_id, "partition_id": partition, "receiver": receiver,
            "error": type(error).__name__, "reason": str(error)[:300]}
-    for name, view in (("before", before), ("after", after)):
-        out.update({f"{k}_{name}": v for k, v in view.items()})
+    for side, view in zip(REFUSAL_SIDES, (before, after)):
+        out.update({f"{k}_{side}": v for k, v in view.items()})
     return out
 
-
-def write_path_open(r: dict, rf: int) -> bool:
-    """ReplicaForwardInsert / ReplicaWriteInsert enabled for the sub-block on both views, whichever
-    writable owner the router picks, or the allocation of an unassigned partition (a row of
-    `insert_refusals`; `rf` the run's replication_factor): then its refusal breaks
-    InsertRefusalsFollowGuardsInv."""
-    if allocation_open(r, rf):
-        return True
-    v = r["keeper_version_before"]
-    writable = {x: set(r[f"writable_owners_{x}"] or ()) for x in ("before", "after")}
-    return (v is not None and r["keeper_version_after"] == v
-            and all(r[f"receiver_map_version_{x}"] == v and not writable[x] & set(r[f"stale_owners_{x}"] or ()) for x in ("before", "after"))
-            and bool(writable["before"] & writable["after"]))
-
-
-def allocation_open(r: dict, rf: int) -> bool:
-    """The partition unassigned on both views, the receiver writable and at least `rf` replicas
-    active on both (an older history, without active_replicas, is not judged by this)."""
-    return all(r[f"keeper_version_{x}"] is None and r[f"receiver_writable_{x}"] == 1
-               and r.get(f"active_replicas_{x}") is not None and r[f"active_replicas_{x}"] >= rf
-               for x in ("before", "after"))

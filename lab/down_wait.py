@@ -1,5 +1,5 @@
 """How long migrations wait on a down replica beyond the down timeout, in racing histories: the
-figures DownWaitBoundedProp's grace (checkers/oracle.py DOWN_WAIT_GRACE) is chosen from.
+figures DownWaitBoundedProp's grace (checkers/invariants.py DOWN_WAIT_GRACE) is chosen from.
 
     python -m lab.down_wait [--seeds 0-29] [--profiles leaving,deserting] [--json OUT]
 

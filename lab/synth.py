@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
+from history.schema import HISTORY, spark_schema
+
 INJECTIONS = {  # name -> the invariant that must catch it
     "deleted_row": "OwnersCompleteInv",
     "duplicated_row": "NoDuplicateRowsInv",
@@ -111,9 +113,9 @@ def generate(spark: SparkSession, folder: str | Path, rows: int, inject: frozens
         parts = parts.join(dropped.select("row_id").withColumn("gone", F.lit(True)), "row_id", "left") \
             .filter(F.col("gone").isNull() | kept).drop("gone")
 
-    run = spark.createDataFrame([("synthetic", 2, "synthetic", [], 0, final)],
-                                "run_id string, replication_factor long, backend string, bugs array<string>, "
-                                "seed long, final_step long")
+    run_row = {"run_id": "synthetic", "replication_factor": 2, "backend": "synthetic", "bugs": [], "seed": 0,
+               "final_step": final}   # not settled, no down timeout
+    run = spark.createDataFrame([tuple(run_row.get(c) for c in HISTORY["run"].names)], spark_schema(HISTORY["run"]))
     tables: dict[str, DataFrame] = {"run": run, "inserts": inserts, "queries": queries_df, "query_reads": query_reads,
                                     "query_rows": query_rows, "parts": parts, "assignments": asg}
     if drops is not None:

@@ -1,8 +1,10 @@
-"""The invariants: decided from the facts pass (facts.py) where its sums are exact or show no
-suspect, and otherwise by a DataFrame of the violating rows, which also gives the sample.
+"""The invariants (checkers/invariants.py): decided from the facts pass (facts.py) where its sums
+are exact or show no suspect, and otherwise by the violating rows, which also give the sample: the
+invariant's SQL where the Spark job shares it with DuckDB (`Invariant.spark`), else a DataFrame.
 
-A history that holds costs one pass over its large tables. One that does not is read again for
-each invariant that fails, to show its violating rows.
+A history that holds costs one pass over its large tables (and the small tables' checks of the
+invariants that have them). One that does not is read again for each invariant that fails, to
+show its violating rows.
 
 Names are the spec's where the spec has the invariant (spec/rfc/SelectiveReplication.tla).
 """
@@ -15,77 +17,97 @@ from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession, Window, functions as F
 
+from checkers.invariants import DOWN_WAIT_GRACE, INVARIANTS
 from checkers.spark import facts
 from checkers.spark.facts import KEYS, Facts, bits_of, shift
-from checkers.spark.load import DROP, INSERT, LAG, PART, RETURNED, History, check_large, read_table
+from checkers.spark.load import INSERT, LAG, LARGE, PART, RETURNED, History, check_large, read_table
 from checkers.spark.local_frame import local_frame
-from history.schema import DOWN_WAIT_GRACE, PART_NAME
+from history.schema import PART_NAME
 
-DESCRIPTIONS = {
-    "OwnersCompleteInv": "every acknowledged row is in the final state of every owner of its partition",
-    "NoDuplicateRowsInv": "no replica holds a row twice in its final state",
-    "QueryNoMissingInv": "R2: a completed query returned every row acknowledged before it started, in the partitions it asked for",
-    "QueryNoDuplicateInv": "R3: no completed query returned a row twice",
-    "ReplicationFactorInv": "every assigned partition has exactly replication_factor owners, and one with acknowledged rows is complete on all of them",
-    "NoForeignPartsInv": "at every snapshot, no replica keeps rows of a partition it does not own (a CLONE target, and a leaving replica until its CLEANUP, excepted)",
-    "AmbiguousInsertAtomicInv": "an insert of unknown outcome is wholly present or wholly absent on each owner",
-    "NoPhantomRowsInv": "no replica and no query holds a row that no ok or unknown insert wrote (in that partition)",
-    "GlobalEntriesAppliedInv": "at the end every replica applied or queued every ALTER_METADATA (the table's metadata version)",
-    "DropsAppliedInv": "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do not come back)",
-    "MigrationsEndProp": "at a settled end every started migration has ended, done or cancelled (the spec's liveness "
-                         "property on a finite history)",
-    "NoLogicalErrorsInv": "no step, client call or operator command raised an exception no protocol refusal explains "
-                       "(table errors; ClickHouse's LOGICAL_ERROR, which its CI fails on)",
-    "CommandsFollowGuardsInv": "every operator command (REASSIGN, CANCEL) was accepted exactly when its spec action's "
-                               "guard held on the state observed before it, and left in Keeper what its outcome "
-                               "writes: a CLONE of src -> dst, a cancelling migration, or, refused, the migration "
-                               "it found (table commands)",
-    "InsertRefusalsFollowGuardsInv": "an INSERT try was refused only when the write path of its sub-block was closed "
-                                     "before or after it: the assignment changed, the receiver's map was not at its "
-                                     "version, no owner stayed writable, or a writable owner's map was stale; "
-                                     "for a partition not assigned yet, the receiver was read-only or fewer than "
-                                     "replication_factor replicas were active (table insert_refusals)",
-    "MutationsAppliedInv": "at every snapshot, a keeper's part reflects every MUTATE_PART of its partition below the "
-                           "keeper's log_pointer that overlaps it, unless a MUTATE_PART of the partition, or a "
-                           "GET_PART of a part mutated at least as far covering it, is in its queue (tables "
-                           "log_mutations, queued_mutations, metadata.log_pointer)",
-    "CancelHonouredInv": "after a CANCEL accepted at a step, every later snapshot of its migration shows it "
-                         "cancelling or cancelled, until the partition's next accepted REASSIGN or another "
-                         "src -> dst (tables commands, migrations)",
-    "MigrationOutcomeInv": "at every snapshot, a migration's state agrees with its partition's assignment: switched or "
-                           "done, the source is no owner; clone, cancelling or cancelled, the target is none; "
-                           "the leaving replica is the source while switched (none under source_stops_at_switch), "
-                           "the target while cancelling, no one otherwise (tables migrations, assignments, run.bugs)",
-    "CrashFailsQueriesInv": "no query is answered complete though its receiver crashed while it ran, strictly "
-                            "between its start and end steps, and none is failed by the crash of a replica that "
-                            "served it neither as its receiver nor as a reader of a partition it had still to read "
-                            "(tables crashes, queries: failed_by, pending_at)",
-    "DownWaitBoundedProp": "no migration is seen waiting on the same down replica (its leaver, once every active "
-                           "map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more "
-                           "than run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)",
-}
-# The states of a migration that has ended (the spec's mig[p].st); any other is in flight.
-MIGRATION_ENDED = ("done", "cancelled")
-# MigrationOutcomeInv's states (checkers/oracle.py's, restated: the job ships without the
-# reference): those that say the SWITCH happened, and those that say it has not or never will.
-SWITCHED = ("switched", "done")
-NOT_SWITCHED = ("clone", "cancelling", "cancelled")
-TABLE_OF = {INSERT: "inserts", PART: "parts", RETURNED: "query_rows", LAG: "query_lag", DROP: "drops"}
+DESCRIPTIONS = {name: inv.meaning for name, inv in INVARIANTS.items()}
+TABLE_OF = {code: name for name, code in LARGE.items()}
 
 
 # --- the violating rows of each invariant (run only when it does not hold) -----------------------
-class Violations:
-    def __init__(self, spark: SparkSession, fx: Facts):
-        self.spark, self.fx, self.h = spark, fx, fx.h
+def shared(spark: SparkSession, h: History, name: str, fx: Facts | None = None) -> DataFrame:
+    """The violating rows of an invariant the job judges by its SQL (checkers/invariants.py), over
+    views of the history: each a frame the job reads anyway, named for the one query."""
+    views = Views(spark, h, fx)
+    inv = INVARIANTS[name]
+    return spark.sql(inv.sql, **{v: views.frame(v) for v in inv.views})
+
+
+class Views:
+    """checkers/invariants.py's views of a history, as frames: the large tables' rows as the facts
+    pass reads them (History.large), the small tables' from what load_history collected (inline
+    tables: a broadcast of one costs no job), the others read from their files."""
+
+    def __init__(self, spark: SparkSession, h: History, fx: Facts | None = None):
+        self.spark, self.h, self.fx = spark, h, fx
+
+    def frame(self, name: str) -> DataFrame:
+        return getattr(self, name)() if hasattr(self, name) else read_table(self.spark, self.h.sources[name])
 
     def _large(self) -> DataFrame:
         return self.h.large(self.spark)
 
-    def held(self) -> DataFrame:
+    def final(self) -> DataFrame:
         """(replica, partition_id, row_id): every copy a replica holds at the final snapshot."""
         c = F.col
         return (self._large().filter((c("t") == PART) & (c("step") == self.h.final_step))
                 .select(c("who").alias("replica"), *KEYS))
+
+    def held(self) -> DataFrame:
+        return self.final().distinct()
+
+    def parts(self) -> DataFrame:
+        """(snapshot_step, replica, partition_id) of every part row, at every snapshot."""
+        c = F.col
+        return self._large().filter(c("t") == PART).select(c("step").alias("snapshot_step"),
+                                                           c("who").alias("replica"), "partition_id")
+
+    def query_rows(self) -> DataFrame:
+        c = F.col
+        return self._large().filter(c("t") == RETURNED).select(c("who").alias("query_id"), *KEYS)
+
+    def queries(self) -> DataFrame:
+        """The completed queries (query_id, status): all of `queries` the SQL reads."""
+        return local_frame(self.spark, [("query_id", "string"), ("status", "string")],
+                           [(q, "complete") for q, _, _ in self.h.done_queries])
+
+    def owners(self) -> DataFrame:
+        """(partition_id, replica): the final assignment's owners."""
+        return local_frame(self.spark, [("partition_id", "string"), ("replica", "string")],
+                           [(p, o) for p, owners, _ in self.h.assignment for o in sorted(set(owners))])
+
+    def dropped(self) -> DataFrame:
+        """(partition_id, row_id, dropped_at) of each row a drop removed, from the facts."""
+        return self.fx.rows.filter(~self.fx.live()).select(*KEYS, "dropped_at")
+
+    def keepers(self) -> DataFrame:
+        return local_frame(self.spark, [("snapshot_step", "bigint"), ("partition_id", "string"),
+                                        ("replica", "string")], self.h.keepers)
+
+    def settled_end(self) -> DataFrame:
+        return local_frame(self.spark, [("snapshot_step", "bigint")],
+                           [(self.h.final_step,)] if self.h.settled_step is not None else [])
+
+    def run(self) -> DataFrame:
+        h = self.h
+        return local_frame(self.spark, [("replication_factor", "bigint"), ("bugs", "array<string>"),
+                                        ("settled_step", "bigint"), ("down_timeout", "bigint")],
+                           [(h.replication_factor, list(h.bugs), h.settled_step, h.down_timeout)])
+
+
+class Violations(Views):
+    """The violating rows of an invariant the facts pass found suspects of (`rows`): by its SQL, or
+    by a DataFrame of the facts (methods named for the invariant)."""
+
+    def __init__(self, spark: SparkSession, fx: Facts):
+        super().__init__(spark, fx.h, fx)
+
+    def rows(self, name: str) -> DataFrame:
+        return shared(self.spark, self.h, name, self.fx) if INVARIANTS[name].spark else getattr(self, name)()
 
     def returned(self) -> DataFrame:
         """(query_id, partition_id, row_id) of every row a completed query returned."""
@@ -115,33 +137,6 @@ class Violations:
         return lacking.select("partition_id", F.explode(F.when(no_owner, F.array(F.lit(None).cast("string")))
                                                         .otherwise(self.replicas_in(missing))).alias("replica"), "row_id")
 
-    def NoDuplicateRowsInv(self) -> DataFrame:
-        return self.held().groupBy("replica", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
-
-    def NoForeignPartsInv(self) -> DataFrame:
-        """(snapshot_step, replica, partition_id, rows): rows a replica keeps at a snapshot where it
-        neither owns, CLONEs into nor leaves the partition (History.keepers), at any snapshot."""
-        c = F.col
-        keepers = local_frame(self.spark, [("snapshot_step", "bigint"), ("partition_id", "string"),
-                                           ("replica", "string")], self.h.keepers)
-        held = self._large().filter(c("t") == PART).select(c("step").alias("snapshot_step"),
-                                                           c("who").alias("replica"), "partition_id")
-        return (held.join(F.broadcast(keepers), ["snapshot_step", "partition_id", "replica"], "left_anti")
-                .groupBy("snapshot_step", "replica", "partition_id").agg(F.count("*").alias("rows")))
-
-    def AmbiguousInsertAtomicInv(self) -> DataFrame:
-        """(insert_id, partition_id, replica, present, rows): an owner with some, not all, of the rows
-        of an insert of unknown outcome."""
-        c = F.col
-        owners = self.fx.partitions.select("partition_id", F.explode("owner_list").alias("o"))
-        unknown = (read_table(self.spark, self.h.sources["inserts"]).filter(c("status") == "unknown")
-                   .select("insert_id", *KEYS).join(F.broadcast(owners), "partition_id")
-                   .select("insert_id", *KEYS, c("o.replica").alias("replica")))
-        held = self.held().distinct().withColumn("here", F.lit(1))
-        per_owner = (unknown.join(held, ["replica", *KEYS], "left").groupBy("insert_id", "partition_id", "replica")
-                     .agg(F.count("here").alias("present"), F.count("*").alias("rows")))
-        return per_owner.filter((c("present") > 0) & (c("present") < c("rows")))
-
     def NoPhantomRowsInv(self) -> DataFrame:
         """(where, who, partition_id, row_id): a row held or returned that no ok or unknown insert wrote."""
         c, h = F.col, self.h
@@ -150,14 +145,6 @@ class Violations:
         there = rows.filter(((c("t") == PART) & (c("step") == h.final_step)) | (c("t") == RETURNED))
         return (there.join(written, KEYS, "left_anti")
                 .select(F.when(c("t") == PART, "replica").otherwise("query").alias("where"), c("who"), *KEYS).distinct())
-
-    def DropsAppliedInv(self) -> DataFrame:
-        """(replica, partition_id, row_id, dropped_at): a row a drop removed, still held at the end."""
-        dropped = self.fx.rows.filter(~self.fx.live()).select(*KEYS, "dropped_at")
-        return self.held().distinct().join(dropped, KEYS)
-
-    def QueryNoDuplicateInv(self) -> DataFrame:
-        return self.returned().groupBy("query_id", *KEYS).agg(F.count("*").alias("copies")).filter(F.col("copies") > 1)
 
     def QueryNoMissingInv(self) -> DataFrame:
         """(query_id, partition_id, row_id): a row acknowledged before a completed query started, in a
@@ -206,23 +193,6 @@ def totals_of(groups: list[dict]) -> dict:
     return t
 
 
-def migrations_end(spark: SparkSession, h: History, sample: int) -> dict:
-    """The spec's MigrationsEndProp (every started migration ends, DONE or CANCELLED), a liveness
-    property, judged on a finite history's settled end: once the driver settled the cluster
-    (run.settled_step), a migration still in flight at the final snapshot will never end. A
-    history cut wherever it was, or without a migrations table, is not judged."""
-    t1 = time.perf_counter()
-    n, got = 0, []
-    if h.settled_step is not None and "migrations" in h.sources:
-        c = F.col
-        stuck = (read_table(spark, h.sources["migrations"])
-                 .filter((c("snapshot_step") == h.final_step) & ~c("state").isin(*MIGRATION_ENDED))
-                 .select("partition_id", "state", "src", "dst"))
-        n, got = _sample(stuck, None, sample)
-    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationsEndProp"],
-            "seconds": round(time.perf_counter() - t1, 2)}
-
-
 def logical_errors(h: History, sample: int) -> dict:
     """NoLogicalErrorsInv: every row of the `errors` table is a violation (checkers/oracle.py's
     logical_errors), read with the small tables."""
@@ -230,51 +200,21 @@ def logical_errors(h: History, sample: int) -> dict:
             "description": DESCRIPTIONS["NoLogicalErrorsInv"], "seconds": 0.0}
 
 
-def commands_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
-    r"""CommandsFollowGuardsInv (checkers/oracle.py's commands_off_guard): a command accepted
-    though its spec action's guard did not hold on the observed inputs, or refused though it did,
-    or one whose migration read right after it is not what its outcome writes. AdminReassign =
-    dst active /\ StartMigration (assigned, no migration in flight, src an owner, dst not, src
-    active, fewer in flight than the limit); CoordinatorCancel = in CLONE, not a repair,
-    coordinator active. A command that raised is NoLogicalErrorsInv's. No table, no job."""
+def by_sql(spark: SparkSession, h: History, name: str, sample: int, judged: bool) -> dict:
+    """An invariant the job judges by its SQL alone (checkers/invariants.py), when `judged`: its
+    tables are there (no table, no job)."""
     t1 = time.perf_counter()
-    n, got = 0, []
-    if "commands" in h.sources and h.sources["commands"].rows:
-        c = F.col
-        reassign = (c("owners").isNotNull() & c("migration_state").isin("none", "done", "cancelled")
-                    & F.array_contains(c("owners"), c("src")) & ~F.array_contains(c("owners"), c("dst"))
-                    & (c("src_active") == 1) & (c("dst_active") == 1) & (c("in_flight") < c("max_in_flight")))
-        cancel = (c("migration_state") == "clone") & c("migration_src").isNotNull() & (c("coordinator_active") == 1)
-        guard = F.coalesce(F.when(c("command") == "REASSIGN", reassign).when(c("command") == "CANCEL", cancel),
-                           F.lit(False))
-        # the effect (history/commands.py's effect_expected), judged where the guard was followed
-        # and the history read Keeper after the command: AdminReassign's CLONE of src -> dst with
-        # the target set, CoordinatorCancel's "cancelling" with the target leaving, a refusal's
-        # migration and owners as found; owners unchanged by either
-        refused, is_reassign = c("outcome") == "refused", c("command") == "REASSIGN"
-
-        def same(column: str, value: F.Column) -> F.Column:
-            return c(column).eqNullSafe(value)
-        as_found = same("migration_state_after", c("migration_state")) & same("migration_src_after", c("migration_src"))
-        reassigned = (same("migration_state_after", F.lit("clone")) & same("migration_src_after", c("src"))
-                      & same("migration_dst_after", c("dst")) & same("target_after", c("dst")))
-        cancelled = (same("migration_state_after", F.lit("cancelling")) & same("migration_src_after", c("migration_src"))
-                     & same("migration_dst_after", c("dst")) & c("target_after").isNull() & same("leaving_after", c("dst")))
-        effect_off = c("migration_state_after").isNotNull() & ~(
-            same("owners_after", c("owners")) & F.when(refused, as_found).when(is_reassign, reassigned).otherwise(cancelled))
-        off = (read_table(spark, h.sources["commands"]).filter(c("outcome").isin("accepted", "refused"))
-               .withColumn("guard_held", guard)
-               .filter(((c("outcome") == "accepted") != c("guard_held")) | effect_off)
-               .select("step", "command", "partition_id", "src", "dst", "outcome", "guard_held", "reason",
-                       "migration_state_after", "migration_src_after", "migration_dst_after", "owners_after",
-                       "target_after", "leaving_after"))
-        n, got = _sample(off, None, sample)
-    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CommandsFollowGuardsInv"],
+    n, got = _sample(shared(spark, h, name), None, sample) if judged else (0, [])
+    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
+def _have_rows(h: History, *tables: str) -> bool:
+    return all(t in h.sources and h.sources[t].rows for t in tables)
+
+
 def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
-    """InsertRefusalsFollowGuardsInv (history/refusals.py's write_path_open): a refused try whose
+    """InsertRefusalsFollowGuardsInv (history/semantics.py's write_path_open): a refused try whose
     sub-block's write path was open on both views. No table, no job."""
     t1 = time.perf_counter()
     n, got = 0, []
@@ -289,7 +229,7 @@ def refusals_off_guard(spark: SparkSession, h: History, sample: int) -> dict:
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("stale_owners_before"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_after"), owners("stale_owners_after"))) == 0)
                  & (F.size(F.array_intersect(owners("writable_owners_before"), owners("writable_owners_after"))) > 0))
-        # or an unassigned partition's allocation enabled on both views (refusals.allocation_open)
+        # or an unassigned partition's allocation enabled on both views (semantics.allocation_open)
         rf = F.lit(h.replication_factor)
         allocation = (c("keeper_version_before").isNull() & c("keeper_version_after").isNull()
                       & (c("receiver_writable_before") == 1) & (c("receiver_writable_after") == 1)
@@ -350,69 +290,6 @@ def mutations_applied(spark: SparkSession, h: History, sample: int) -> dict:
         off = owed.select("snapshot_step", "replica", "part_name", "owed", "log_pointer").orderBy("snapshot_step", "replica")
         n, got = _sample(off, None, sample)
     return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MutationsAppliedInv"],
-            "seconds": round(time.perf_counter() - t1, 2)}
-
-
-def cancel_honoured(spark: SparkSession, h: History, sample: int) -> dict:
-    """CancelHonouredInv (checkers/oracle.py's cancels_ignored): a migration snapshot later than
-    an accepted CANCEL of its partition (a snapshot at the CANCEL's step may precede it) that
-    shows neither cancelling nor cancelled, before the partition's next accepted REASSIGN (a
-    snapshot at its step may follow it) and before the first snapshot naming another src -> dst
-    (a repair). One violation per snapshot row, however many CANCELs it ignores. No tables, no job."""
-    t1 = time.perf_counter()
-    n, got = 0, []
-    if all(t in h.sources and h.sources[t].rows for t in ("commands", "migrations")):
-        c = F.col
-        cmds = read_table(spark, h.sources["commands"]).filter(c("outcome") == "accepted")
-        cancels = cmds.filter(c("command") == "CANCEL").select(
-            "partition_id", c("step").alias("cancel_step"), c("src").alias("c_src"), c("dst").alias("c_dst")).distinct()
-        reassigns = cmds.filter(c("command") == "REASSIGN").select("partition_id", c("step").alias("r_step"))
-        snaps = read_table(spark, h.sources["migrations"]).select("partition_id", "snapshot_step", "state", "src", "dst")
-        cancel = ["partition_id", "cancel_step", "c_src", "c_dst"]
-        after = cancels.join(snaps, "partition_id").filter(c("snapshot_step") > c("cancel_step"))
-        # where the cancelled migration's snapshots end: the next accepted REASSIGN, another src -> dst
-        next_reassign = (cancels.join(reassigns, "partition_id").filter(c("r_step") > c("cancel_step"))
-                         .groupBy(*cancel).agg(F.min("r_step").alias("r_bound")))
-        other_pair = (after.filter(~(c("src").eqNullSafe(c("c_src")) & c("dst").eqNullSafe(c("c_dst"))))
-                      .groupBy(*cancel).agg(F.min("snapshot_step").alias("p_bound")))
-        ignored = (after.join(next_reassign, cancel, "left").join(other_pair, cancel, "left")
-                   .filter((c("r_bound").isNull() | (c("snapshot_step") < c("r_bound")))
-                           & (c("p_bound").isNull() | (c("snapshot_step") < c("p_bound")))
-                           & ~F.coalesce(c("state"), F.lit("")).isin("cancelling", "cancelled"))
-                   .groupBy("partition_id", "snapshot_step", "state", "src", "dst")
-                   .agg(F.min("cancel_step").alias("cancel_step")))
-        n, got = _sample(ignored, None, sample)
-    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["CancelHonouredInv"],
-            "seconds": round(time.perf_counter() - t1, 2)}
-
-
-def migration_outcome(spark: SparkSession, h: History, sample: int) -> dict:
-    """MigrationOutcomeInv (checkers/oracle.py's outcomes_contradicted): a migration snapshot
-    whose state the owners of its partition at the same snapshot contradict. One violation per
-    snapshot row."""
-    t1 = time.perf_counter()
-    n, got = 0, []
-    if all(t in h.sources and h.sources[t].rows for t in ("assignments", "migrations")):
-        c = F.col
-        owners = (read_table(spark, h.sources["assignments"])
-                  .select("snapshot_step", "partition_id", "owners", "leaving_replica", F.lit(True).alias("assigned")))
-        snaps = read_table(spark, h.sources["migrations"]).select("snapshot_step", "partition_id", "state", "src", "dst")
-
-        def owns(who: str):   # (array_contains with a column as its value: SQL's form takes one)
-            return F.coalesce(F.expr(f"array_contains(owners, {who})"), F.lit(False))
-        # the Leaver the assignment must name (oracle's expected_leaving): none after a SWITCH of
-        # the RFC as written (source_stops_at_switch), which the spec exempts
-        switched_leaver = F.lit(None) if "source_stops_at_switch" in h.bugs else c("src")
-        leaver = (F.when(c("state") == "switched", switched_leaver)
-                  .when(c("state") == "cancelling", c("dst")).otherwise(F.lit(None).cast("string")))
-        off = (snaps.join(owners, ["snapshot_step", "partition_id"], "left")
-               .filter((c("state").isin(*SWITCHED) & c("src").isNotNull() & owns("src"))
-                       | (c("state").isin(*NOT_SWITCHED) & owns("dst"))
-                       | (c("assigned").isNotNull() & ~c("leaving_replica").eqNullSafe(leaver)))
-               .drop("assigned")
-               .orderBy("snapshot_step", "partition_id"))
-        n, got = _sample(off, None, sample)
-    return {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS["MigrationOutcomeInv"],
             "seconds": round(time.perf_counter() - t1, 2)}
 
 
@@ -502,7 +379,7 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     def decide(name: str, n: int | None):
         """n: the violation count when the pass gave it exactly, None to count the rows."""
         t1 = time.perf_counter()
-        n, got = (0, []) if n == 0 else _sample(getattr(rows, name)(), n, sample)
+        n, got = (0, []) if n == 0 else _sample(rows.rows(name), n, sample)
         record(name, {"holds": n == 0, "violations": n, "sample": got, "description": DESCRIPTIONS[name],
                       "seconds": round(time.perf_counter() - t1, 2)})
 
@@ -555,11 +432,15 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
               for r, v, q, want in h.metadata if v + q != want]
     record("GlobalEntriesAppliedInv", {"holds": not behind, "violations": len(behind), "sample": behind[:sample],
                                        "description": DESCRIPTIONS["GlobalEntriesAppliedInv"], "seconds": 0.0})
-    record("MigrationsEndProp", migrations_end(spark, h, sample))
+    # MigrationsEndProp, a liveness property, is judged on a finite history's settled end only
+    # (run.settled_step): a migration still in flight then will never end
+    record("MigrationsEndProp", by_sql(spark, h, "MigrationsEndProp", sample,
+                                       h.settled_step is not None and "migrations" in h.sources))
     record("NoLogicalErrorsInv", logical_errors(h, sample))
-    record("CommandsFollowGuardsInv", commands_off_guard(spark, h, sample))
-    record("CancelHonouredInv", cancel_honoured(spark, h, sample))
-    record("MigrationOutcomeInv", migration_outcome(spark, h, sample))
+    record("CommandsFollowGuardsInv", by_sql(spark, h, "CommandsFollowGuardsInv", sample, _have_rows(h, "commands")))
+    record("CancelHonouredInv", by_sql(spark, h, "CancelHonouredInv", sample, _have_rows(h, "commands", "migrations")))
+    record("MigrationOutcomeInv", by_sql(spark, h, "MigrationOutcomeInv", sample,
+                                         _have_rows(h, "assignments", "migrations")))
     record("CrashFailsQueriesInv", crash_fails_queries(spark, h, sample))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
@@ -571,3 +452,4 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
         decide("QueryNoDuplicateInv", None if s("returned_twice") else 0)
         decide("QueryNoMissingInv", s("query_missed"))
     return report, counts
+

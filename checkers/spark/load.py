@@ -1,6 +1,6 @@
 """Read a history into Spark with explicit schemas, and refuse it unless every row is well formed.
 
-Every table is read with the StructType of history_schema.py, so nothing is inferred and an extra
+Every table is read with the StructType of history/schema.py, so nothing is inferred and an extra
 column is never read. Each row gets `bad`, a bit per kind of problem it has (`problems`); the
 checker ORs those bits in the same pass that computes its verdicts (facts.py), so good input costs
 no extra pass, and refuses the history before it says anything about it. Only when a problem is
@@ -25,13 +25,15 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types a
 from checkers.spark import locate
 from harness.cli_args import BadInput
 from history.folder import TableSource, find_tables
-from history.schema import KIND_NAMES, Table, read_type, spark_schema, spark_type
+from history.schema import KIND_NAMES, TABLES, Table, read_type, spark_schema, spark_type
+from history.semantics import keepers_at
 
 log = logging.getLogger(__name__)
 CORRUPT = locate.CORRUPT
-# `rows.t`: which table a row comes from
+# `rows.t`: which table a row comes from: the large tables (history/schema.py), each in its role
 INSERT, PART, RETURNED, LAG, DROP = 0, 1, 2, 3, 4
-LARGE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG, "drops": DROP}
+_ROLE = {"inserts": INSERT, "parts": PART, "query_rows": RETURNED, "query_lag": LAG, "drops": DROP}
+LARGE = dict(sorted(((name, _ROLE[name]) for name, t in TABLES.items() if t.large), key=lambda x: x[1]))
 STATUS_CODE = {"ok": 0, "failed": 1, "unknown": 2}
 ROWS_PER_PARTITION = 4_000_000  # keeps one task's hash tables a few hundred MB at most
 
@@ -64,7 +66,7 @@ def problems(table: Table) -> list[Problem]:
 
 
 def read_table(spark: SparkSession, src: TableSource) -> DataFrame:
-    """The table's columns, typed as history_schema says, plus CORRUPT (the raw text of a JSON line
+    """The table's columns, typed as history/schema.py says, plus CORRUPT (the raw text of a JSON line
     Spark could not parse or type; always null for Parquet) and `bad`, the bits of `problems`."""
     t = src.table
     if src.fmt == "parquet":
@@ -165,7 +167,8 @@ class History:
     kept: list = field(default_factory=list)  # frames to release when done
     cloning: dict = field(default_factory=dict)  # partition_id -> CLONE target at the final snapshot
     # (snapshot_step, partition_id, replica): who may hold the partition at each snapshot, the
-    # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot; `keepers_at`)
+    # spec's Keepers and its Leaver (NoForeignPartsInv, judged at every snapshot;
+    # history/semantics.py's keepers_at)
     keepers: list = field(default_factory=list)
     # the same without the migrations' Leavers, the spec's Keepers(asg[p]) alone (MutationsAppliedInv);
     # only read when the history has MUTATE_PARTs (table log_mutations)
@@ -230,9 +233,10 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                for r in assignments if r["snapshot_step"] == final and r["clone_target"]}
     replicas |= {x for targets in cloning.values() for x in targets}
     migrations = _small(spark, sources["migrations"]) if "migrations" in sources else []
-    keepers = keepers_at(assignments, migrations)
+    asg_rows = [r.asDict() for r in assignments]
+    keepers = _triples(keepers_at(asg_rows, [m.asDict() for m in migrations]))
     mutated = "log_mutations" in sources and sources["log_mutations"].rows
-    assignment_keepers = keepers_at(assignments, []) if mutated else []
+    assignment_keepers = _triples(keepers_at(asg_rows)) if mutated else []
     meta = _small(spark, sources["metadata"]) if "metadata" in sources else []
     last_meta = max((r["snapshot_step"] for r in meta), default=None)
     metadata = [(r["replica"], r["metadata_version"], r["alters_queued"], r["table_metadata_version"])
@@ -251,24 +255,9 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                                  for q in queries if q["status"] == "failed" and q["failed_by"] is not None])
 
 
-# The spec's Leaver(p) while mig[p].st is one of these: the source after SWITCH, the target after CANCEL.
-LEAVER = {"switched": "src", "cancelling": "dst"}
-
-
-def keepers_at(assignments: list, migrations: list) -> list[tuple]:
-    """(snapshot_step, partition_id, replica), each once: who may keep the partition at that
-    snapshot, as checkers/oracle.py's keepers_at says (owners, CLONE targets, the leaving replica,
-    and the Leaver of a switched or cancelling migration). Sized by snapshots x partitions."""
-    out = set()
-    for r in assignments:
-        for x in list(r["owners"]) + (r["clone_target"] or "").split(",") + [r["leaving_replica"]]:
-            if x:
-                out.add((r["snapshot_step"], r["partition_id"], x))
-    for m in migrations:
-        leaver = m[LEAVER[m["state"]]] if m["state"] in LEAVER else None
-        if leaver:
-            out.add((m["snapshot_step"], m["partition_id"], leaver))
-    return sorted(out)
+def _triples(keepers: dict) -> list[tuple]:
+    """(snapshot_step, partition_id, replica), each once, of history/semantics.py's keepers_at."""
+    return sorted((step, p, r) for (step, p), who in keepers.items() for r in who)
 
 
 @contextmanager
@@ -308,7 +297,7 @@ def check_large(spark: SparkSession, h: History, totals: dict) -> None:
     for name in LARGE:
         if totals["bad"].get(name):
             raise refuse(spark, h.sources[name], read_table(spark, h.sources[name]), totals["bad"][name])
-    for name in ("inserts",):   # parts may be empty: replicas that hold nothing (history_schema.py)
+    for name in ("inserts",):   # parts may be empty: replicas that hold nothing (history/schema.py)
         if totals["rows"][name] == 0:  # a Spark folder whose footers said otherwise
             raise BadInput(f"{h.sources[name].path}: {h.sources[name].table.must_have_rows}")
     # Nothing acknowledged leaves no row to prove, unless the servers logged a LOGICAL_ERROR or

@@ -489,12 +489,10 @@ def test_a_migration_waiting_on_a_down_replica_too_long_is_a_violation_for_all_t
     invariant holds: all three count the same overdue snapshots, a cancelled target's and a
     CLONE coordinator's. The same history without run.down_timeout (an infinite timeout, an
     older history) is not judged."""
-    from checkers.oracle import DOWN_WAIT_GRACE as ORACLE_GRACE, down_waits
-    from history.schema import DOWN_WAIT_GRACE
+    from checkers.oracle import down_waits
 
     def counts(folder: Path) -> dict:
         return _three_agree(spark, folder)
-    assert DOWN_WAIT_GRACE == ORACLE_GRACE
     fixed = Path(racing_history(tmp_path / "fixed", "deserting", 0, steps=80, blocks=16)["history"])
     assert down_waits(_read(fixed).tables) and counts(fixed) == {}
     monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _refuses_cleanup_for_down_leaver)
@@ -518,7 +516,7 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     refusals, and nothing else fails (the client's retries land the rows)."""
     import pyarrow.parquet as pq
 
-    from history.refusals import write_path_open
+    from history.semantics import write_path_open
     fixed = Path(racing_history(tmp_path / "fixed", "expiring", 2, steps=80, blocks=16)["history"])
     refused = pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
     assert refused and not any(write_path_open(r, 2) for r in refused)
@@ -552,7 +550,7 @@ def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_oracl
     ReplicaChooseOwners finds it not active; here half of them), the oracle and DuckDB count the
     same refusals, each with enough replicas active, and nothing else fails. (The Spark job on
     both, and on the mutant's own history, every allocation refused: the long test below.)"""
-    from history.refusals import allocation_open
+    from history.semantics import allocation_open
     fixed = Path(racing_history(tmp_path / "fixed", "thin", 1, steps=80, blocks=16)["history"])
     unassigned = [r for r in pq.read_table(fixed / "insert_refusals.parquet").to_pylist()
                   if r["keeper_version_before"] is None]
