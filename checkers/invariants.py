@@ -3,10 +3,11 @@ spec's definition it stands for (spec/rfc/SelectiveReplication.tla), the history
 and its violating rows in SQL over named views.
 
 DuckDB (checkers/duckdb_check.py) counts every invariant's rows. The Spark job runs the same SQL
-(`spark`) where Spark SQL 3.5 reads it as DuckDB does and the job has no cheaper way: it decides
-most invariants in one pass over the large tables (checkers/spark/facts.py) and reads the SQL's
-rows only to count and sample a violation (checkers/spark/checks.py); the others it judges with
-DataFrames, and `spark_note` says why. The in-process oracle (checkers/oracle.py) is the
+for the invariants marked `spark` (checkers/spark/checks.py): those Spark SQL 3.5 reads as DuckDB
+does, with the job's counts, samples and jobs as its DataFrames had them. It decides most
+invariants in the one pass over the large tables (checkers/spark/facts.py) and reads their rows
+only to count and sample a violation; the others it judges with DataFrames or on the small tables
+it collected, and `spark_note` says why. The in-process oracle (checkers/oracle.py) is the
 independent implementation, in Python; it shares only the names and meanings here.
 
 The SQL names its views in braces (`{held}`), which each engine defines over the history as VIEWS
@@ -52,6 +53,8 @@ PARAMETERS = {"grace": DOWN_WAIT_GRACE}
 VIEWS = {
     "live_ok": "(partition_id, row_id) acknowledged (status ok) and removed by no drop: owed to every owner "
                "(the spec's LiveAcked)",
+    # the final snapshot: DuckDB's is the last of `parts`, the Spark job's the last of `assignments`
+    # (it refuses a later parts snapshot unless the run logged errors)
     "final": "(replica, partition_id, row_id) of every part row at the final snapshot, copies included",
     "held": "(replica, partition_id, row_id) a replica holds at the final snapshot, each once",
     "asg": "the assignments rows of the final snapshot",
