@@ -3,7 +3,7 @@ reference, side by side, on one ZooKeeper server started here.
 
     python -m agreement                      the table on stdout
     python -m agreement --only mutations     one aspect (repeatable)
-    python -m agreement --write-readme       also replace the table in reference/README.md
+    python -m agreement --write-readme       also replace the table in agreement/README.md
 
 Exit status: 0 every aspect agrees or differs on purpose, 1 one disagrees, 2 bad usage, 3 no
 ClickHouse or ZooKeeper can run here. CLICKHOUSE_BIN points at another server build.
@@ -20,7 +20,7 @@ from agreement.aspects import ASPECTS, BY_NAME
 from agreement.compare import AGREE, DISAGREE, Result, run
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "reference" / "README.md"
+README = ROOT / "agreement" / "README.md"
 BEGIN, END = "<!-- agreement table: made by python -m agreement --write-readme -->", "<!-- end of agreement table -->"
 
 

@@ -318,5 +318,14 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    from harness.cli_args import HOLDS, Parser, run_main
+    ap = Parser(prog="python -m history.schema", description="print the history format as a Markdown table: every "
+                "table and column, its type, what the checkers require of it, what it means")
+    ap.parse_args(argv)
+    return run_main(ap.prog, lambda: print(markdown()) or HOLDS)
+
+
 if __name__ == "__main__":
-    print(markdown())
+    import sys
+    sys.exit(main())

@@ -358,7 +358,7 @@ def section(ref: dict[str, dict], spec: dict | None, layers: dict | None = None,
     if ref:
         parts += ["### Reference layer (mutmut 3 on the in-memory tests)\n",
                   "Command: `.venv/bin/mutmut run --max-children 1` over `[tool.mutmut]`'s modules and tests (the "
-                  "in-memory tests of `tests/reference` that drive them; their list and what is left out, and why, "
+                  "in-memory tests of `tests/protocol` that drive them; their list and what is left out, and why, "
                   "is in `pyproject.toml`); *run* counts the mutants decided so far. Survivors are classed by "
                   "`lab/mutation_reading.toml` (read one by one) and by one rule: a mutant changing only an "
                   "exception's text is equivalent.\n",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from cli_runner import ROOT, no_traceback, run_cli
 
-READMES = ["README.md", "reference/README.md", "conformance/README.md", "checkers/README.md", "spec/README.md"]
+READMES = ["README.md", "protocol/README.md", "history/README.md", "reference/README.md", "conformance/README.md",
+           "checkers/README.md", "agreement/README.md", "spec/README.md"]
 COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
 
 
@@ -77,6 +78,7 @@ EXAMPLES = {
     "python -m reference run --profile racing --history DIR": Help(["reference", "run"]),
     "python -m reference gantt": Help(["reference", "gantt"]),
     "python -m agreement": Help(["agreement"]),
+    "python -m history.schema": Run(0, ["| table | column | type | checkers | meaning |", "| `inserts` |"]),
     "python -m reference run --profile PROFILE --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m lab.teeth --seeds N": Help(["lab.teeth"]),
@@ -106,7 +108,6 @@ EXAMPLES = {
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
     "python -m lab.bench --only rebalance": Help(["lab.bench"]),
-    "python -m lab.bench --only spark": Help(["lab.bench"]),
     ".venv/bin/python -m harness.tlc spec/assignment/MCAssignment.tla --config spec/assignment/MCAssignment_blind_write.cfg --no-deadlock":
         Run(1, ["invariant_violated", "AssignmentChangesOnlyByCASInv"]),
     ".venv/bin/python -m harness.tlc spec/rfc/MCSelectiveReplication.tla --config spec/rfc/MCMigration_cleanup_no_delay.cfg"
@@ -152,7 +153,7 @@ EXAMPLES = {
         Covered("tests/checkers/test_spark_cluster.py: .venv/bin/spark-submit from a shell without the venv"),
     ".venv/bin/python -m pyspark_jobs.spark_check --input HISTORY_DIR [--master local[2]]":
         Help(["pyspark_jobs.spark_check"]),
-    "python -m pyspark_jobs.spark_check --scale small": Make("spark-check"),
+    "python -m lab.spark_runs --scale small": Make("spark-check"),
 }
 
 
