@@ -16,8 +16,8 @@ unknown --only, a malformed manifest), 3 no verdict (Java or TLC missing), 130 C
 from __future__ import annotations
 
 import json
-import sys
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
