@@ -74,6 +74,10 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
         if "finding" in m and (m["expect"] != "violates" or not re.fullmatch(r"(PR-)?F\d+", str(m["finding"]))):
             raise ManifestError(f"{path}: model {m['name']}: 'finding' names a finding of spec/FINDINGS.md "
                                 f"(F3, PR-F1) that the model shows by failing, not {m['finding']!r}")
+        retires = m.get("retires", [])
+        if retires and (m["expect"] != "holds" or not all(re.fullmatch(r"(PR-)?F\d+", str(f)) for f in retires)):
+            raise ManifestError(f"{path}: model {m['name']}: 'retires' lists findings of spec/FINDINGS.md that this "
+                                f"holding model shows do not hold against the code, not {retires!r}")
         names.add(m["name"])
         for key in ("spec", "config"):
             if not spec_file(m[key], path.parent).is_file():

@@ -31,6 +31,8 @@ def test_the_real_manifest_loads():
     ({"size": "huge"}, "size must be"),
     ({"finding": "F3"}, "'finding' names a finding"),   # a holding model shows no finding
     ({"expect": "violates", "invariant": "XInv", "finding": "the third"}, "'finding' names a finding"),
+    ({"expect": "violates", "invariant": "XInv", "retires": ["PR-F4"]}, "'retires' lists findings"),  # a failing model retires none
+    ({"retires": ["the filter one"]}, "'retires' lists findings"),
 ])
 def test_malformed_manifest_entries_are_named(tmp_path, change, message):
     entry = {**BASE, **change}
@@ -95,6 +97,11 @@ def test_every_finding_with_a_failing_model_is_named_in_findings_md():
     assert {"F1", "F3", "F8", "F20", "PR-F1", "PR-F5"} <= findings
     for f in findings:
         assert f"| {f} |" in text, f"{f} is not a row of spec/FINDINGS.md's summary tables"
+    retired = {f for m in check_models.load_manifest() for f in m.get("retires", [])}
+    assert {"PR-F4", "PR-F5"} <= retired   # the PR's code re-reads Keeper where the description's reading did not
+    for f in retired:
+        assert f"| {f} |" in text and "retired" in text.split(f"| {f} |", 1)[1].split("\n", 1)[0], \
+            f"{f}'s row in spec/FINDINGS.md does not say it is retired"
 
 
 def test_an_unknown_finding_is_bad_input_naming_the_known_ones(capsys):
