@@ -3,6 +3,7 @@
     python -m reference run [options]      a cluster, a workload, migrations, queries, a history
     python -m reference tables --zk H:P    the system tables of a table on ZooKeeper
     python -m reference gantt [options]    a Gantt chart of a rebalance: simulated (bandwidths) or a reference run
+    python -m reference repro FILE         a reproduction of a PR #102244 finding (reference/pr102244/repro/)
 
 `run` starts N replicas on the embedded in-memory keeper (or on ZooKeeper with --zk), inserts a
 generated workload on the RFC's table, then adds/crashes replicas, reassigns or rebalances with
@@ -406,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--out", type=output_file, help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
+    x = sub.add_parser("repro", help="run a reproduction of a PR #102244 finding (reference/pr102244/repro/*.toml)")
+    x.add_argument("file", help="the reproduction file")
+    x.add_argument("--fixed", action="store_true", help="with the finding's fix (default: the code as it is)")
+    x.add_argument("--history", type=output_dir, metavar="DIR", help="write the run's history there")
     a = ap.parse_args(argv)
     def no_auth(e):   # an ACL refusal is bad input: --zk-auth names another identity, or none
         return BadInput(f"ZooKeeper refused a request by the node's ACL ({e}): --zk-auth names another identity, "
@@ -413,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def command() -> int:
         try:
+            if a.cmd == "repro":
+                from reference.pr102244.repro_reference import cmd_repro   # the PR's driver builds on this one
+                return cmd_repro(a)
             return {"run": cmd_run, "tables": cmd_tables, "gantt": cmd_gantt}[a.cmd](a)
         except NoAuthError as e:
             raise no_auth(e) from None

@@ -1,0 +1,298 @@
+"""The driver that runs a reproduction file (reference/pr102244/repro.py) on the reference's PR
+design: each SQL statement of the file becomes the reference's step that the server would take,
+each wait a round of background steps until its query answers 1, each expectation a read of the
+reference's state; then the run's history is judged by the oracle (checkers/oracle.py), and by
+the Spark job when its caller asks.
+
+The statements are those the files say, no more: a statement this driver does not know is bad
+input, named in one line, not guessed at. Time is the reference's background steps: a wait's
+`timeout_s` allows `STEPS_PER_SECOND` rounds per second of it.
+
+The reference's PR design follows PR102244.tla (the PR's description) with switches; the code's
+behaviour is PR102244Code.tla's `Bugs`. CODE maps the code's strings to the reference's switches;
+a file that needs one the reference does not have yet is refused (ReproUnsupported).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkers.oracle import check
+from protocol.assignment import GuardFailed
+from protocol.keeper import MemoryEnsemble
+from protocol.pr102244.assignment import read_assignment
+from protocol.pr102244.migration import read_migrations
+from protocol.replica import log_number
+from protocol.table import Table
+from reference.pr102244.cluster import PRCluster
+from reference.pr102244.repro import Repro, ReproError, Step
+
+# What the code does on every run, in the reference's switches: no rescan before clone_complete,
+# a SWITCH at freshly read versions, no refusal of a second CLONE (PR102244.md M8, M9, M7).
+CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version", "second_migration_allowed"})
+# PR102244Code.tla's strings the reference's switches implement (others: not yet, issue 35).
+CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"}}
+STEPS_PER_SECOND = 5      # background rounds a second of a wait's timeout_s allows
+SYNC_ROUNDS = 200         # rounds SYSTEM SYNC SELECTIVE MIGRATIONS drives before it gives up
+
+
+class ReproUnsupported(Exception):
+    """A reproduction the reference cannot run yet (a behaviour of the code it does not have)."""
+
+
+@dataclass
+class Expectation:
+    name: str
+    expected: str
+    got: str
+
+    @property
+    def held(self) -> bool:
+        return self.expected == self.got
+
+
+@dataclass
+class ReproOutcome:
+    repro: Repro
+    fixed: bool
+    expectations: list[Expectation] = field(default_factory=list)
+    broken: dict[str, list[str]] = field(default_factory=dict)   # the oracle's failing invariants
+    history: Path | None = None
+
+    @property
+    def held(self) -> bool:
+        return all(e.held for e in self.expectations)
+
+
+def reference_switches(repro: Repro, fixed: bool) -> frozenset[str]:
+    """The reference's switches for the code as it is (`fixed` False) or with the file's fix."""
+    missing = sorted(s for s in repro.code if s not in CODE)
+    if missing:
+        raise ReproUnsupported(f"{repro.path.name}: the reference's PR design does not implement "
+                               f"{', '.join(missing)} yet (PR102244Code.tla has it)")
+    on = repro.code - repro.fix if fixed else repro.code
+    return CODE_BASE | frozenset(x for s in on for x in CODE[s])
+
+
+class ReproCluster(PRCluster):
+    """PRCluster whose background steps honour SYSTEM STOP FETCHES / STOP PULLING REPLICATION LOG."""
+
+    def __init__(self, *a, **kw):
+        self.stopped: set[tuple[str, str]] = set()   # (replica, kind) a SYSTEM STOP holds back
+        super().__init__(*a, **kw)
+
+    def _try(self, kind, rep, random_choice=False):
+        if (rep.name, kind) in self.stopped:
+            return None
+        return super()._try(kind, rep, random_choice)
+
+    def round(self) -> int:
+        """Every replica tries every background kind once: one round of the servers' time."""
+        self.read_in_flight()
+        n = 0
+        for r in sorted(self.replicas):
+            for kind in self.BACKGROUND_KINDS:
+                if r in self.replicas and self._try(kind, self.replicas[r]):
+                    self.tick()
+                    n += 1
+        return n
+
+
+_CREATE = re.compile(r"CREATE TABLE (\w+) \((?P<cols>[^)]*)\) ENGINE = ReplicatedMergeTree\([^)]*\) "
+                     r"PARTITION BY (?P<part>.+?) ORDER BY (?P<order>\w+) SETTINGS (?P<settings>.+)$", re.S)
+_INSERT = re.compile(r"INSERT INTO (\w+) VALUES (?P<values>.+)$", re.S)
+_TUPLE = re.compile(r"\(([^)]*)\)")
+_SYSTEM = re.compile(r"SYSTEM (?P<verb>STOP|START) (?P<what>FETCHES|PULLING REPLICATION LOG) (\w+)$")
+_MIGRATE = re.compile(r"SYSTEM MIGRATE PARTITION '(?P<p>[^']+)' OF (\w+) TO REPLICA '(?P<r>\w+)'$")
+_SYNC = re.compile(r"SYSTEM SYNC SELECTIVE MIGRATIONS (\w+)$")
+_ASSIGNED = r"FROM system\.selective_assignments WHERE table = '\w+' AND partition_id = '(?P<p>[^']+)'$"
+_PARTS = r"FROM system\.parts WHERE table = '\w+' AND active(?: AND partition_id = '(?P<p>[^']+)')?$"
+_REPLICAS = r"FROM system\.replicas WHERE table = '\w+'$"
+
+
+def _literal(text: str):
+    text = text.strip()
+    return text[1:-1] if text.startswith("'") else int(text)
+
+
+class ReferenceDriver:
+    def __init__(self, repro: Repro, fixed: bool = False, data_dir: Path | None = None, say=print):
+        self.repro, self.fixed, self.say = repro, fixed, say
+        self.bugs = reference_switches(repro, fixed)
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="repro-"))
+        self.cluster: ReproCluster | None = None
+        self.table: Table | None = None
+        self.rows = 0
+
+    # --- statements ---------------------------------------------------------------------------
+    def statement(self, step: Step) -> None:
+        sql, on = step.text.strip(), step.on
+        if m := _CREATE.match(sql):
+            return self._create(on, m)
+        c = self._running(step)
+        if m := _INSERT.match(sql):
+            rows = []
+            for t in _TUPLE.findall(m["values"]):
+                values = [_literal(v) for v in t.split(",")]
+                self.rows += 1
+                rows.append({**dict(zip((n for n, _ in self.table.columns), values)), "row_id": self.rows})
+            status = c.insert(rows, f"repro-step-{step.index}", tries=1, at=on)
+            if set(status.values()) != {"ok"}:
+                raise ReproError(f"{step.describe()}: the INSERT was not acknowledged ({status})")
+        elif m := _SYSTEM.match(sql):
+            kind = "execute" if m["what"] == "FETCHES" else "pull"
+            (c.stopped.add if m["verb"] == "STOP" else c.stopped.discard)((on, kind))
+        elif m := _MIGRATE.match(sql):
+            c.reassign(m["p"], m["r"])
+        elif _SYNC.match(sql):
+            # waitForMigrationsComplete: drives every migration until none is in flight or its
+            # timeout; the command's answer on a timeout is not in the stored code: said, not raised
+            for _ in range(SYNC_ROUNDS):
+                if not read_migrations(c.admin, c.layout):
+                    return
+                c.round()
+            self.say(f"    migrations still in flight after {SYNC_ROUNDS} rounds (the command's timeout)")
+        else:
+            raise ReproError(f"{step.describe()}: a statement the reference driver does not run")
+
+    def _create(self, on: str, m: re.Match) -> None:
+        columns = tuple(tuple(c.split()) for c in m["cols"].split(","))
+        rf = re.search(r"replication_factor = (\d+)", m["settings"])
+        table = Table(columns=columns, name="t", partition_by=m["part"], order_by=(m["order"],),
+                      replication_factor=int(rf[1]) if rf else 1)
+        if self.cluster is None:
+            self.table = table
+            self.cluster = ReproCluster(MemoryEnsemble().connect, self.data_dir / "parts", (on,), table=table,
+                                        bugs=self.bugs, seed=1)
+        elif table != self.table:
+            raise ReproError(f"CREATE on {on} defines another table than the first CREATE")
+        else:
+            self.cluster.add_replica(on)
+
+    def _running(self, step: Step) -> ReproCluster:
+        if self.cluster is None:
+            raise ReproError(f"{step.describe()}: no CREATE TABLE before it")
+        if step.on and step.on not in self.cluster.replicas:
+            raise ReproError(f"{step.describe()}: {step.on} has no table (no CREATE on it, or it is down)")
+        return self.cluster
+
+    # --- queries: the answers a server would give ---------------------------------------------
+    def answer(self, step: Step) -> str:
+        sql, c = step.text.strip(), self._running(step)
+        rep = c.replicas[step.on]
+        if m := re.fullmatch(r"SELECT (?P<e>.+?) " + _ASSIGNED, sql):
+            a = read_assignment(c.admin, c.layout, m["p"])
+            listed = sorted([*a.owners, *(f"{x}:cloning" for x in a.cloning)]) if a else []
+            e = m["e"]
+            if x := re.fullmatch(r"assigned_replicas = \[(.*)\]", e):
+                return str(int(listed == [_literal(v) for v in x[1].split(",") if v.strip()]))
+            if x := re.fullmatch(r"has\(assigned_replicas, '(\w+)'\) AND length\(assigned_replicas\) = (\d+)", e):
+                return str(int(x[1] in listed and len(listed) == int(x[2])))
+            if e == "length(arrayDistinct(assigned_replicas))":
+                return str(len(set(listed)))
+        elif m := re.fullmatch(r"SELECT (?P<e>.+?) " + _PARTS, sql):
+            names = rep.store.names(m["p"]) if m["p"] else rep.store.names()
+            value = {"count()": len(names), "sum(rows)": sum(len(rep.store.read(n)) for n in names)}
+            if x := re.fullmatch(r"(count\(\)|sum\(rows\))(?: = (\d+))?", m["e"]):
+                return str(value[x[1]] if x[2] is None else int(value[x[1]] == int(x[2])))
+        elif m := re.fullmatch(r"SELECT (?P<e>.+?) " + _REPLICAS, sql):
+            queue = rep.queue()
+            log_end = max((log_number(n) for n in c.admin.get_children(c.layout.log)), default=-1) + 1
+            pointer = int(rep.keeper.get(c.layout.log_pointer(rep.name))[0] or 0)
+            conds = {"is_readonly = 0": not rep.keeper.expired, "queue_size = 0": not queue,
+                     "log_pointer = log_max_index + 1": pointer >= log_end}
+            parts = m["e"].split(" AND ")
+            if all(p in conds for p in parts):
+                return str(int(all(conds[p] for p in parts)))
+        elif sql.startswith("SELECT (SELECT count() FROM system.replication_queue"):
+            # The queue is empty, or every GET_PART in it has no running holder: a server's
+            # fetches would fail again and again (num_tries growing).
+            holders = {p for r in c.replicas.values() for p in map(str, r.store.names())}
+            return str(int(all(e.new_part_name not in holders for _, e in rep.queue() if e.new_part_name)))
+        elif m := re.fullmatch(r"SELECT count\(\) FROM (\w+)", sql):
+            # A SELECT as a server runs it: routed by the cache, no wait for replication.
+            c.query(at=step.on, sync=False)
+            q = c.history.tables["queries"][-1]["query_id"]
+            return str(sum(1 for r in c.history.tables["query_rows"] if r["query_id"] == q))
+        raise ReproError(f"{step.describe()}: a query the reference driver does not answer")
+
+    # --- the run ----------------------------------------------------------------------------
+    def run(self, history: Path | None = None) -> ReproOutcome:
+        out = ReproOutcome(self.repro, self.fixed)
+        try:
+            for step in self.repro.steps:
+                self.say(f"  {step.describe()}")
+                if step.kind == "sql":
+                    self.statement(step)
+                elif step.kind == "until":
+                    rounds = int(step.timeout_s * STEPS_PER_SECOND)
+                    for _ in range(rounds):
+                        if self.answer(step) == "1":
+                            break
+                        self.cluster.round()
+                    else:
+                        raise ReproError(f"{step.describe()}: not reached in {rounds} rounds")
+                elif step.kind == "expect":
+                    got = self.answer(step)
+                    out.expectations.append(Expectation(step.name, step.equals, got))
+                    self.say(f"    {'held' if got == step.equals else 'FAILED'}: got {got}, expected {step.equals}")
+                elif step.kind == "sleep":
+                    for _ in range(int(step.seconds * STEPS_PER_SECOND)):
+                        self.cluster.round()
+                elif step.kind == "kill":
+                    self._running(step).crash_replica(step.on)
+                elif step.kind == "restart":
+                    self.cluster.add_replica(step.on)
+            # The run ends as a test's teardown would wait: every replica caught up as far as it
+            # can (a SYSTEM STOP left in place still holds), then the history is written.
+            self.cluster.settle()
+            out.history = Path(history) if history is not None else self.data_dir / "history"
+            self.cluster.write_history(out.history, settled=True)   # the final snapshot the oracle judges
+            out.broken = {k: v for k, v in check(self.cluster.history, self.table.replication_factor).items() if v}
+        except GuardFailed as e:
+            raise ReproError(f"the reference refused a step: {e}") from e
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
+        return out
+
+
+def cmd_repro(a) -> int:
+    """`python -m reference repro FILE [--fixed]`: the file on the reference, each step as it goes,
+    each expectation's verdict, the oracle's; 0 every expectation held and the history holds, 1
+    otherwise (the finding shown, when not --fixed)."""
+    from harness.cli_args import BadInput
+    from reference.pr102244.repro import load
+    try:
+        repro = load(a.file)
+        reference_switches(repro, a.fixed)
+    except (ReproError, ReproUnsupported) as e:
+        raise BadInput(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="repro-") as parts:
+        return _run_repro(a, repro, ReferenceDriver(repro, fixed=a.fixed, data_dir=Path(parts)))
+
+
+def _run_repro(a, repro: Repro, driver: ReferenceDriver) -> int:
+    from harness.cli_args import BadInput
+    print(f"{repro.finding}: {repro.title}")
+    print(f"on the reference's PR design, {'with the fix' if a.fixed else 'as the code is'} "
+          f"(switches: {', '.join(sorted(driver.bugs))})")
+    try:
+        out = driver.run(history=a.history)
+    except ReproError as e:
+        raise BadInput(str(e)) from None
+    failed = [e for e in out.expectations if not e.held]
+    for e in failed:
+        print(f"expectation failed: {e.name}: got {e.got}, expected {e.expected}")
+    for name, why in sorted(out.broken.items()):
+        print(f"history: {name} violated: {why[0]}" + (f" (and {len(why) - 1} more)" if len(why) > 1 else ""))
+    if a.history:
+        print(f"history written to {out.history}")
+    shown = bool(failed) and repro.invariant in out.broken
+    print(f"verdict: {'holds' if out.held and not out.broken else 'violated'}"
+          + ("" if a.fixed else f" ({repro.finding} {'shown' if shown else 'not shown'}: "
+                                f"{repro.invariant} {'flagged' if repro.invariant in out.broken else 'not flagged'})"))
+    return 0 if out.held and not out.broken else 1

@@ -1,0 +1,75 @@
+"""The reproductions of the PR #102244 findings (reference/pr102244/repro/*.toml) on the reference's
+PR design: as the code is, an expectation fails and the oracle flags the file's invariant; with
+the fix, every expectation holds and the history holds. The Spark job's verdict on the same
+histories: tests/checkers/test_spark_pr102244_repro.py."""
+
+import pytest
+
+from reference.__main__ import main
+from reference.pr102244.repro import REPRO_DIR, ReproError, all_repros, load
+from reference.pr102244.repro_reference import CODE, ReferenceDriver, ReproUnsupported
+
+ON_THE_REFERENCE = ["PR-F1", "PR-F2"]   # the others need behaviours of the code the reference lacks yet
+
+
+def test_every_reproduction_file_loads_and_names_a_finding_of_findings_md():
+    text = (REPRO_DIR.parents[2] / "spec" / "FINDINGS.md").read_text()
+    repros = all_repros()
+    assert {r.finding for r in repros} >= {"PR-F1", "PR-F2", "PR-F3", "PR-F8"}
+    for r in repros:
+        assert r.path.stem == r.finding and f"| {r.finding} |" in text
+        assert r.expectations, f"{r.path.name} expects nothing: it could not show its finding"
+
+
+@pytest.mark.parametrize("finding", ON_THE_REFERENCE)
+def test_the_code_shows_the_finding_and_the_fix_holds(tmp_path, finding):
+    repro = load(REPRO_DIR / f"{finding}.toml")
+    code = ReferenceDriver(repro, data_dir=tmp_path / "code", say=lambda m: None).run()
+    assert [e.held for e in code.expectations] != [True] * len(code.expectations)
+    assert repro.invariant in code.broken
+    fixed = ReferenceDriver(repro, fixed=True, data_dir=tmp_path / "fixed", say=lambda m: None).run()
+    assert [e.held for e in fixed.expectations] == [True] * len(fixed.expectations)
+    assert fixed.broken == {}
+
+
+def test_a_reproduction_that_needs_what_the_reference_lacks_is_refused_by_name():
+    runnable = {r.finding for r in all_repros() if r.code <= set(CODE)}
+    assert runnable == set(ON_THE_REFERENCE)
+    with pytest.raises(ReproUnsupported, match="clone_allows_active_migration, switch_without_target_check"):
+        ReferenceDriver(load(REPRO_DIR / "PR-F3.toml"))
+
+
+def test_the_command_line_says_the_finding_is_shown(capsys, tmp_path):
+    assert main(["repro", str(REPRO_DIR / "PR-F2.toml"), "--history", str(tmp_path / "h")]) == 1
+    out = capsys.readouterr().out
+    assert "expectation failed: both acknowledged INSERTs readable: got 1, expected 2" in out
+    assert "PR-F2 shown: OwnersCompleteInv flagged" in out and (tmp_path / "h" / "inserts.parquet").is_file()
+    assert main(["repro", str(REPRO_DIR / "PR-F2.toml"), "--fixed"]) == 0
+
+
+GOOD = REPRO_DIR / "PR-F2.toml"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('finding = "PR-F2"\n', ""), "'finding' is a required property"),
+    (lambda t: t.replace('finding = "PR-F2"', 'finding = "F2"'), "finding: 'F2' does not match"),
+    (lambda t: t.replace('fix = ["source_stops_at_switch"]', 'fix = ["other"]'), r"fix \['other'\] is not in code"),
+    (lambda t: t.replace('on = "r2"\nsql = "SYSTEM STOP', 'on = "r9"\nsql = "SYSTEM STOP'), "replica 'r9' is not in"),
+    (lambda t: t.replace("timeout_s = 120", "timeout_s = -1"), "timeout_s"),
+    (lambda t: t.replace('name = "both', 'kill = "r1"\nname = "both'), "step/"),   # two kinds in one step
+    (lambda t: t + "\n[[step]]\nsleep = 1\nbogus = 2\n", "step/"),
+    (lambda t: t.replace("[[step]]", "[[step]", 1), "not TOML"),
+])
+def test_a_malformed_file_is_named_in_one_line(tmp_path, edit, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(edit(GOOD.read_text()))
+    with pytest.raises(ReproError, match=message) as e:
+        load(bad)
+    assert "\n" not in str(e.value)
+
+
+def test_a_statement_the_driver_does_not_know_is_bad_input_not_a_guess(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.read_text().replace("SYSTEM STOP PULLING REPLICATION LOG t", "SYSTEM STOP MERGES t"))
+    assert main(["repro", str(bad)]) == 2
+    assert "SYSTEM STOP MERGES t: a statement the reference driver does not run" in capsys.readouterr().err
