@@ -31,13 +31,18 @@ SWITCHES = {
     "complete_without_rescan": "PR-F4: clone_complete looks only at the snapshot; the target never rescans",
     "filter_negative_cache": "PR-F5: (reading filter_cached) the filter trusts a cached 'no assignment' entry",
     "retry_new_block_id": "O7's other reading: a forwarded block's retry after a lost reply carries a new block id",
+    # PR #102244's code (spec/pr102244/PR102244Code.tla, FINDINGS PR-F3 against the code); its other
+    # strings are ahead of the reference (tests/protocol/test_bugs.py SPEC_AHEAD_OF_REFERENCE).
+    "clone_allows_active_migration": "PR-F3 (code): startClone appends target:cloning whatever the list holds",
+    "switch_without_target_check": "PR-F3, PR-F7 (code): SWITCH removes the source and strips every target entry "
+                                   "from a fresh read; a source already gone means done",
 }
 
 # Which switches each design's code reads: the RFC's (spec/rfc/SelectiveReplication.tla, Assignment.tla)
 # and PR #102244's (spec/pr102244/PR102244.tla, PR102244Whole.tla).
 PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch_fresh_version",
                       "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
-                      "retry_new_block_id"})
+                      "retry_new_block_id", "clone_allows_active_migration", "switch_without_target_check"})
 DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
 
 

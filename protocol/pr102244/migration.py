@@ -86,11 +86,14 @@ def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, tar
         raise GuardFailed("StartClone", f"partition {partition} has no assignment")
     if source not in a.owners:
         raise GuardFailed("StartClone", f"source {source!r} is not an owner of {partition} ({list(a.owners)})")
-    if target in a.keepers():
+    # The code's startClone (PR102244Code.tla, `clone_allows_active_migration`) appends
+    # target:cloning whatever the list holds: a target already :cloning, or another migration's.
+    code_appends = "clone_allows_active_migration" in bugs
+    if target in a.owners or (target in a.keepers() and not code_appends):
         raise GuardFailed("StartClone", f"target {target!r} is already in the assignment of {partition}")
     if target not in active_replicas(keeper, layout):
         raise GuardFailed("StartClone", f"target {target!r} is not an active replica")
-    if "second_migration_allowed" not in bugs and a.cloning:
+    if "second_migration_allowed" not in bugs and not code_appends and a.cloning:
         raise GuardFailed("StartClone", f"{partition} already has a :cloning entry ({', '.join(a.cloning)})")
     snapshot = (registered_parts(keeper, layout, source, partition) if "snapshot_source_parts" in bugs
                 else registered_anywhere(keeper, layout, partition))
@@ -184,6 +187,8 @@ def switch(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozens
         raise GuardFailed("Switch", f"migration {mig_id} has no clone_complete")
     p, s, t = mig["partition"], mig["source"], mig["target"]
     a = read_assignment(keeper, layout, p)
+    if "switch_without_target_check" in bugs:
+        return _switch_as_the_code_does(keeper, layout, mig_id, mig, version, a)
     guard = a.version if "switch_fresh_version" in bugs else mig["aver0"]
     if a.version != guard:
         raise GuardFailed("Switch", f"the assignment of {p} is at version {a.version}, not {guard} as CLONE left it")
@@ -194,6 +199,25 @@ def switch(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozens
                      set_count(layout, s, cs - 1, vs), set_count(layout, t, ct + 1, vt),
                      SetData(pr_layout.migration(layout, mig_id), json.dumps(state).encode(), version)],
             "Switch", f"the assignment of {p} or the counts")
+    return read_assignment(keeper, layout, p)
+
+
+def _switch_as_the_code_does(keeper: Keeper, layout: Layout, mig_id: str, mig: dict, version: int,
+                             a: PRAssignment) -> PRAssignment:
+    """PR102244Code.tla's SwitchMulti with `switch_without_target_check` (driveStateMachine at
+    cd4d4fe8): the assignment read afresh; a source no longer listed means "applied before" and
+    nothing changes; otherwise the source goes, every entry naming the target is written without
+    :cloning (whether or not one is there), the counts move (source -1 unless 0, target +1)."""
+    p, s, t = mig["partition"], mig["source"], mig["target"]
+    state = {**mig, "state": "switch", "log_at_switch": next_log_number(keeper, layout)}
+    ops = [SetData(pr_layout.migration(layout, mig_id), json.dumps(state).encode(), version)]
+    if s in a.keepers():
+        new = PRAssignment(tuple(o for o in a.owners if o != s) + tuple(t for c in a.cloning if c == t),
+                           tuple(c for c in a.cloning if c not in (s, t)))
+        (cs, vs), (ct, vt) = read_count(keeper, layout, s), read_count(keeper, layout, t)
+        ops += [SetData(layout.assignment(p), new.encode(), a.version),
+                set_count(layout, s, max(cs - 1, 0), vs), set_count(layout, t, ct + 1, vt)]
+    _commit(keeper, ops, "Switch", f"the assignment of {p} or the counts")
     return read_assignment(keeper, layout, p)
 
 

@@ -199,7 +199,10 @@ class PRCluster(Cluster):
         return sorted(read_migrations(self.admin, self.layout))
 
     def assignment_rows(self) -> list[dict]:
-        return assignments_rows(self.admin, self.layout)
+        """The history's assignments: owners as the spec's set. The PR's list may name a replica
+        twice (PR-F3 against the code: `r3,r3` is one copy), which a count of entries would take
+        for two."""
+        return [{**r, "replicas": list(dict.fromkeys(r["replicas"]))} for r in assignments_rows(self.admin, self.layout)]
 
     def migration_rows(self) -> list[dict]:
         """None: the PR's migrations (/migrations/<uuid>) have no CLONE/SWITCH/CLEANUP states; its

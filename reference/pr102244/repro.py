@@ -38,6 +38,7 @@ _STEP = {
         "equals": {"type": ["string", "integer"]},     # its correct answer
         "name": {"type": "string", "minLength": 1},    # the expectation's name in reports
         "sleep": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},   # seconds (a background task's period)
+        "refusable": {"type": "boolean"},   # a statement the fix may refuse: its error is reported, not fatal
     },
     # exactly one kind: a statement, a kill, a restart, a wait, a sleep, an expectation
     "oneOf": [
@@ -88,6 +89,7 @@ class Step:
     timeout_s: float = 60.0
     why: str = ""
     seconds: float = 0.0         # a sleep's
+    refusable: bool = False      # a statement whose refusal is an answer, not a failure of the run
     @property
     def selective(self) -> bool:
         return bool(SELECTIVE.search(self.text))
@@ -144,7 +146,8 @@ def load(path: str | Path) -> Repro:
             raise ReproError(f"{path}: step/{i}: replica {on!r} is not in replicas {data['replicas']}")
         steps.append(Step(i, kind, on, s.get(kind, "") if kind in ("sql", "until", "expect") else "",
                           str(s["equals"]) if "equals" in s else None, s.get("name"),
-                          float(s.get("timeout_s", 60.0)), s.get("why", ""), float(s.get("sleep", 0.0))))
+                          float(s.get("timeout_s", 60.0)), s.get("why", ""), float(s.get("sleep", 0.0)),
+                          bool(s.get("refusable", False))))
     return Repro(path, data["finding"], data["title"], tuple(data["replicas"]), data["invariant"],
                  frozenset(data["code"]), frozenset(data["fix"]), tuple(steps))
 

@@ -32,9 +32,11 @@ from reference.pr102244.repro import Repro, ReproError, Step
 
 # What the code does on every run, in the reference's switches: no rescan before clone_complete,
 # a SWITCH at freshly read versions, no refusal of a second CLONE (PR102244.md M8, M9, M7).
-CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version", "second_migration_allowed"})
+CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 # PR102244Code.tla's strings the reference's switches implement (others: not yet, issue 35).
-CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"}}
+CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
+        "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
+        "switch_without_target_check": {"switch_without_target_check"}}
 STEPS_PER_SECOND = 5      # background rounds a second of a wait's timeout_s allows
 SYNC_ROUNDS = 200         # rounds SYSTEM SYNC SELECTIVE MIGRATIONS drives before it gives up
 
@@ -146,7 +148,11 @@ class ReferenceDriver:
             kind = "execute" if m["what"] == "FETCHES" else "pull"
             (c.stopped.add if m["verb"] == "STOP" else c.stopped.discard)((on, kind))
         elif m := _MIGRATE.match(sql):
-            c.reassign(m["p"], m["r"])
+            # The command names only the target; the interpreter's choice of source is not in the
+            # stored code. Assumed: the replica the command runs on if it owns the partition, else
+            # the first owner listed.
+            a = read_assignment(c.admin, c.layout, m["p"])
+            c.reassign(m["p"], m["r"], src=on if a is not None and on in a.owners else None)
         elif _SYNC.match(sql):
             # waitForMigrationsComplete: drives every migration until none is in flight or its
             # timeout; the command's answer on a timeout is not in the stored code: said, not raised
@@ -193,6 +199,8 @@ class ReferenceDriver:
                 return str(int(x[1] in listed and len(listed) == int(x[2])))
             if e == "length(arrayDistinct(assigned_replicas))":
                 return str(len(set(listed)))
+            if e == "length(assigned_replicas)":
+                return str(len(listed))
         elif m := re.fullmatch(r"SELECT (?P<e>.+?) " + _PARTS, sql):
             names = rep.store.names(m["p"]) if m["p"] else rep.store.names()
             value = {"count()": len(names), "sum(rows)": sum(len(rep.store.read(n)) for n in names)}
@@ -225,7 +233,12 @@ class ReferenceDriver:
         try:
             for step in self.repro.steps:
                 self.say(f"  {step.describe()}")
-                if step.kind == "sql":
+                if step.kind == "sql" and step.refusable:
+                    try:
+                        self.statement(step)
+                    except GuardFailed as e:
+                        self.say(f"    refused: {e}")
+                elif step.kind == "sql":
                     self.statement(step)
                 elif step.kind == "until":
                     rounds = int(step.timeout_s * STEPS_PER_SECOND)
