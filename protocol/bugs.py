@@ -36,13 +36,15 @@ SWITCHES = {
     "clone_allows_active_migration": "PR-F3 (code): startClone appends target:cloning whatever the list holds",
     "switch_without_target_check": "PR-F3, PR-F7 (code): SWITCH removes the source and strips every target entry "
                                    "from a fresh read; a source already gone means done",
+    "snapshot_before_clone_multi": "PR-F6 (code): startClone reads source_parts_snapshot before its multi",
 }
 
 # Which switches each design's code reads: the RFC's (spec/rfc/SelectiveReplication.tla, Assignment.tla)
 # and PR #102244's (spec/pr102244/PR102244.tla, PR102244Whole.tla).
 PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch_fresh_version",
                       "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
-                      "retry_new_block_id", "clone_allows_active_migration", "switch_without_target_check"})
+                      "retry_new_block_id", "clone_allows_active_migration", "switch_without_target_check",
+                      "snapshot_before_clone_multi"})
 DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
 
 

@@ -75,8 +75,15 @@ def _commit(keeper: Keeper, ops: list, action: str, what: str) -> None:
         raise GuardFailed(action, f"{what} changed concurrently ({e}); re-read") from e
 
 
+def read_snapshot(keeper: Keeper, layout: Layout, partition: str, source: str, bugs=frozenset()) -> list[PartName]:
+    """source_parts_snapshot: as written (`snapshot_source_parts`) the source's registered parts
+    of the partition; fixed, every part of it registered by any replica (PR-F1)."""
+    return (registered_parts(keeper, layout, source, partition) if "snapshot_source_parts" in bugs
+            else registered_anywhere(keeper, layout, partition))
+
+
 def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, target: str, coordinator: str,
-                bugs=frozenset(), mig_id: str | None = None) -> str:
+                bugs=frozenset(), mig_id: str | None = None, snapshot_read_before: list[PartName] | None = None) -> str:
     """StartClone: one multi creates `/migrations/<uuid>` with `source_parts_snapshot` and appends
     `target:cloning` to the assignment (M7). As written (`snapshot_source_parts`) the snapshot is
     the source's registered parts; fixed, every part of the partition registered by any replica
@@ -95,8 +102,14 @@ def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, tar
         raise GuardFailed("StartClone", f"target {target!r} is not an active replica")
     if "second_migration_allowed" not in bugs and not code_appends and a.cloning:
         raise GuardFailed("StartClone", f"{partition} already has a :cloning entry ({', '.join(a.cloning)})")
-    snapshot = (registered_parts(keeper, layout, source, partition) if "snapshot_source_parts" in bugs
-                else registered_anywhere(keeper, layout, partition))
+    if "snapshot_before_clone_multi" in bugs and snapshot_read_before is not None:
+        # The code's startClone (PR102244Code.tla ReadSnapshot, CloneMulti): the snapshot read
+        # before this multi, by the caller; an empty one gave up (no migration). PR-F6.
+        if not snapshot_read_before:
+            raise GuardFailed("StartClone", f"{partition} had no parts on {source} when its snapshot was read")
+        snapshot = snapshot_read_before
+    else:
+        snapshot = read_snapshot(keeper, layout, partition, source, bugs)
     mig_id = mig_id or uuidlib.uuid4().hex
     mig = {"partition": partition, "state": "clone", "source": source, "target": target,
            "coordinator": coordinator, "source_parts_snapshot": [str(n) for n in snapshot],

@@ -39,6 +39,7 @@ _STEP = {
         "name": {"type": "string", "minLength": 1},    # the expectation's name in reports
         "sleep": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},   # seconds (a background task's period)
         "refusable": {"type": "boolean"},   # a statement the fix may refuse: its error is reported, not fatal
+        "background": {"type": "boolean"},  # a statement that blocks (at a pause failpoint): run on, joined later
     },
     # exactly one kind: a statement, a kill, a restart, a wait, a sleep, an expectation
     "oneOf": [
@@ -90,6 +91,7 @@ class Step:
     why: str = ""
     seconds: float = 0.0         # a sleep's
     refusable: bool = False      # a statement whose refusal is an answer, not a failure of the run
+    background: bool = False     # a statement the run does not wait for (joined before the expectations)
     @property
     def selective(self) -> bool:
         return bool(SELECTIVE.search(self.text))
@@ -147,7 +149,7 @@ def load(path: str | Path) -> Repro:
         steps.append(Step(i, kind, on, s.get(kind, "") if kind in ("sql", "until", "expect") else "",
                           str(s["equals"]) if "equals" in s else None, s.get("name"),
                           float(s.get("timeout_s", 60.0)), s.get("why", ""), float(s.get("sleep", 0.0)),
-                          bool(s.get("refusable", False))))
+                          bool(s.get("refusable", False)), bool(s.get("background", False))))
     return Repro(path, data["finding"], data["title"], tuple(data["replicas"]), data["invariant"],
                  frozenset(data["code"]), frozenset(data["fix"]), tuple(steps))
 

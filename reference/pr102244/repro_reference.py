@@ -24,7 +24,7 @@ from checkers.oracle import check
 from protocol.assignment import GuardFailed
 from protocol.keeper import MemoryEnsemble
 from protocol.pr102244.assignment import read_assignment
-from protocol.pr102244.migration import read_migrations
+from protocol.pr102244.migration import read_migrations, read_snapshot, start_clone
 from protocol.replica import log_number
 from protocol.table import Table
 from reference.pr102244.cluster import PRCluster
@@ -36,7 +36,11 @@ CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 # PR102244Code.tla's strings the reference's switches implement (others: not yet, issue 35).
 CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
-        "switch_without_target_check": {"switch_without_target_check"}}
+        "switch_without_target_check": {"switch_without_target_check"},
+        "snapshot_before_clone_multi": {"snapshot_before_clone_multi"}}
+# The failpoint a reproduction of PR-F6 needs, which the PR does not have (proposed in the review):
+# a pause in startClone between reading the snapshot and its multi.
+PAUSE_AFTER_SNAPSHOT = "selective_replication_pause_after_snapshot"
 STEPS_PER_SECOND = 5      # background rounds a second of a wait's timeout_s allows
 SYNC_ROUNDS = 200         # rounds SYSTEM SYNC SELECTIVE MIGRATIONS drives before it gives up
 
@@ -110,6 +114,7 @@ _TUPLE = re.compile(r"\(([^)]*)\)")
 _SYSTEM = re.compile(r"SYSTEM (?P<verb>STOP|START) (?P<what>FETCHES|PULLING REPLICATION LOG) (\w+)$")
 _MIGRATE = re.compile(r"SYSTEM MIGRATE PARTITION '(?P<p>[^']+)' OF (\w+) TO REPLICA '(?P<r>\w+)'$")
 _SYNC = re.compile(r"SYSTEM SYNC SELECTIVE MIGRATIONS (\w+)$")
+_FAILPOINT = re.compile(r"SYSTEM (?P<verb>ENABLE|DISABLE|WAIT) FAILPOINT (?P<name>\w+)(?: PAUSE)?$")
 _ASSIGNED = r"FROM system\.selective_assignments WHERE table = '\w+' AND partition_id = '(?P<p>[^']+)'$"
 _PARTS = r"FROM system\.parts WHERE table = '\w+' AND active(?: AND partition_id = '(?P<p>[^']+)')?$"
 _REPLICAS = r"FROM system\.replicas WHERE table = '\w+'$"
@@ -128,6 +133,8 @@ class ReferenceDriver:
         self.cluster: ReproCluster | None = None
         self.table: Table | None = None
         self.rows = 0
+        self.failpoints: set[tuple[str, str]] = set()   # (replica, name) enabled
+        self.paused: dict[str, tuple[Step, callable]] = {}   # replica -> the statement paused there, its rest
 
     # --- statements ---------------------------------------------------------------------------
     def statement(self, step: Step) -> None:
@@ -152,7 +159,26 @@ class ReferenceDriver:
             # stored code. Assumed: the replica the command runs on if it owns the partition, else
             # the first owner listed.
             a = read_assignment(c.admin, c.layout, m["p"])
-            c.reassign(m["p"], m["r"], src=on if a is not None and on in a.owners else None)
+            src = on if a is not None and on in a.owners else (a.owners[0] if a else None)
+            if (on, PAUSE_AFTER_SNAPSHOT) in self.failpoints:
+                if not step.background:
+                    raise ReproError(f"{step.describe()}: paused at {PAUSE_AFTER_SNAPSHOT}: run it with background = true")
+                # The code reads the snapshot here and pauses; the fix reads it in the multi.
+                held = read_snapshot(c.admin, c.layout, m["p"], src, c.bugs)
+                self.paused[on] = (step, lambda: self._migrate(m["p"], m["r"], src, held))
+            else:
+                self._migrate(m["p"], m["r"], src, None)
+        elif m := _FAILPOINT.match(sql):
+            if m["verb"] == "ENABLE":
+                self.failpoints.add((on, m["name"]))
+            elif m["verb"] == "DISABLE":
+                self.failpoints.discard((on, m["name"]))
+                if m["name"] == PAUSE_AFTER_SNAPSHOT and on in self.paused:
+                    paused_step, rest = self.paused.pop(on)
+                    self.say(f"    {paused_step.describe()} goes on")
+                    rest()
+            elif on not in self.paused:
+                raise ReproError(f"{step.describe()}: nothing is paused at {m['name']} on {on}")
         elif _SYNC.match(sql):
             # waitForMigrationsComplete: drives every migration until none is in flight or its
             # timeout; the command's answer on a timeout is not in the stored code: said, not raised
@@ -163,6 +189,13 @@ class ReferenceDriver:
             self.say(f"    migrations still in flight after {SYNC_ROUNDS} rounds (the command's timeout)")
         else:
             raise ReproError(f"{step.describe()}: a statement the reference driver does not run")
+
+    def _migrate(self, partition: str, target: str, source: str | None, snapshot) -> None:
+        c = self.cluster
+        m = start_clone(c.admin, c.layout, partition, source, target, c.coordinator, c.bugs,
+                        snapshot_read_before=snapshot)
+        c._started(partition, source, target)
+        self.say(f"    CLONE {partition}: {source} -> {target} (migration {m})")
 
     def _create(self, on: str, m: re.Match) -> None:
         columns = tuple(tuple(c.split()) for c in m["cols"].split(","))
@@ -249,6 +282,8 @@ class ReferenceDriver:
                     else:
                         raise ReproError(f"{step.describe()}: not reached in {rounds} rounds")
                 elif step.kind == "expect":
+                    if self.paused:
+                        raise ReproError(f"{step.describe()}: a background statement is still paused")
                     got = self.answer(step)
                     out.expectations.append(Expectation(step.name, step.equals, got))
                     self.say(f"    {'held' if got == step.equals else 'FAILED'}: got {got}, expected {step.equals}")

@@ -9,13 +9,13 @@ from reference.__main__ import main
 from reference.pr102244.repro import REPRO_DIR, ReproError, all_repros, load
 from reference.pr102244.repro_reference import CODE, ReferenceDriver, ReproUnsupported
 
-ON_THE_REFERENCE = ["PR-F1", "PR-F2", "PR-F3"]   # the others need behaviours of the code the reference lacks yet
+ON_THE_REFERENCE = ["PR-F1", "PR-F2", "PR-F3", "PR-F6"]   # the others need behaviours of the code the reference lacks yet
 
 
 def test_every_reproduction_file_loads_and_names_a_finding_of_findings_md():
     text = (REPRO_DIR.parents[2] / "spec" / "FINDINGS.md").read_text()
     repros = all_repros()
-    assert {r.finding for r in repros} >= {"PR-F1", "PR-F2", "PR-F3", "PR-F8"}
+    assert {r.finding for r in repros} >= {"PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F8"}
     for r in repros:
         assert r.path.stem == r.finding and f"| {r.finding} |" in text
         assert r.expectations, f"{r.path.name} expects nothing: it could not show its finding"
@@ -73,3 +73,11 @@ def test_a_statement_the_driver_does_not_know_is_bad_input_not_a_guess(tmp_path,
     bad.write_text(GOOD.read_text().replace("SYSTEM STOP PULLING REPLICATION LOG t", "SYSTEM STOP MERGES t"))
     assert main(["repro", str(bad)]) == 2
     assert "SYSTEM STOP MERGES t: a statement the reference driver does not run" in capsys.readouterr().err
+
+
+def test_a_paused_statement_must_run_in_the_background(tmp_path):
+    text = (REPRO_DIR / "PR-F6.toml").read_text()
+    bad = tmp_path / "PR-F6.toml"
+    bad.write_text(text.replace("background = true\n", ""))
+    with pytest.raises(ReproError, match="paused at selective_replication_pause_after_snapshot: run it with background"):
+        ReferenceDriver(load(bad), data_dir=tmp_path / "d", say=lambda m: None).run()
