@@ -136,6 +136,10 @@ EXAMPLES = {
                                                                           subs={"build/": "{tmp}/"}),
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
                                                                      subs={"build/": "{tmp}/"}, long=True),
+    "python -m reference repro reference/pr102244/repro/PR-F2.toml": Run(
+        1, ["expectation failed: both acknowledged INSERTs readable: got 1, expected 2", "PR-F2 shown"]),
+    "python -m reference repro reference/pr102244/repro/PR-F2.toml --fixed": Run(0, ["verdict: holds"]),
+    "python -m agreement repro FILE": Covered("tests/agreement/test_pr102244_repro_http.py (servers started there)"),
     # conformance/README.md
     # What make test runs as tests/conformance/ (the README says so); again here it took over 10 minutes.
     ".venv/bin/python -m conformance --profile ci": Covered("tests/conformance/ (the ci profile's stages as tests)"),
