@@ -47,6 +47,7 @@ CONSTANTS
     Drivers,         \* replicas that drive migrations (coordinator, SYSTEM SYNC, takeover)
     RF,              \* replication_factor
     InitOwners,      \* the partition's replicas at the start; {}: no assignment node yet
+    UpAtFirstInsert, \* the replicas active when the first INSERT creates the assignment
     Blocks,          \* INSERT ids: one part each
     PatchBlocks,     \* those of Blocks that are patch parts (lightweight UPDATEs)
     MigIds,          \* migration node ids (/selective/migrations/<uuid>)
@@ -59,10 +60,10 @@ CONSTANTS
 \* The code at cd4d4fe8/f070806f, in full.
 CodeBugs == {"snapshot_source_parts", "snapshot_before_clone_multi", "snapshot_omits_patch_parts",
              "source_stops_at_switch", "clone_allows_active_migration", "switch_without_target_check",
-             "rollback_ignores_state"}
+             "rollback_ignores_state", "repair_moves_replica", "read_from_cloning_target"}
 
 None == "none"
-NoPend == [op |-> "none", m |-> 0, s |-> None, t |-> None, snap |-> {}]
+NoPend == [op |-> "none", m |-> 0, s |-> None, t |-> None, snap |-> {}, add |-> FALSE]
 
 Bug(b) == b \in Bugs
 Reading(x) == x \in Readings
@@ -95,7 +96,7 @@ Init ==
     /\ aver = 0
     /\ counts = [r \in Replicas |-> IF r \in InitOwners THEN 1 ELSE 0]
     /\ mig = [m \in MigIds |-> [st |-> "idle", src |-> None, tgt |-> None, snap |-> {},
-                                written |-> FALSE, complete |-> FALSE, logAtSwitch |-> 0]]
+                                written |-> FALSE, complete |-> FALSE, logAtSwitch |-> 0, add |-> FALSE]]
     /\ pend = [d \in Drivers |-> NoPend]
     /\ log = <<>>
     /\ ptr = [r \in Replicas |-> 0]
@@ -149,12 +150,15 @@ Snapshot(s) ==
 (* The write path *)
 
 \* The first INSERT into p creates its assignment: a create of the node and a set of the counts
-\* in one multi (allocateSinglePartition); all replicas are active here, so no RF degradation.
+\* in one multi (allocateSinglePartition) over the replicas active then; with fewer of them than
+\* replication_factor it degrades to as many as there are (a log line says so). The others come
+\* up right after.
 Allocate(r) ==
     /\ ~Allocated
     /\ aver = 0
-    /\ \E S \in SUBSET Replicas :
-         /\ Cardinality(S) = RF
+    /\ r \in UpAtFirstInsert
+    /\ \E S \in SUBSET UpAtFirstInsert :
+         /\ Cardinality(S) = IF RF < Cardinality(UpAtFirstInsert) THEN RF ELSE Cardinality(UpAtFirstInsert)
          /\ asg' = [owners |-> S, cloning |-> {}]
          /\ counts' = [x \in Replicas |-> IF x \in S THEN 1 ELSE 0]
     /\ aver' = 1
@@ -225,7 +229,25 @@ ReadSnapshot(d, m, s, t) ==
     \* made before startClone's CAS, which appends target:cloning whatever the list holds.
     /\ ~Bug("clone_allows_active_migration") => t \notin asg.cloning /\ ~\E n \in MigIds : Active(n)
     /\ Bug("snapshot_before_clone_multi") => Snapshot(s) # {}
-    /\ pend' = [pend EXCEPT ![d] = [op |-> "clone", m |-> m, s |-> s, t |-> t, snap |-> Snapshot(s)]]
+    /\ pend' = [pend EXCEPT ![d] = [op |-> "clone", m |-> m, s |-> s, t |-> t, snap |-> Snapshot(s), add |-> FALSE]]
+    /\ UNCHANGED <<asg, aver, counts, mig, log, ptr, queue, parts, view, committed, aux, inv_missed>>
+
+\* The rebalancer's phase 1 (computeRebalancePlan, under its lock, every replica up now): a
+\* partition with fewer owners than replication_factor gets a migration from its most loaded
+\* owner to an unassigned replica, started by startClone like any other. Meant to add a replica;
+\* as the code is, its SWITCH removes the source like every SWITCH (`repair_moves_replica`).
+PlanUnderReplicated(d, m, s, t) ==
+    /\ pend[d] = NoPend
+    /\ Allocated
+    /\ Cardinality(asg.owners) < RF
+    /\ mig[m].st = "idle"
+    /\ \A e \in Drivers : pend[e].m # m
+    /\ \A n \in MigIds : n < m => (mig[n].st # "idle" \/ \E e \in Drivers : pend[e].m = n)
+    /\ ~\E n \in MigIds : Active(n)                     \* getActiveMigrationPartitions
+    /\ s \in asg.owners
+    /\ t \notin AssignedIn(asg)
+    /\ Bug("snapshot_before_clone_multi") => Snapshot(s) # {}
+    /\ pend' = [pend EXCEPT ![d] = [op |-> "clone", m |-> m, s |-> s, t |-> t, snap |-> Snapshot(s), add |-> TRUE]]
     /\ UNCHANGED <<asg, aver, counts, mig, log, ptr, queue, parts, view, committed, aux, inv_missed>>
 
 \* startClone, step 2: one multi creates the migration node (state CLONE, the snapshot) and sets
@@ -244,8 +266,9 @@ CloneMulti(d) ==
           /\ asg' = [asg EXCEPT !.cloning = @ \cup {t}]
           /\ aver' = aver + 1
           /\ mig' = [mig EXCEPT ![m] = [st |-> "clone", src |-> s, tgt |-> t, snap |-> snap,
-                                        written |-> FALSE, complete |-> FALSE, logAtSwitch |-> 0]]
-          /\ pend' = [pend EXCEPT ![d] = [op |-> "entries", m |-> m, s |-> s, t |-> t, snap |-> snap]]
+                                        written |-> FALSE, complete |-> FALSE, logAtSwitch |-> 0,
+                                        add |-> pend[d].add]]
+          /\ pend' = [pend EXCEPT ![d] = [op |-> "entries", m |-> m, s |-> s, t |-> t, snap |-> snap, add |-> FALSE]]
     /\ UNCHANGED <<counts, log, ptr, queue, parts, view, committed, aux, inv_missed>>
 
 \* startClone, step 3: a GET_PART entry per snapshot part, in separate multis after the node
@@ -300,9 +323,11 @@ SwitchMulti(d) ==
     /\ LET m == pend[d].m
            s == mig[m].src
            t == mig[m].tgt
-           apply == [owners |-> (asg.owners \ {s}) \cup ({t} \cap AssignedIn(asg)),
+           adds == mig[m].add /\ ~Bug("repair_moves_replica")     \* fixed: phase 1 keeps its source
+           apply == [owners |-> (IF adds THEN asg.owners ELSE asg.owners \ {s}) \cup ({t} \cap AssignedIn(asg)),
                      cloning |-> asg.cloning \ {s, t}]
-           moved == [counts EXCEPT ![s] = IF @ > 0 THEN @ - 1 ELSE 0, ![t] = @ + 1]
+           moved == IF adds THEN [counts EXCEPT ![t] = @ + 1]
+                    ELSE [counts EXCEPT ![s] = IF @ > 0 THEN @ - 1 ELSE 0, ![t] = @ + 1]
            after == IF Bug("source_stops_at_switch") THEN "done" ELSE "switched" IN
        IF Bug("rollback_ignores_state") \/ mig[m].st = "switch"
        THEN IF Bug("switch_without_target_check")
@@ -360,10 +385,14 @@ DriverCrash(d) ==
     /\ UNCHANGED <<asg, aver, counts, mig, log, ptr, queue, parts, view, committed, inv_missed>>
 
 -----------------------------------------------------------------------------
-(* SELECT: routed by replica x's cached assignment to one of its owners (never :cloning). *)
+(* SELECT (Router.cpp readWithSelectiveRouting): routed by replica x's cached assignment. The  *)
+(* code strips :cloning before it decides: x reads locally when the cache lists it, :cloning *)
+(* included, and otherwise picks hash(partition) mod n over the stripped names, so a CLONE    *)
+(* target is read (`read_from_cloning_target`). Fixed: owners only (`y` any of them: the     *)
+(* code's fixed pick is one of these).                                                      *)
 Query(x, y) ==
     /\ aux.queries < MaxQueries
-    /\ y \in view[x].owners
+    /\ y \in IF Bug("read_from_cloning_target") THEN AssignedIn(view[x]) ELSE view[x].owners
     /\ inv_missed' = (inv_missed \/ \E b \in committed : b \notin parts[y] /\ ~InFlightTo(y, b))
     /\ aux' = [aux EXCEPT !.queries = @ + 1]
     /\ UNCHANGED <<asg, aver, counts, mig, pend, log, ptr, queue, parts, view, committed>>
@@ -371,7 +400,7 @@ Query(x, y) ==
 Next ==
     \/ \E r \in Replicas : Allocate(r) \/ RefreshView(r) \/ Pull(r) \/ DropUnassigned(r)
     \/ \E r \in Replicas, b \in Blocks : WriteInsert(r, b) \/ Fetch(r, b)
-    \/ \E d \in Drivers, m \in MigIds, s, t \in Replicas : ReadSnapshot(d, m, s, t)
+    \/ \E d \in Drivers, m \in MigIds, s, t \in Replicas : ReadSnapshot(d, m, s, t) \/ PlanUnderReplicated(d, m, s, t)
     \/ \E d \in Drivers : CloneMulti(d) \/ WriteCloneEntries(d) \/ SwitchMulti(d) \/ ApplyRollback(d)
                           \/ DriverCrash(d)
     \/ \E d \in Drivers, m \in MigIds : DriveSwitch(d, m) \/ DriveRollback(d, m)
@@ -404,6 +433,13 @@ ReplicationFactorInv ==
 \* partition for ever, is never read, and counts as a copy in the rebalancer's load.
 CloningHasMigrationInv ==
     \A t \in asg.cloning : \E m \in MigIds : mig[m].tgt = t /\ mig[m].st \in {"clone", "switch"}
+
+\* A migration the rebalancer planned to repair under-replication (phase 1) ends with one owner
+\* more: its source and its target both own the partition. Otherwise a partition allocated while
+\* a replica was down stays below replication_factor for good, and phase 1 plans it again.
+RepairAddsInv ==
+    \A m \in MigIds : mig[m].add /\ mig[m].st \in {"switched", "done"} =>
+        {mig[m].src, mig[m].tgt} \subseteq asg.owners
 
 NoAckedBlockLostInv == \A b \in committed : \E r \in Replicas : b \in parts[r]
 
