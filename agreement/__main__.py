@@ -4,6 +4,8 @@ reference, side by side, on one ZooKeeper server started here.
     python -m agreement                      the table on stdout
     python -m agreement --only mutations     one aspect (repeatable)
     python -m agreement --write-readme       also replace the table in agreement/README.md
+    python -m agreement repro FILE [--zk H:P] a PR #102244 reproduction file on real replicas
+                                             (agreement/pr102244_repro.py; its own exit statuses)
 
 Exit status: 0 every aspect agrees or differs on purpose, 1 one disagrees, 2 bad usage, 3 no
 ClickHouse or ZooKeeper can run here. CLICKHOUSE_BIN points at another server build.
@@ -54,6 +56,10 @@ def write_readme(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["repro"]:   # the one subcommand; the aspects stay the default, as before
+        from agreement.pr102244_repro import main as repro_main
+        return repro_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m agreement", description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", metavar="ASPECT", help=f"one of {', '.join(BY_NAME)}")
     ap.add_argument("--write-readme", action="store_true", help=f"replace the table in {README.relative_to(ROOT)}")
