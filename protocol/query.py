@@ -50,6 +50,8 @@ def client_start_query(replica: Replica, partitions: set[str] | None = None,
         candidates = set(a.owners)
         if "route_to_clone_target" in replica.bugs and a.target:
             candidates.add(a.target)
+        if "read_from_cloning_target" in replica.bugs:
+            candidates |= set(a.cloning)   # PR #102244's router strips :cloning before it chooses (PR-F10)
         routes[p] = choose(replica.name, candidates)
     if replicas is not None:
         for p, r in routes.items():

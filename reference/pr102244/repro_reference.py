@@ -37,7 +37,8 @@ CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
         "switch_without_target_check": {"switch_without_target_check"},
-        "snapshot_before_clone_multi": {"snapshot_before_clone_multi"}}
+        "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
+        "read_from_cloning_target": {"read_from_cloning_target"}}
 # The failpoint a reproduction of PR-F6 needs, which the PR does not have (proposed in the review):
 # a pause in startClone between reading the snapshot and its multi.
 PAUSE_AFTER_SNAPSHOT = "selective_replication_pause_after_snapshot"
@@ -223,12 +224,15 @@ class ReferenceDriver:
         sql, c = step.text.strip(), self._running(step)
         rep = c.replicas[step.on]
         if m := re.fullmatch(r"SELECT (?P<e>.+?) " + _ASSIGNED, sql):
+            # Reading system.selective_assignments refreshes the replica's assignment cache (the
+            # PR's StorageSystemSelectiveAssignments reads with force_refresh): so here too.
+            rep.refresh_view(m["p"])
             a = read_assignment(c.admin, c.layout, m["p"])
             listed = sorted([*a.owners, *(f"{x}:cloning" for x in a.cloning)]) if a else []
             e = m["e"]
             if x := re.fullmatch(r"assigned_replicas = \[(.*)\]", e):
                 return str(int(listed == [_literal(v) for v in x[1].split(",") if v.strip()]))
-            if x := re.fullmatch(r"has\(assigned_replicas, '(\w+)'\) AND length\(assigned_replicas\) = (\d+)", e):
+            if x := re.fullmatch(r"has\(assigned_replicas, '([\w:]+)'\) AND length\(assigned_replicas\) = (\d+)", e):
                 return str(int(x[1] in listed and len(listed) == int(x[2])))
             if e == "length(arrayDistinct(assigned_replicas))":
                 return str(len(set(listed)))
