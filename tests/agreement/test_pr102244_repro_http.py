@@ -25,14 +25,7 @@ CREATE = ("CREATE TABLE events (date Date, user_id UInt64, v String) ENGINE = "
           "PARTITION BY toYYYYMM(date) ORDER BY (date, user_id)")
 
 
-def write(tmp_path: Path, title: str, steps: str) -> Path:
-    p = tmp_path / "repro.toml"
-    p.write_text(HEAD.format(title=title) + steps)
-    return p
-
-
-def _base_steps() -> str:
-    return f"""
+CREATE_ON_BOTH = f"""
 [[step]]
 on = "r1"
 sql = "{CREATE}"
@@ -40,6 +33,17 @@ sql = "{CREATE}"
 [[step]]
 on = "r2"
 sql = "{CREATE}"
+"""
+
+
+def write(tmp_path: Path, title: str, steps: str) -> Path:
+    p = tmp_path / "repro.toml"
+    p.write_text(HEAD.format(title=title) + steps)
+    return p
+
+
+def _base_steps() -> str:
+    return CREATE_ON_BOTH + f"""
 
 [[step]]
 on = "r1"
@@ -102,14 +106,7 @@ def test_base_steps_run_and_an_expectation_can_fail(clickhouse_cluster, tmp_path
 @pytest.mark.zookeeper
 def test_a_selective_step_is_refused_on_a_server_without_it(clickhouse_cluster, tmp_path):
     from agreement.pr102244_repro import run_over_http, supports_selective
-    steps = f"""
-[[step]]
-on = "r1"
-sql = "{CREATE}"
-
-[[step]]
-on = "r2"
-sql = "{CREATE}"
+    steps = CREATE_ON_BOTH + f"""
 
 [[step]]
 on = "r1"
