@@ -38,6 +38,7 @@ SWITCHES = {
                                    "from a fresh read; a source already gone means done",
     "snapshot_before_clone_multi": "PR-F6 (code): startClone reads source_parts_snapshot before its multi",
     "read_from_cloning_target": "PR-F10 (code): SELECT routing strips :cloning, so a CLONE target is read",
+    "repair_moves_replica": "PR-F9 (code): the rebalancer's phase-1 migration removes its source like any SWITCH",
 }
 
 # Which switches each design's code reads: the RFC's (spec/rfc/SelectiveReplication.tla, Assignment.tla)
@@ -45,7 +46,8 @@ SWITCHES = {
 PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch_fresh_version",
                       "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
                       "retry_new_block_id", "clone_allows_active_migration", "switch_without_target_check",
-                      "snapshot_before_clone_multi", "read_from_cloning_target"})
+                      "snapshot_before_clone_multi", "read_from_cloning_target",
+                      "repair_moves_replica"})
 DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
 
 

@@ -75,17 +75,18 @@ def set_count(layout: Layout, replica: str, value: int, version: int):
 def ensure_partition_assignment(keeper: Keeper, layout: Layout, partition: str, rf: int) -> PRAssignment:
     """`ensurePartitionAssignment` (M2): the partition's assignment, created by CAS when missing
     on the rf active replicas with the lowest counts (ties by name), their counts +1 in the same
-    multi, each count checked at the version read. A concurrent creator wins: its assignment is read."""
+    multi, each count checked at the version read. A concurrent creator wins: its assignment is read.
+    As the code does (allocatePartitions over the active replicas), with fewer active replicas than
+    rf the factor degrades to their number; none active is refused (NO_ACTIVE_REPLICAS). PR-F9."""
     for _ in range(16):
         a = read_assignment(keeper, layout, partition)
         if a is not None:
             return a
         active = active_replicas(keeper, layout)
-        if len(active) < rf:
-            raise NotEnoughActiveReplicas("ensurePartitionAssignment",
-                                          f"{len(active)} active replicas, replication_factor {rf}")
+        if not active:
+            raise NotEnoughActiveReplicas("ensurePartitionAssignment", f"no active replica, replication_factor {rf}")
         loads = {r: read_count(keeper, layout, r) for r in active}
-        chosen = sorted(active, key=lambda r: (loads[r][0], r))[:rf]
+        chosen = sorted(active, key=lambda r: (loads[r][0], r))[:min(rf, len(active))]
         ops = [Create(layout.assignment(partition), PRAssignment(tuple(chosen)).encode())]
         ops += [set_count(layout, r, loads[r][0] + 1, loads[r][1]) for r in chosen]
         try:

@@ -83,7 +83,8 @@ def read_snapshot(keeper: Keeper, layout: Layout, partition: str, source: str, b
 
 
 def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, target: str, coordinator: str,
-                bugs=frozenset(), mig_id: str | None = None, snapshot_read_before: list[PartName] | None = None) -> str:
+                bugs=frozenset(), mig_id: str | None = None, snapshot_read_before: list[PartName] | None = None,
+                add: bool = False) -> str:
     """StartClone: one multi creates `/migrations/<uuid>` with `source_parts_snapshot` and appends
     `target:cloning` to the assignment (M7). As written (`snapshot_source_parts`) the snapshot is
     the source's registered parts; fixed, every part of the partition registered by any replica
@@ -113,7 +114,8 @@ def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, tar
     mig_id = mig_id or uuidlib.uuid4().hex
     mig = {"partition": partition, "state": "clone", "source": source, "target": target,
            "coordinator": coordinator, "source_parts_snapshot": [str(n) for n in snapshot],
-           "written": False, "rescanned": False, "aver0": a.version + 1, "log_at_switch": None}
+           "written": False, "rescanned": False, "aver0": a.version + 1, "log_at_switch": None,
+           "add": add}   # planned by the rebalancer's phase 1 to add a replica (PR-F9)
     new = PRAssignment(a.owners, a.cloning + (target,))
     _commit(keeper, [SetData(layout.assignment(partition), new.encode(), a.version),
                      Create(pr_layout.migration(layout, mig_id), json.dumps(mig).encode())],
@@ -201,22 +203,29 @@ def switch(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozens
     p, s, t = mig["partition"], mig["source"], mig["target"]
     a = read_assignment(keeper, layout, p)
     if "switch_without_target_check" in bugs:
-        return _switch_as_the_code_does(keeper, layout, mig_id, mig, version, a)
+        return _switch_as_the_code_does(keeper, layout, mig_id, mig, version, a, adds(mig, bugs))
     guard = a.version if "switch_fresh_version" in bugs else mig["aver0"]
     if a.version != guard:
         raise GuardFailed("Switch", f"the assignment of {p} is at version {a.version}, not {guard} as CLONE left it")
-    new = PRAssignment(tuple(o for o in a.owners if o != s) + (t,), tuple(c for c in a.cloning if c != t))
+    keep = adds(mig, bugs)
+    new = PRAssignment(tuple(o for o in a.owners if keep or o != s) + (t,), tuple(c for c in a.cloning if c != t))
     (cs, vs), (ct, vt) = read_count(keeper, layout, s), read_count(keeper, layout, t)
     state = {**mig, "state": "switch", "log_at_switch": next_log_number(keeper, layout)}
     _commit(keeper, [SetData(layout.assignment(p), new.encode(), guard),
-                     set_count(layout, s, cs - 1, vs), set_count(layout, t, ct + 1, vt),
+                     *([] if keep else [set_count(layout, s, cs - 1, vs)]), set_count(layout, t, ct + 1, vt),
                      SetData(pr_layout.migration(layout, mig_id), json.dumps(state).encode(), version)],
             "Switch", f"the assignment of {p} or the counts")
     return read_assignment(keeper, layout, p)
 
 
+def adds(mig: dict, bugs=frozenset()) -> bool:
+    """A phase-1 migration adds its target and keeps its source; as the code is
+    (`repair_moves_replica`) its SWITCH removes the source like any other (PR-F9)."""
+    return bool(mig.get("add")) and "repair_moves_replica" not in bugs
+
+
 def _switch_as_the_code_does(keeper: Keeper, layout: Layout, mig_id: str, mig: dict, version: int,
-                             a: PRAssignment) -> PRAssignment:
+                             a: PRAssignment, keep_source: bool = False) -> PRAssignment:
     """PR102244Code.tla's SwitchMulti with `switch_without_target_check` (driveStateMachine at
     cd4d4fe8): the assignment read afresh; a source no longer listed means "applied before" and
     nothing changes; otherwise the source goes, every entry naming the target is written without
@@ -225,11 +234,11 @@ def _switch_as_the_code_does(keeper: Keeper, layout: Layout, mig_id: str, mig: d
     state = {**mig, "state": "switch", "log_at_switch": next_log_number(keeper, layout)}
     ops = [SetData(pr_layout.migration(layout, mig_id), json.dumps(state).encode(), version)]
     if s in a.keepers():
-        new = PRAssignment(tuple(o for o in a.owners if o != s) + tuple(t for c in a.cloning if c == t),
+        new = PRAssignment(tuple(o for o in a.owners if keep_source or o != s) + tuple(t for c in a.cloning if c == t),
                            tuple(c for c in a.cloning if c not in (s, t)))
         (cs, vs), (ct, vt) = read_count(keeper, layout, s), read_count(keeper, layout, t)
-        ops += [SetData(layout.assignment(p), new.encode(), a.version),
-                set_count(layout, s, max(cs - 1, 0), vs), set_count(layout, t, ct + 1, vt)]
+        ops += [SetData(layout.assignment(p), new.encode(), a.version), set_count(layout, t, ct + 1, vt),
+                *([] if keep_source else [set_count(layout, s, max(cs - 1, 0), vs)])]
     _commit(keeper, ops, "Switch", f"the assignment of {p} or the counts")
     return read_assignment(keeper, layout, p)
 

@@ -45,14 +45,37 @@ def plan_cycle(keeper: Keeper, layout: Layout, limit: int,
     return moves
 
 
+def plan_repairs(keeper: Keeper, layout: Layout, rf: int, failed: frozenset[str] = frozenset()) -> list[tuple[str, str, str]]:
+    """The code's phase 1 (computeRebalancePlan): each partition with fewer owners than
+    min(rf, active replicas), from its most loaded owner to the least loaded active replica not in
+    its list; a partition with a :cloning entry is in flight and left alone."""
+    active = active_replicas(keeper, layout)
+    loads = {r: read_count(keeper, layout, r)[0] for r in active}
+    repairs = []
+    for p in keeper.get_children(layout.assignments):
+        a = read_assignment(keeper, layout, p)
+        owners = set(a.owners) & set(loads)
+        if a.cloning or p in failed or len(set(a.owners)) >= min(rf, len(active)) or not owners:
+            continue
+        targets = sorted((r for r in loads if r not in a.keepers()), key=lambda r: (loads[r], r))
+        if targets:
+            repairs.append((p, max(sorted(owners), key=lambda r: loads[r]), targets[0]))
+            loads[targets[0]] += 1
+    return repairs
+
+
 def rebalance_cycle(keeper: Keeper, layout: Layout, coordinator: str, limit: int, bugs=frozenset(),
-                    failed: frozenset[str] = frozenset()) -> list:
-    """One cycle: plan, then StartClone each move (a move whose CLONE is refused is left out)."""
+                    failed: frozenset[str] = frozenset(), rf: int | None = None) -> list:
+    """One cycle: phase 1's repairs (with `rf`), then the moves, then StartClone each, up to `limit`
+    (a plan whose CLONE is refused is left out)."""
     from protocol.assignment import GuardFailed
     started = []
-    for p, s, t in plan_cycle(keeper, layout, limit, failed):
+    repairs = plan_repairs(keeper, layout, rf, failed) if rf else []
+    plans = [(*x, True) for x in repairs]
+    plans += [(*x, False) for x in plan_cycle(keeper, layout, limit, failed | {p for p, _, _ in repairs})]
+    for p, s, t, add in plans[:limit]:
         try:
-            started.append((p, s, t, start_clone(keeper, layout, p, s, t, coordinator, bugs)))
+            started.append((p, s, t, start_clone(keeper, layout, p, s, t, coordinator, bugs, add=add)))
         except GuardFailed:
             continue
     return started

@@ -182,7 +182,7 @@ class PRCluster(Cluster):
             started = []
             if not read_migrations(self.admin, self.layout):
                 started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs,
-                                          frozenset(self._failed))
+                                          frozenset(self._failed), rf=self.table.replication_factor)
                 if not started and self._failed:
                     self.log(f"rebalancer: stops; the CLONEs of {', '.join(sorted(self._failed))} timed out, and "
                              f"the next rebalance retries them")

@@ -25,6 +25,7 @@ from protocol.assignment import GuardFailed
 from protocol.keeper import MemoryEnsemble
 from protocol.pr102244.assignment import read_assignment
 from protocol.pr102244.migration import read_migrations, read_snapshot, start_clone
+from protocol.pr102244.rebalancer import rebalance_cycle
 from protocol.replica import log_number
 from protocol.table import Table
 from reference.pr102244.cluster import PRCluster
@@ -38,7 +39,8 @@ CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_swi
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
         "switch_without_target_check": {"switch_without_target_check"},
         "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
-        "read_from_cloning_target": {"read_from_cloning_target"}}
+        "read_from_cloning_target": {"read_from_cloning_target"},
+        "repair_moves_replica": {"repair_moves_replica"}}
 # The failpoint a reproduction of PR-F6 needs, which the PR does not have (proposed in the review):
 # a pause in startClone between reading the snapshot and its multi.
 PAUSE_AFTER_SNAPSHOT = "selective_replication_pause_after_snapshot"
@@ -115,6 +117,7 @@ _TUPLE = re.compile(r"\(([^)]*)\)")
 _SYSTEM = re.compile(r"SYSTEM (?P<verb>STOP|START) (?P<what>FETCHES|PULLING REPLICATION LOG) (\w+)$")
 _MIGRATE = re.compile(r"SYSTEM MIGRATE PARTITION '(?P<p>[^']+)' OF (\w+) TO REPLICA '(?P<r>\w+)'$")
 _SYNC = re.compile(r"SYSTEM SYNC SELECTIVE MIGRATIONS (\w+)$")
+_REBALANCE = re.compile(r"SYSTEM START SELECTIVE REBALANCE (\w+)$")
 _FAILPOINT = re.compile(r"SYSTEM (?P<verb>ENABLE|DISABLE|WAIT) FAILPOINT (?P<name>\w+)(?: PAUSE)?$")
 _ASSIGNED = r"FROM system\.selective_assignments WHERE table = '\w+' AND partition_id = '(?P<p>[^']+)'$"
 _PARTS = r"FROM system\.parts WHERE table = '\w+' AND active(?: AND partition_id = '(?P<p>[^']+)')?$"
@@ -180,6 +183,12 @@ class ReferenceDriver:
                     rest()
             elif on not in self.paused:
                 raise ReproError(f"{step.describe()}: nothing is paused at {m['name']} on {on}")
+        elif _REBALANCE.match(sql):
+            # triggerRebalance: one cycle of the monitor, the rebalancer forced on
+            for p, s, t, m in rebalance_cycle(c.admin, c.layout, c.coordinator, c.per_cycle, c.bugs,
+                                              rf=self.table.replication_factor):
+                c._started(p, s, t)
+                self.say(f"    CLONE {p}: {s} -> {t} (migration {m})")
         elif _SYNC.match(sql):
             # waitForMigrationsComplete: drives every migration until none is in flight or its
             # timeout; the command's answer on a timeout is not in the stored code: said, not raised

@@ -25,9 +25,7 @@ PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*/*.tla") if "PR102244" in f
 # rollback_ignores_state, snapshot_omits_patch_parts (issue 35): the strings of PR #102244's code
 # (PR102244Code.tla) the reference's PR design does not have yet: two drivers of one migration,
 # patch parts.
-# repair_moves_replica: its rebalancer's phase 1.
-SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "rollback_ignores_state", "snapshot_omits_patch_parts",
-                           "repair_moves_replica"}
+SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "rollback_ignores_state", "snapshot_omits_patch_parts"}
 
 
 def test_switches_are_the_specs_bug_names():
