@@ -116,7 +116,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     check_format(a)
     if a.reading and a.design != "pr102244":
         raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
+    if a.as_code and a.design != "pr102244":
+        raise BadInput("--as-code runs PR #102244's code: use it with --design pr102244")
     bugs = switches(a.bug, a.design)
+    if a.as_code:
+        from protocol.pr102244 import code_switches   # the PR design's own module
+        bugs |= code_switches()
     table = table_with_buckets(a.buckets, a.replication_factor)
     reassigns = check_run(a)
     if a.zk:
@@ -364,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the RFC's design (default) or ClickHouse PR #102244's (spec/pr102244/PR102244.md)")
     r.add_argument("--reading", action="append", metavar="READING",
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
+    r.add_argument("--as-code", action="store_true",
+                   help="(--design pr102244) the PR's code as it is: every switch of PR102244Code.tla's Bugs the "
+                        "reference implements (protocol/pr102244/__init__.py CODE), on top of any --bug")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
                    "synced queries) or a racing profile of reference/profiles.py: " + ", ".join(PROFILES))

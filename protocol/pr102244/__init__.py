@@ -8,6 +8,24 @@ start_clone, ...); the PR's own words name the rest (`:cloning`, counts, `/migra
 `Bug(...)` names, readings (`readings`) its `Reading(...)` names (PR102244.md, O1-O7).
 """
 
+# PR #102244's code (spec/pr102244/PR102244Code.tla): what it does on every run, in this design's
+# switches (no rescan before clone_complete, a SWITCH at freshly read versions: PR102244.md M8, M9),
+# and each of the model's Bugs strings this design implements, with the switches that make it.
+# The model's other strings (rollback_ignores_state, snapshot_omits_patch_parts) are not here yet.
+CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
+CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
+        "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
+        "switch_without_target_check": {"switch_without_target_check"},
+        "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
+        "read_from_cloning_target": {"read_from_cloning_target"},
+        "repair_moves_replica": {"repair_moves_replica"}}
+
+
+def code_switches(strings=None) -> frozenset[str]:
+    """The switches that run the code's behaviour for these model strings (default: all of them)."""
+    return CODE_BASE | frozenset(x for s in (CODE if strings is None else strings) for x in CODE[s])
+
+
 # The readings the PR's text leaves open that the reference implements (spec/pr102244/PR102244.tla's
 # Reading(...) names; PR102244.md's table "Readings left open").
 READINGS = {

@@ -25,22 +25,13 @@ from protocol.assignment import GuardFailed
 from protocol.keeper import MemoryEnsemble
 from protocol.pr102244.assignment import read_assignment
 from protocol.pr102244.migration import read_migrations, read_snapshot, start_clone
+from protocol.pr102244 import CODE, code_switches
 from protocol.pr102244.rebalancer import rebalance_cycle
 from protocol.replica import log_number
 from protocol.table import Table
 from reference.pr102244.cluster import PRCluster
 from reference.pr102244.repro import Repro, ReproError, Step
 
-# What the code does on every run, in the reference's switches: no rescan before clone_complete,
-# a SWITCH at freshly read versions, no refusal of a second CLONE (PR102244.md M8, M9, M7).
-CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
-# PR102244Code.tla's strings the reference's switches implement (others: not yet, issue 35).
-CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
-        "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
-        "switch_without_target_check": {"switch_without_target_check"},
-        "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
-        "read_from_cloning_target": {"read_from_cloning_target"},
-        "repair_moves_replica": {"repair_moves_replica"}}
 # The failpoint a reproduction of PR-F6 needs, which the PR does not have (proposed in the review):
 # a pause in startClone between reading the snapshot and its multi.
 PAUSE_AFTER_SNAPSHOT = "selective_replication_pause_after_snapshot"
@@ -82,8 +73,7 @@ def reference_switches(repro: Repro, fixed: bool) -> frozenset[str]:
     if missing:
         raise ReproUnsupported(f"{repro.path.name}: the reference's PR design does not implement "
                                f"{', '.join(missing)} yet (PR102244Code.tla has it)")
-    on = repro.code - repro.fix if fixed else repro.code
-    return CODE_BASE | frozenset(x for s in on for x in CODE[s])
+    return code_switches(repro.code - repro.fix if fixed else repro.code)
 
 
 class ReproCluster(PRCluster):

@@ -36,6 +36,7 @@ def broken(spark, folder):
 @pytest.mark.parametrize("finding, seed, switch, rest", [
     ("PR-F1", 0, ["--bug", "snapshot_source_parts"], ["--bug", "complete_without_rescan"]),
     ("PR-F4", 2, ["--bug", "complete_without_rescan"], ["--reading", "filter_cached"]),
+    ("the code as it is", 0, ["--as-code"], []),   # every code string the reference has (PR102244Code.tla)
 ])
 def test_the_spark_job_flags_the_run_that_reproduces_the_finding(spark, tmp_path, finding, seed, switch, rest):
     rc, folder = history(tmp_path, "as_written", seed, *switch, *rest)

@@ -136,6 +136,8 @@ EXAMPLES = {
                                                                           subs={"build/": "{tmp}/"}),
     "python -m reference gantt --run --out build/gantt-run.png": Run(0, ["switched", "wrote "],
                                                                      subs={"build/": "{tmp}/"}, long=True),
+    "python -m reference run --design pr102244 --as-code --add-replicas 1 --rebalance": Run(
+        1, ["rebalancer done", "history check: ", "OwnersCompleteInv"]),
     "python -m reference repro reference/pr102244/repro/PR-F2.toml": Run(
         1, ["expectation failed: both acknowledged INSERTs readable: got 1, expected 2", "PR-F2 shown"]),
     "python -m reference repro reference/pr102244/repro/PR-F2.toml --fixed": Run(0, ["verdict: holds"]),

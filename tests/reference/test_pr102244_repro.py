@@ -81,3 +81,18 @@ def test_a_paused_statement_must_run_in_the_background(tmp_path):
     bad.write_text(text.replace("background = true\n", ""))
     with pytest.raises(ReproError, match="paused at selective_replication_pause_after_snapshot: run it with background"):
         ReferenceDriver(load(bad), data_dir=tmp_path / "d", say=lambda m: None).run()
+
+
+RUN = ("run --design pr102244 --replicas 3 --add-replicas 1 --rebalance --blocks 30 --rows 3 --months 1 --buckets 4 "
+       "--query-rate 0.3 --queries 2 --max-concurrent 2 --seed 0").split()
+
+
+def test_a_random_run_of_the_code_as_it_is_breaks_and_the_fixed_design_holds(capsys):
+    assert main([*RUN, "--as-code"]) == 1
+    assert "OwnersCompleteInv: r4 owns 202401-0" in capsys.readouterr().out
+    assert main(RUN) == 0
+
+
+def test_as_code_is_for_the_pr_design_only(capsys):
+    assert main(["run", "--as-code"]) == 2
+    assert "--as-code runs PR #102244's code: use it with --design pr102244" in capsys.readouterr().err
