@@ -129,6 +129,7 @@ class ReferenceDriver:
         self.rows = 0
         self.failpoints: set[tuple[str, str]] = set()   # (replica, name) enabled
         self.paused: dict[str, tuple[Step, callable]] = {}   # replica -> the statement paused there, its rest
+        self.running: list[tuple[Step, callable]] = []   # background statements past their checks, to finish
 
     # --- statements ---------------------------------------------------------------------------
     def statement(self, step: Step) -> None:
@@ -154,12 +155,20 @@ class ReferenceDriver:
             # the first owner listed.
             a = read_assignment(c.admin, c.layout, m["p"])
             src = on if a is not None and on in a.owners else (a.owners[0] if a else None)
+            # The command is idempotent (the PR's test_concurrent_migrate_same_partition says so): a
+            # target already in the list, :cloning or not, is success at once. A check before
+            # startClone's CAS: two commands running at once both pass it.
+            if a is not None and m["r"] in a.keepers():
+                self.say(f"    {m['r']} is already in the assignment of {m['p']}: nothing to do")
+                return
             if (on, PAUSE_AFTER_SNAPSHOT) in self.failpoints:
                 if not step.background:
                     raise ReproError(f"{step.describe()}: paused at {PAUSE_AFTER_SNAPSHOT}: run it with background = true")
                 # The code reads the snapshot here and pauses; the fix reads it in the multi.
                 held = read_snapshot(c.admin, c.layout, m["p"], src, c.bugs)
                 self.paused[on] = (step, lambda: self._migrate(m["p"], m["r"], src, held))
+            elif step.background:   # running at once with the next background statements: its
+                self.running.append((step, lambda: self._migrate(m["p"], m["r"], src, None)))   # check is done
             else:
                 self._migrate(m["p"], m["r"], src, None)
         elif m := _FAILPOINT.match(sql):
@@ -189,6 +198,18 @@ class ReferenceDriver:
             self.say(f"    migrations still in flight after {SYNC_ROUNDS} rounds (the command's timeout)")
         else:
             raise ReproError(f"{step.describe()}: a statement the reference driver does not run")
+
+    def _finish_running(self) -> None:
+        """Background statements that started together end here, in order: each made its checks
+        when it started, so none saw what the others are about to write."""
+        while self.running:
+            step, rest = self.running.pop(0)
+            try:
+                rest()
+            except GuardFailed as e:
+                if not step.refusable:
+                    raise
+                self.say(f"    {step.describe()}: refused: {e}")
 
     def _migrate(self, partition: str, target: str, source: str | None, snapshot) -> None:
         c = self.cluster
@@ -268,6 +289,8 @@ class ReferenceDriver:
         out = ReproOutcome(self.repro, self.fixed)
         try:
             for step in self.repro.steps:
+                if not (step.kind == "sql" and step.background):
+                    self._finish_running()
                 self.say(f"  {step.describe()}")
                 if step.kind == "sql" and step.refusable:
                     try:
@@ -297,6 +320,7 @@ class ReferenceDriver:
                     self._running(step).crash_replica(step.on)
                 elif step.kind == "restart":
                     self.cluster.add_replica(step.on)
+            self._finish_running()
             # The run ends as a test's teardown would wait: every replica caught up as far as it
             # can (a SYSTEM STOP left in place still holds), then the history is written.
             self.cluster.settle()

@@ -75,6 +75,17 @@ def test_a_statement_the_driver_does_not_know_is_bad_input_not_a_guess(tmp_path,
     assert "SYSTEM STOP MERGES t: a statement the reference driver does not run" in capsys.readouterr().err
 
 
+def test_one_migrate_after_the_other_finds_the_target_listed_and_does_nothing(tmp_path):
+    """PR-F3 needs the two commands at once: the command's own check (the target already listed is
+    success at once) runs before startClone's CAS, so only a race gets past it."""
+    bad = tmp_path / "PR-F3.toml"
+    bad.write_text((REPRO_DIR / "PR-F3.toml").read_text().replace("background = true\n", ""))
+    said = []
+    out = ReferenceDriver(load(bad), data_dir=tmp_path / "d", say=said.append).run()
+    assert [e.held for e in out.expectations] == [True, True] and out.broken == {}
+    assert "    r3 is already in the assignment of 202401: nothing to do" in said
+
+
 def test_a_paused_statement_must_run_in_the_background(tmp_path):
     text = (REPRO_DIR / "PR-F6.toml").read_text()
     bad = tmp_path / "PR-F6.toml"
