@@ -141,6 +141,7 @@ EXAMPLES = {
     "python -m reference repro reference/pr102244/repro/PR-F2.toml": Run(
         1, ["expectation failed: both acknowledged INSERTs readable: got 1, expected 2", "PR-F2 shown"]),
     "python -m reference repro reference/pr102244/repro/PR-F2.toml --fixed": Run(0, ["verdict: holds"]),
+    "python -m reference repro": Help(["reference", "repro"]),
     "python -m agreement repro FILE": Covered("tests/agreement/test_pr102244_repro_http.py (servers started there)"),
     # conformance/README.md
     # What make test runs as tests/conformance/ (the README says so); again here it took over 10 minutes.
