@@ -20,7 +20,6 @@ selective, a statement the server refused, a wait that timed out), 130 Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import threading
 import time

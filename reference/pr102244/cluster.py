@@ -153,15 +153,27 @@ class PRCluster(Cluster):
             raise
 
     # --- administration -----------------------------------------------------------------
-    def reassign(self, partition: str, dst: str, src: str | None = None) -> str:
-        """SYSTEM MIGRATE PARTITION: StartClone by the coordinator; returns the migration id."""
+    def reassign(self, partition: str, dst: str, src: str | None = None, snapshot_read_before=None) -> str:
+        """SYSTEM MIGRATE PARTITION: StartClone by the coordinator; returns the migration id.
+        `snapshot_read_before`: the snapshot a paused startClone read before its multi (PR-F6)."""
         a = read_assignment(self.admin, self.layout, partition)
         if a is None:
             raise ValueError(f"partition {partition} is not assigned (no INSERT has created it)")
         src = src or a.owners[0]
-        m = start_clone(self.admin, self.layout, partition, src, dst, self.coordinator, self.bugs)
+        m = start_clone(self.admin, self.layout, partition, src, dst, self.coordinator, self.bugs,
+                        snapshot_read_before=snapshot_read_before)
         self._started(partition, src, dst)
         return m
+
+    def rebalance_cycle(self, failed: frozenset[str] = frozenset()) -> list:
+        """One cycle of the rebalancer (SYSTEM START SELECTIVE REBALANCE runs one): its repairs and
+        moves started, each logged; [(partition, source, target, migration id)]."""
+        started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs, failed,
+                                  rf=self.table.replication_factor)
+        for p, s, t, _ in started:
+            self.log(f"CLONE {p}: {s} -> {t}")
+            self._started(p, s, t)
+        return started
 
     def rebalance(self, interleave=None, max_rounds: int | None = None) -> list:
         """The background rebalancer: a cycle starts up to `per_cycle` migrations; background steps
@@ -181,14 +193,10 @@ class PRCluster(Cluster):
                 self.coordinator = sorted(self.replicas)[0]   # the rebalancer runs on a live replica
             started = []
             if not read_migrations(self.admin, self.layout):
-                started = rebalance_cycle(self.admin, self.layout, self.coordinator, self.per_cycle, self.bugs,
-                                          frozenset(self._failed), rf=self.table.replication_factor)
+                started = self.rebalance_cycle(frozenset(self._failed))
                 if not started and self._failed:
                     self.log(f"rebalancer: stops; the CLONEs of {', '.join(sorted(self._failed))} timed out, and "
                              f"the next rebalance retries them")
-            for p, s, t, _ in started:
-                self.log(f"CLONE {p}: {s} -> {t}")
-                self._started(p, s, t)
             moves += started
             if not started and not read_migrations(self.admin, self.layout):
                 return moves

@@ -24,9 +24,8 @@ from checkers.oracle import check
 from protocol.assignment import GuardFailed
 from protocol.keeper import MemoryEnsemble
 from protocol.pr102244.assignment import read_assignment
-from protocol.pr102244.migration import read_migrations, read_snapshot, start_clone
+from protocol.pr102244.migration import read_migrations, read_snapshot
 from protocol.pr102244 import CODE, code_switches
-from protocol.pr102244.rebalancer import rebalance_cycle
 from protocol.replica import log_number
 from protocol.table import Table
 from reference.pr102244.cluster import PRCluster
@@ -184,9 +183,7 @@ class ReferenceDriver:
                 raise ReproError(f"{step.describe()}: nothing is paused at {m['name']} on {on}")
         elif _REBALANCE.match(sql):
             # triggerRebalance: one cycle of the monitor, the rebalancer forced on
-            for p, s, t, m in rebalance_cycle(c.admin, c.layout, c.coordinator, c.per_cycle, c.bugs,
-                                              rf=self.table.replication_factor):
-                c._started(p, s, t)
+            for p, s, t, m in c.rebalance_cycle():
                 self.say(f"    CLONE {p}: {s} -> {t} (migration {m})")
         elif _SYNC.match(sql):
             # waitForMigrationsComplete: drives every migration until none is in flight or its
@@ -212,10 +209,7 @@ class ReferenceDriver:
                 self.say(f"    {step.describe()}: refused: {e}")
 
     def _migrate(self, partition: str, target: str, source: str | None, snapshot) -> None:
-        c = self.cluster
-        m = start_clone(c.admin, c.layout, partition, source, target, c.coordinator, c.bugs,
-                        snapshot_read_before=snapshot)
-        c._started(partition, source, target)
+        m = self.cluster.reassign(partition, target, source, snapshot_read_before=snapshot)
         self.say(f"    CLONE {partition}: {source} -> {target} (migration {m})")
 
     def _create(self, on: str, m: re.Match) -> None:
