@@ -13,7 +13,7 @@ still make. Switches: `clone_lost_replica_from_one_peer` (F14, cloneReplica as i
 from __future__ import annotations
 
 from protocol.assignment import GuardFailed, read_assignment
-from protocol.keeper import Create, Delete, NoNodeError, SetData
+from protocol.keeper import NoNodeError, SetData
 from protocol.log_entry import ALTER_METADATA, GET_PART, LogEntry
 from protocol.parts import PartName, active_set
 from protocol.replica import Replica, _children, log_number as entry_number

@@ -21,7 +21,7 @@ from protocol.assignment import Assignment, GuardFailed, read_assignment
 from protocol.keeper import (Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError,
                              NoNodeError, SetData)
 from protocol.layout import Layout
-from protocol.log_entry import (ALTER_METADATA, ATTACH_PART, CLEAR_COLUMN, CLEAR_INDEX, DROP_RANGE, GET_PART, GLOBAL,
+from protocol.log_entry import (ALTER_METADATA, CLEAR_COLUMN, CLEAR_INDEX, DROP_RANGE, GET_PART, GLOBAL,
                                 LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
                                 ReplaceRange, drop_range_name)
 from protocol.mutations import MutationEntry, desired_version, mutate_rows, owed, row_function

@@ -4,7 +4,6 @@ inserts, queries, crashes a replica and rebalances. Afterwards the history must 
 import random
 import time
 
-import pytest
 
 from checkers.oracle import violations
 from reference.cluster import Cluster
