@@ -1,10 +1,12 @@
 """PR102244.tla's invariants, evaluated on a running PR cluster (Keeper and the replicas' disks):
-ReplicationFactorInv, NoAckedBlockLostInv, OwnersCompleteInv, and PR102244Whole.tla's
-NoDuplicateRowsInv. Each returns the violations in plain words ([] when it holds). `acked` maps
+ReplicationFactorInv, NoAckedBlockLostInv, OwnersCompleteInv, PR102244Whole.tla's
+NoDuplicateRowsInv and PR102244Code.tla's CloningHasMigrationInv. Each returns the violations in plain words ([] when it holds). `acked` maps
 an acknowledged row_id to its partition. QueryNoMissingInv is the history check's
 (checkers/oracle.py) on the run's queries."""
 
 from __future__ import annotations
+
+import json
 
 from protocol.keeper import NoNodeError
 from protocol.log_entry import LogEntry
@@ -18,22 +20,38 @@ def rows_on(cluster, replica: str, partition: str) -> set[int]:
 
 
 def replication_factor(cluster) -> list[str]:
-    """RF replicas own each partition, none also `:cloning`, and the counts agree with the assignments."""
+    """RF replicas own each partition, none also `:cloning`, and the counts agree with the assignments.
+    A list naming a replica twice (the PR's code writes such lists: FINDINGS PR-F3) is one copy."""
     k, lay, rf = cluster.admin, cluster.layout, cluster.table.replication_factor
     out, owned = [], {}
     for p in k.get_children(lay.assignments):
         a = read_assignment(k, lay, p)
-        if len(a.owners) != rf:
+        if len(set(a.owners)) != rf:
             out.append(f"{p} has owners {list(a.owners)}, replication_factor {rf}")
         if set(a.owners) & set(a.cloning):
             out.append(f"{p} lists {sorted(set(a.owners) & set(a.cloning))} as owner and :cloning")
-        for o in a.owners:
+        for o in set(a.owners):
             owned[o] = owned.get(o, 0) + 1
     for r in k.get_children(lay.replicas):
         n = read_count(k, lay, r)[0]
         if n != owned.get(r, 0):
             out.append(f"counts/{r} is {n}, the assignments list it {owned.get(r, 0)} times")
     return out
+
+
+def cloning_has_migration(cluster) -> list[str]:
+    """A `:cloning` entry belongs to a migration in CLONE or SWITCH of its partition; otherwise its
+    replica replicates the partition for ever, is never read, and counts in the rebalancer's load."""
+    k, lay = cluster.admin, cluster.layout
+    live = []
+    for m in _children(k, lay.migrations):
+        try:
+            live.append(json.loads(k.get(f"{lay.migrations}/{m}")[0]))
+        except NoNodeError:
+            continue
+    return [f"{p} lists {t}:cloning with no migration of it in CLONE or SWITCH"
+            for p in k.get_children(lay.assignments) for t in sorted(set(read_assignment(k, lay, p).cloning))
+            if not any(x["partition"] == p and x["target"] == t and x["state"] in ("clone", "switch") for x in live)]
 
 
 def no_acked_block_lost(cluster, acked: dict[int, str]) -> list[str]:

@@ -11,7 +11,9 @@ start_clone, ...); the PR's own words name the rest (`:cloning`, counts, `/migra
 # PR #102244's code (spec/pr102244/PR102244Code.tla): what it does on every run, in this design's
 # switches (no rescan before clone_complete, a SWITCH at freshly read versions: PR102244.md M8, M9),
 # and each of the model's Bugs strings this design implements, with the switches that make it.
-# The model's other strings (rollback_ignores_state, snapshot_omits_patch_parts) are not here yet.
+# The model's other strings: rollback_ignores_state acts in the code's step-by-step driver
+# (driver.py: two drivers of one migration), which the runtime's one-step migration does not use;
+# snapshot_omits_patch_parts needs patch parts, which the reference does not have.
 CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},

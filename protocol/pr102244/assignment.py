@@ -38,10 +38,14 @@ class PRAssignment:
             items = data.decode().split(",")
         except UnicodeDecodeError:
             raise CorruptAssignment(f"{path}: not text: {data[:60]!r}") from None
+        if items == [""]:
+            # The code writes an empty list (a SWITCH of the last owner after its target was rolled
+            # back: FINDINGS PR-F7); readAllAssignmentsFromZK skips such a node.
+            return cls((), (), version)
         owners = [i for i in items if not i.endswith(CLONING)]
         cloning = [i[:-len(CLONING)] for i in items if i.endswith(CLONING)]
         names = owners + cloning
-        if not owners or not all(n and "/" not in n and ":" not in n for n in names):
+        if not names or not all(n and "/" not in n and ":" not in n for n in names):
             raise CorruptAssignment(f"{path}: expected replica names, the target with {CLONING}, not {data[:80]!r}")
         # A name listed twice is not corrupt: the PR's code writes such lists (two CLONEs of one
         # partition to one target, and the SWITCH after them: FINDINGS PR-F3 against the code).
@@ -72,12 +76,15 @@ def set_count(layout: Layout, replica: str, value: int, version: int):
     return Create(path, str(value).encode()) if version < 0 else SetData(path, str(value).encode(), version)
 
 
-def ensure_partition_assignment(keeper: Keeper, layout: Layout, partition: str, rf: int) -> PRAssignment:
+def ensure_partition_assignment(keeper: Keeper, layout: Layout, partition: str, rf: int,
+                                choose=None) -> PRAssignment:
     """`ensurePartitionAssignment` (M2): the partition's assignment, created by CAS when missing
     on the rf active replicas with the lowest counts (ties by name), their counts +1 in the same
     multi, each count checked at the version read. A concurrent creator wins: its assignment is read.
     As the code does (allocatePartitions over the active replicas), with fewer active replicas than
-    rf the factor degrades to their number; none active is refused (NO_ACTIVE_REPLICAS). PR-F9."""
+    rf the factor degrades to their number; none active is refused (NO_ACTIVE_REPLICAS). PR-F9.
+    `choose(ranked, n)`: which n of the active replicas, ranked by (count, name), are taken; by
+    default the first n (a conformance harness passes the spec's choice among tied counts)."""
     for _ in range(16):
         a = read_assignment(keeper, layout, partition)
         if a is not None:
@@ -86,7 +93,8 @@ def ensure_partition_assignment(keeper: Keeper, layout: Layout, partition: str, 
         if not active:
             raise NotEnoughActiveReplicas("ensurePartitionAssignment", f"no active replica, replication_factor {rf}")
         loads = {r: read_count(keeper, layout, r) for r in active}
-        chosen = sorted(active, key=lambda r: (loads[r][0], r))[:min(rf, len(active))]
+        ranked, n = sorted(active, key=lambda r: (loads[r][0], r)), min(rf, len(active))
+        chosen = ranked[:n] if choose is None else choose(ranked, n)
         ops = [Create(layout.assignment(partition), PRAssignment(tuple(chosen)).encode())]
         ops += [set_count(layout, r, loads[r][0] + 1, loads[r][1]) for r in chosen]
         try:

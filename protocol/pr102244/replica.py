@@ -30,6 +30,9 @@ class PRReplica(Replica):
     # entries (PR102244Whole.tla's view of a partition with empty owners). Only the as-written
     # filter (`filter_negative_cache`, PR-F5) trusts them; fixed, such an entry is cold.
     absent: set[str] = field(default_factory=set)
+    # The code's filter, monitor and SWITCH states (spec/pr102244/PR102244Code.tla, driven by
+    # protocol/pr102244/driver.py) instead of the description's (PR102244.tla).
+    code: bool = False
 
     # --- RefreshView -------------------------------------------------------------------------
     def replica_refresh_cache(self, partition: str) -> PRAssignment | None:
@@ -68,15 +71,26 @@ class PRReplica(Replica):
         return a
 
     # --- the log filter (M5, O1) ----------------------------------------------------------
-    def keeps(self, entry: LogEntry) -> bool:
+    def keeps(self, entry: LogEntry, refresh: bool = True) -> bool:
         """Keeps: global entries always; a partition's when this replica is in its assignment
         (owner or `:cloning`), read from Keeper, or with the `filter_cached` reading from the
         cache (Keeper when the cache has no assignment of it: cold, [R1]); in the fixed design also
         while leaving. As written (`filter_negative_cache`, PR-F5) a cached "no assignment" is
-        trusted: a replica the first INSERT chose skips the partition's first GET_PART."""
+        trusted: a replica the first INSERT chose skips the partition's first GET_PART.
+
+        The code's (`code`, shouldSkipEntry at cd4d4fe8): the cache first; a "not assigned" there
+        is read again from Keeper and written back to the cache (`refresh`; without it the
+        Keeper read alone, for a check that must not change the cache); a partition with no
+        assignment is kept."""
         if entry.type in GLOBAL:
             return True
         p = entry.partition
+        if self.code:
+            cached = self.cache.get(p)
+            if cached is not None and self.name in cached.keepers():
+                return True
+            a = self.replica_refresh_cache(p) if refresh else read_assignment(self.keeper, self.layout, p)
+            return a is None or not a.keepers() or self.name in a.keepers() or self.leaving(p)
         if "filter_cached" in self.readings:
             a = self.cache.get(p)
             if a is None and not (p in self.absent and "filter_negative_cache" in self.bugs):
@@ -98,7 +112,9 @@ class PRReplica(Replica):
         if a is not None and self.name in a.keepers():
             return False
         from protocol.pr102244.migration import read_migrations  # migration builds on this module
-        if any(m["partition"] == partition and m["state"] == "switch" and m["source"] == self.name
+        # The description's node is in SWITCH once the multi applied; the code's in `switched`.
+        applied = "switched" if self.code else "switch"
+        if any(m["partition"] == partition and m["state"] == applied and m["source"] == self.name
                for m, _ in read_migrations(self.keeper, self.layout).values()):
             return True
         return any(self.name in cached.owners for cached in self.published_views(partition))
@@ -122,6 +138,8 @@ class PRReplica(Replica):
         """DropUnassigned: remove this replica's parts and queue entries of a partition its cache
         says it is not assigned. As written (`source_stops_at_switch`) on that alone; fixed, also
         only when Keeper does not assign it, it is not leaving, and no started query reads it here."""
+        if self.code:
+            return self._monitor_drop(partition)
         queued = [n for n, e in self.queue() if e.partition == partition]
         if not self.store.names(partition) and not queued:
             raise GuardFailed("DropUnassigned", f"{self.name} has nothing of {partition}")
@@ -134,4 +152,20 @@ class PRReplica(Replica):
                 raise GuardFailed("DropUnassigned", f"{self.name} still keeps {partition} (assigned, leaving or read)")
         n = len(self.store.names(partition))
         self.drop_partition_locally(partition)
+        return n
+
+    def _monitor_drop(self, partition: str) -> int:
+        """The code's MigrationMonitor::run (PR102244Code.tla DropUnassigned): at a fresh read, a
+        replica the partition is assigned away from drops its parts of it at once
+        (clear_without_timeout), caches and queries notwithstanding; its queue is left as it is.
+        Fixed (not `source_stops_at_switch`): not while it is leaving."""
+        n = len(self.store.names(partition))
+        if not n:
+            raise GuardFailed("DropUnassigned", f"{self.name} has no parts of {partition}")
+        a = read_assignment(self.keeper, self.layout, partition)
+        if a is None or not a.keepers() or self.name in a.keepers() or self.leaving(partition):
+            raise GuardFailed("DropUnassigned", f"{self.name} still keeps {partition} (unassigned, assigned or leaving)")
+        self._unregister_all(lambda x: x.partition == partition)
+        for name in self.store.names(partition):
+            self.store.remove(name)
         return n
