@@ -19,9 +19,10 @@ Stages, each printed with its figures:
      of the same constants with no switch on, and again with the spec's invariants alone; time
      to first failure, the failing walk's length and its length shrunk (conformance/walk.py),
      written to build/conformance/machine-*.json for `replay`.
-  6. PR #102244's design (spec/pr102244/PR102244.tla, reference/pr102244/): the state-graph replay of
-     MCPR102244 (both directions, cut at a depth or sampled per profile), and (dev, thorough)
-     PR-F1..PR-F4's counterexamples carried to the reference with and without their switch.
+  6. PR #102244's design (spec/pr102244/PR102244Code.tla, the code's; PR102244.tla, the
+     description's; protocol/pr102244/): the state-graph replays of PR_EXPLORE (both directions,
+     cut at a depth per profile), and (dev, thorough) every PR finding's counterexample carried
+     to the reference with and without its switch.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
 (stage 5 must catch every switch against the fixed graph; invariants alone are reported); 2 for
 bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ctrl-C
@@ -239,31 +240,39 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     return ok
 
 
-# MCPR102244 (68,298 states) replayed per profile: (depth bound, sampled share of the states).
-# Every state costs a try of each of its ~40 instances (2-3 ms each on a loaded machine), so the
-# whole graph is ~1 h: ci and dev cut it at depth 6 (1,393 states expanded, 13,930 edges), thorough
-# samples the whole graph.
-PR_EXPLORE = {"ci": (5, None), "dev": (6, None), "thorough": (None, 0.05)}
+# PR #102244's graphs replayed per profile: (model, depth bound or None for the whole graph,
+# sampled share of the states or None). Every state costs a try of each of its instances (~40-70,
+# 2-3 ms each on a loaded machine): MCPR102244Code's whole graph (102,536 states) is over an hour,
+# so it is cut at a depth; MCPR102244Code_Repair (4,663 states) runs whole in about a minute, and
+# MCPR102244Code_FirstInsert (42,925 states, 318,933 edges) whole in ~10 min, by hand only.
+PR_EXPLORE = {"ci": [("MCPR102244Code.cfg", 6, None)],
+              "dev": [("MCPR102244Code.cfg", 8, None), ("MCPR102244Code_Repair.cfg", None, None),
+                      ("MCPR102244.cfg", 6, None)],
+              "thorough": [("MCPR102244Code.cfg", 9, None), ("MCPR102244Code_Repair.cfg", None, None),
+                           ("MCPR102244Code_TwoDrivers.cfg", 8, None), ("MCPR102244.cfg", 6, None)]}
 
 
 def stage_pr102244(profile: str, out: dict) -> bool:
     from conformance.counterexample import FINDINGS, carry_pr
     from conformance.explore import explore_pr
-    depth, sample = PR_EXPLORE[profile]
-    r = explore_pr("MCPR102244.cfg", depth=depth, sample=sample, progress=print,
-                   failure_file=FAILURES / "explore-MCPR102244.cfg.json").as_dict()
-    ok = r["failure"] is None and r["violation"] is None and r["agreement"] == 1.0
-    out["pr102244_replay"] = r
-    print(f"  replay MCPR102244.cfg{f' to depth {depth}' if depth else ''}"
-          f"{f', {sample:.0%} of states sampled (seed 0)' if sample else ''}: {r['covered']}/{r['edges_checkable']} "
-          f"edges of {r['expanded']} expanded states ({r['agreement']:.1%}; graph {r['states']} states, {r['edges']} "
-          f"edges), {r['steps_tried']} steps tried, {r['seconds']} s -> {'ok' if ok else 'FAILED'}", flush=True)
-    if r["failure"]:
-        print(f"    {r['failure']['kind']} {r['failure'].get('action', '')}: {r['failure']['variable']}\n"
-              f"    spec:      {r['failure']['spec']}\n    reference: {r['failure']['reference']}\n"
-              f"    steps: {r['failure']['steps']}")
-    if r["violation"]:
-        print(f"    {r['violation']['invariant']} broken on the reference after {r['violation']['steps']}")
+    ok = True
+    for cfg, depth, sample in PR_EXPLORE[profile]:
+        r = explore_pr(cfg, depth=depth, sample=sample, progress=print,
+                       failure_file=FAILURES / f"explore-{cfg}.json").as_dict()
+        good = r["failure"] is None and r["violation"] is None and r["agreement"] == 1.0
+        ok &= good
+        out.setdefault("pr102244_replay", []).append(r)
+        print(f"  replay {cfg}{f' to depth {depth}' if depth else ' whole'}"
+              f"{f', {sample:.0%} of states sampled (seed 0)' if sample else ''}: {r['covered']}/{r['edges_checkable']} "
+              f"edges of {r['expanded']} expanded states ({r['agreement']:.1%}; graph {r['states']} states, "
+              f"{r['edges']} edges), {r['steps_tried']} steps tried, {r['seconds']} s -> {'ok' if good else 'FAILED'}",
+              flush=True)
+        if r["failure"]:
+            print(f"    {r['failure']['kind']} {r['failure'].get('action', '')}: {r['failure']['variable']}\n"
+                  f"    spec:      {r['failure']['spec']}\n    reference: {r['failure']['reference']}\n"
+                  f"    steps: {r['failure']['steps']}")
+        if r["violation"]:
+            print(f"    {r['violation']['invariant']} broken on the reference after {r['violation']['steps']}")
     if profile == "ci":   # tests/conformance/test_pr102244_conformance.py carries them inside make test
         return ok
     for cfg in sorted(FINDINGS):
@@ -442,7 +451,7 @@ def run(a) -> int:
     ok &= stage_assignment_machine(prof, out)
     print("conformance 5/6: whole-protocol state machine", flush=True)
     ok &= stage_protocol(prof, a.profile, out)
-    print("conformance 6/6: PR #102244's design (PR102244.tla, reference/pr102244)", flush=True)
+    print("conformance 6/6: PR #102244's design (PR102244Code.tla, PR102244.tla; protocol/pr102244)", flush=True)
     ok &= stage_pr102244(a.profile, out)
     fixed = out["replay"][0]
     against = [r for r in out["protocol_switches"] if r["checked_against"] != "invariants only"]
@@ -457,8 +466,9 @@ def run(a) -> int:
                          f"variants with each step checked against the fixed graph, "
                          f"{sum(r['failed'] for r in alone)}/{len(alone)} on invariants alone"
                          if out["protocol_switches"] else "")
-                      + f"; PR #102244: {out['pr102244_replay']['covered']}/{out['pr102244_replay']['edges_checkable']} "
-                        "checked edges of MCPR102244 replayed"
+                      + f"; PR #102244: {sum(r['covered'] for r in out['pr102244_replay'])}/"
+                        f"{sum(r['edges_checkable'] for r in out['pr102244_replay'])} checked edges of "
+                        f"{len(out['pr102244_replay'])} graphs replayed"
                       + (f", {sum(r['caught'] for r in out['pr102244_counterexamples'])}/"
                          f"{len(out['pr102244_counterexamples'])} PR findings' counterexamples reproduced"
                          if out.get("pr102244_counterexamples") else ""))

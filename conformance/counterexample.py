@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance import pr_system
+from conformance import pr_designs
 from conformance.explore import project
 from conformance.replay import first_difference
 from conformance.spec_model import invariants, load_model
@@ -45,6 +45,16 @@ FINDINGS = {
     "MCPR102244_filter_cached.cfg": ("PR-F4", "complete_without_rescan"),
     "MCPR102244Whole_FirstInsert_filter_negative_cache.cfg": ("PR-F5", "filter_negative_cache"),
     "MCPR102244Whole_FirstInsert_retry_new_block_id.cfg": ("O7", "retry_new_block_id"),
+    # PR102244Code.tla: the findings against the PR's code (PR-F8, patch parts, has no reference)
+    "MCPR102244Code_snapshot_source_parts.cfg": ("PR-F1", "snapshot_source_parts"),
+    "MCPR102244Code_source_stops_at_switch.cfg": ("PR-F2", "source_stops_at_switch"),
+    "MCPR102244Code_source_stops_at_switch_query.cfg": ("PR-F2", "source_stops_at_switch"),
+    "MCPR102244Code_same_target.cfg": ("PR-F3", "switch_without_target_check"),
+    "MCPR102244Code_second_migration.cfg": ("PR-F3", "switch_without_target_check"),
+    "MCPR102244Code_snapshot_before_clone_multi.cfg": ("PR-F6", "snapshot_before_clone_multi"),
+    "MCPR102244Code_rollback_races_switch.cfg": ("PR-F7", "switch_without_target_check"),
+    "MCPR102244Code_repair_moves_replica.cfg": ("PR-F9", "repair_moves_replica"),
+    "MCPR102244Code_read_from_cloning_target.cfg": ("PR-F10", "read_from_cloning_target"),
 }
 
 
@@ -115,9 +125,9 @@ def _spec_following(model) -> Following:
 
 
 def _pr_following(cfg: str) -> tuple[Following, dict]:
-    _, read_constants, system_cls, _, labels = pr_system.design(cfg)
+    _, read_constants, system_cls, _, labels = pr_designs.design(cfg)
     constants = read_constants(cfg)
-    return Following(lambda bugs, init: system_cls(constants, bugs, coordinator=init["coord"].name),
+    return Following(lambda bugs, init: system_cls.from_trace(constants, bugs, init),
                      labels=labels), constants
 
 
@@ -203,7 +213,7 @@ def carry(cfg: str, timeout: float = 900, svg: Path | None = None) -> Carried:
 
 def design_of(cfg: str):
     """The TLA+ module, the constants reader, the system and TLC's step labels of a PR cfg's model."""
-    module, read_constants, system_cls, _, labels = pr_system.design(cfg)
+    module, read_constants, system_cls, _, labels = pr_designs.design(cfg)
     return module, read_constants, system_cls, labels
 
 

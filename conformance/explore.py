@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from conformance import pr_system
+from conformance import pr_designs
 from conformance.replay import first_difference
 from conformance.spec_model import invariants, load_model
 from conformance.spec_system import SpecSystem
@@ -275,14 +275,14 @@ def explore(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = No
 def explore_pr(cfg: str, bugs: frozenset[str] | None = None, depth: int | None = None, sample: float | None = None,
                seed: int = 0, progress=print, failure_file: Path | None = None) -> PRExploreReport:
     """Replay a PR #102244 model's graph on the reference's PR design (this module's docstring)."""
-    _, read_constants, system_cls, _, _ = pr_system.design(cfg)
+    _, read_constants, system_cls, _, _ = pr_designs.design(cfg)
     constants = read_constants(cfg)
 
     def broken(system, state, names):
         found = system.invariants()
         return [(n, found[n]) for n in names if found[n]]
     design = Design(module="PR102244", report=PRExploreReport,
-                    system=lambda bugs, init: system_cls(constants, bugs, coordinator=init["coord"].name),
+                    system=lambda bugs, init: system_cls.from_trace(constants, bugs, init),
                     broken=broken, per_step=False, stop_at_spec_only=False, skip=frozenset({"TypeOKInv"}))
     return _explore(design, cfg, bugs, depth, sample, seed, progress, failure_file)
 

@@ -452,7 +452,7 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
     checkers/pr102244_live.py (PRSystem.invariants). `walks`: each failing walk is appended,
     as (action, args) steps. The model's bounds (MaxFails, MaxQueries, ...) are the system's guards;
     a state with no step left stutters."""
-    from conformance.pr_system import design
+    from conformance.pr_designs import design
     _, read_constants, system_cls, spec_actions, _ = design(cfg)
     constants = read_constants(cfg)
     actions = [a for a in spec_actions if a not in ("CoordinatorCrash", "TakeOver")]   # not implemented (pr_system.py)
@@ -505,6 +505,25 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
             _name(step, name)
             return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
         setattr(PRMachine, name, make(name))
+
+    # A design whose migration takes many steps in order names them (`progress`): one more rule
+    # takes an enabled instance of one of them, so a walk of 30 steps reaches the SWITCH more
+    # often than uniform choice among every action does. Each step is still an enabled instance
+    # of a spec action.
+    progress = tuple(a for a in getattr(system_cls, "progress", ()) if a in actions)
+    if progress:
+        def advance(self, choice):
+            en = self.enabled()
+            options = [(a, args) for a in progress for args in en.get(a, ())]
+            name, args = options[choice % len(options)]
+            note(f"{name}{args} (progress)")
+            self.system.step(name, args)
+            self.walk.append((name, args))
+            counts[name] += 1
+            self._enabled = self._state = None
+        _name(advance, "Progress")
+        PRMachine.Progress = precondition(lambda self: any(self.enabled().get(a) for a in progress))(
+            rule(choice=st.integers(0, 255))(advance))
 
     PRMachine.Stutter = precondition(lambda self: not self.enabled())(rule()(lambda self: None))
 

@@ -1,8 +1,8 @@
 """The reference's PR #102244 design (reference/pr102244/) under the constants of one model of
 spec/pr102244/, for the counterexample carry, the state-graph replay and the state machine of the
 PR's models: the one bridge between the PR's spec family and its reference. PRSystem runs the
-models of PR102244.tla; PRWholeSystem the first-INSERT models of PR102244Whole.tla; DESIGNS
-names, per wrapper module, the constants reader, the system, its actions and TLC's step labels.
+models of PR102244.tla; PRWholeSystem the first-INSERT models of PR102244Whole.tla (conformance/pr_designs.py names, per
+wrapper module, the constants reader, the system, its actions and TLC's step labels).
 
 PRSystem (PR102244.tla):
 - `instances()` lists every step the harness may try now: each action of PR102244.tla's `Next`
@@ -62,19 +62,27 @@ import re
 from checkers.pr102244_live import no_acked_block_lost, no_duplicate_rows, owners_complete, replication_factor
 from conformance.spec_model import seq_or_fn
 from conformance.spec_system import Attempts, MemoryPartStore, Pick
-from conformance.stategraph import spec_file, wrapper_of
+from conformance.stategraph import spec_file
 from harness.tlc.values import Fn, ModelValue
 from protocol.assignment import GuardFailed
 from protocol.insert import replica_forward_insert, sub_block_hash
 from protocol.keeper import MemoryEnsemble, SessionExpiredError
 from protocol.layout import Layout
 from protocol.log_entry import GET_PART, LogEntry
-from protocol.parts import BadPart, PartName
+from protocol.parts import BadPart
 from protocol.pr102244 import layout as pr_layout
 from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count, set_count
 from protocol.pr102244.insert import block_id_of_send
-from protocol.pr102244.migration import (done, fail, read_migration, rescan, signal_complete, start_clone, switch,
-                                         write_clone_entries)
+from protocol.pr102244.migration import (
+    done,
+    fail,
+    read_migration,
+    rescan,
+    signal_complete,
+    start_clone,
+    switch,
+    write_clone_entries,
+)
 from protocol.pr102244.replica import PRReplica
 from protocol.query import client_start_query, replica_read_partition
 from protocol.registration import create_table_znodes, declare_replicas, register_replica
@@ -153,6 +161,7 @@ class _ClusterView:
 
 class PRSystem(Attempts):
     refused = REFUSED
+    idle = IDLE
 
     def __init__(self, constants: dict, bugs: frozenset[str] | None = None, readings: frozenset[str] | None = None,
                  coordinator: str = "r1"):
@@ -179,6 +188,11 @@ class PRSystem(Attempts):
         self.missed = False
         self.block_of: dict[str, int] = {}     # part name -> the block (INSERT id) it holds
         self.ended: dict[int, dict] = {}       # DONE / FAILED migrations: the spec's record, kept
+
+    @classmethod
+    def from_trace(cls, constants: dict, bugs: frozenset[str], init: dict) -> "PRSystem":
+        """The system for a trace or graph whose first state is `init` (its coordinator)."""
+        return cls(constants, bugs, coordinator=init["coord"].name)
 
     def _init_assignment(self) -> None:
         """Init: the partition's assignment, as the first INSERT's ensurePartitionAssignment makes
@@ -234,11 +248,14 @@ class PRSystem(Attempts):
         return [(n, LogEntry.parse(self.ensemble.nodes[f"{q}/{n}"].value)) for n in self._children(q)]
 
     def _mig(self, m: int) -> dict:
+        """The spec's record of migration m: kept by the harness once ended, idle before its node."""
         if m in self.ended:
             return self.ended[m]
         x, _ = read_migration(self.admin, LAYOUT, str(m))
-        if x is None:
-            return dict(IDLE)
+        return dict(self.idle) if x is None else self._record(m, x)
+
+    def _record(self, m: int, x: dict) -> dict:
+        """A migration node read as the module's record."""
         mv = ModelValue
         return {"st": x["state"], "src": mv(x["source"]), "tgt": mv(x["target"]),
                 "snap": frozenset(self._block(s) for s in x["source_parts_snapshot"]), "written": x["written"],
@@ -535,19 +552,3 @@ class PRWholeSystem(PRSystem):
         if before == after or (before is not None and after is not None and before.version == after.version):
             raise GuardFailed("RefreshView", f"{r}'s cache is Keeper's already")
         return after
-
-
-# --- one design per PR wrapper module ------------------------------------------------------------
-# The wrapper module of a cfg (spec/models.json) -> its constants reader, its system, the actions
-# of the spec the system has steps for (CoordinatorCrash and TakeOver are in ACTIONS, not
-# implemented), and TLC's step labels that stand for more than one of them.
-DESIGNS = {
-    "MCPR102244.tla": (model_constants, PRSystem, ACTIONS, {}),
-    "MCPR102244Whole.tla": (whole_constants, PRWholeSystem, WHOLE_ACTIONS, LABELS),
-}
-
-
-def design(cfg: str) -> tuple:
-    """(wrapper module, constants reader, system class, actions, labels) of a PR cfg's model."""
-    module = wrapper_of(cfg)
-    return (module, *DESIGNS[module])
