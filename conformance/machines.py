@@ -525,6 +525,23 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
         PRMachine.Progress = precondition(lambda self: any(self.enabled().get(a) for a in progress))(
             rule(choice=st.integers(0, 255))(advance))
 
+    # A design that says when a query can see a migration half done (`in_window`: a CLONE or SWITCH
+    # in flight, or a cache behind Keeper) gets a rule that queries only then: the bound on
+    # queries is small, and uniform choice spends it before any migration starts.
+    if hasattr(system_cls, "in_window") and "Query" in actions:
+        def query_in_window(self, choice):
+            options = self.enabled()["Query"]
+            args = options[choice % len(options)]
+            note(f"Query{args} (in a window)")
+            self.system.step("Query", args)
+            self.walk.append(("Query", args))
+            counts["Query"] += 1
+            self._enabled = self._state = None
+        _name(query_in_window, "QueryInWindow")
+        PRMachine.QueryInWindow = precondition(lambda self: bool(self.enabled().get("Query"))
+                                               and self.system.in_window())(rule(choice=st.integers(0, 255))(
+                                                   query_in_window))
+
     PRMachine.Stutter = precondition(lambda self: not self.enabled())(rule()(lambda self: None))
 
     def check(self):

@@ -150,6 +150,14 @@ class PRCodeSystem(PRSystem):
     def _count(self, r: str) -> int:
         return read_count(self.admin, LAYOUT, r)[0]
 
+    def in_window(self) -> bool:
+        """A query now may see a migration half done: a migration node in flight, a driver with a
+        write decided, or a replica whose cache is not Keeper's (for the machine's QueryInWindow)."""
+        a = read_assignment(self.admin, LAYOUT, P)
+        return (any(self._mig(m)["st"] in ("clone", "switch", "switched") for m in self.c["mig_ids"])
+                or any(x.pending is not None for x in self.drivers.values())
+                or any(rep.cache.get(P) != a for rep in self.reps.values()))
+
     # --- the invariants ----------------------------------------------------------------------
     def invariants(self) -> dict[str, list[str]]:
         """The cfg's invariants on the reference's state: checkers/pr102244_live.py on Keeper and
