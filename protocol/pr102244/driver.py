@@ -30,14 +30,22 @@ import json
 from dataclasses import dataclass
 
 from protocol.assignment import GuardFailed
-from protocol.keeper import Create, Delete, Keeper, MultiError, SetData
+from protocol.keeper import Create, Keeper, SetData
 from protocol.layout import Layout
 from protocol.log_entry import GET_PART, LogEntry
 from protocol.parts import PartName
 from protocol.pr102244 import layout as pr_layout
 from protocol.pr102244.assignment import PRAssignment, read_assignment, read_count, set_count
-from protocol.pr102244.migration import next_log_number, read_migration, read_migrations, read_snapshot
-from protocol.replica import Replica, _children
+from protocol.pr102244.migration import (
+    commit,
+    next_log_number,
+    read_migration,
+    read_migrations,
+    read_snapshot,
+    remove_subtree,
+    target_caught_up,
+)
+from protocol.replica import Replica
 
 # The node states of a migration in flight (Active(m) in the module).
 IN_FLIGHT = ("clone", "switch", "switched")
@@ -64,13 +72,6 @@ class Outcome:
     log_at_switch: int | None = None
 
 
-def _commit(keeper: Keeper, ops: list, action: str, what: str) -> None:
-    try:
-        keeper.multi(ops)
-    except MultiError as e:
-        raise GuardFailed(action, f"{what} changed concurrently ({e}); re-read") from e
-
-
 def _assignment(keeper: Keeper, layout: Layout, partition: str, action: str) -> PRAssignment:
     a = read_assignment(keeper, layout, partition)
     if a is None:
@@ -82,12 +83,6 @@ def _in_flight(keeper: Keeper, layout: Layout, partition: str) -> list[str]:
     """getActiveMigrationPartitions, for one partition: its migrations whose node is in flight."""
     return [m for m, (x, _) in read_migrations(keeper, layout).items()
             if x["partition"] == partition and x["state"] in IN_FLIGHT]
-
-
-def _remove_node(keeper: Keeper, layout: Layout, mig_id: str, version: int) -> list:
-    ops = [Delete(pr_layout.clone_complete(layout, mig_id))] if keeper.exists(
-        pr_layout.clone_complete(layout, mig_id)) is not None else []
-    return ops + [Delete(pr_layout.migration(layout, mig_id), version)]
 
 
 @dataclass
@@ -177,7 +172,7 @@ class MigrationDriver:
         node = {"partition": p.partition, "state": "clone", "source": p.source, "target": p.target,
                 "coordinator": self.name, "source_parts_snapshot": list(snapshot), "written": False,
                 "log_at_switch": None, "add": p.add, "driven": "code"}
-        _commit(self.keeper, [SetData(self.layout.assignment(p.partition), PRAssignment(a.owners, cloning).encode(),
+        commit(self.keeper, [SetData(self.layout.assignment(p.partition), PRAssignment(a.owners, cloning).encode(),
                                       a.version),
                               Create(pr_layout.migration(self.layout, p.mig_id), json.dumps(node).encode())],
                 "CloneMulti", f"the assignment of {p.partition}")
@@ -214,7 +209,7 @@ class MigrationDriver:
         if node["state"] == "clone":
             if self.keeper.exists(pr_layout.clone_complete(self.layout, mig_id)) is None:
                 raise GuardFailed("DriveSwitch", f"migration {mig_id} has no clone_complete")
-            _commit(self.keeper, [SetData(pr_layout.migration(self.layout, mig_id),
+            commit(self.keeper, [SetData(pr_layout.migration(self.layout, mig_id),
                                           json.dumps({**node, "state": "switch"}).encode(), version)],
                     "DriveSwitch", f"migration {mig_id}")
         self.pending = Pending("switch", mig_id, node["partition"], node["source"], node["target"],
@@ -245,8 +240,9 @@ class MigrationDriver:
         `switched`, DONE waiting for the target to catch up (PR-F2)."""
         p = self.decided("switch", "SwitchMulti")
         self.pending = None
-        node, _ = read_migration(self.keeper, self.layout, p.mig_id)
+        node, version = read_migration(self.keeper, self.layout, p.mig_id)
         state = node["state"] if node is not None else "gone"
+        read = (node, version)
         if not ("rollback_ignores_state" in self.bugs or state == "switch"):
             return Outcome()
         s, t = p.source, p.target
@@ -256,17 +252,17 @@ class MigrationDriver:
         in_flight = state in ("switch", "clone")
         if "switch_without_target_check" in self.bugs:
             if s not in a.keepers():
-                return self._end(p, "done" if in_flight else None)
-            return self._apply(p, a, keep_source, after if in_flight else None)
+                return self._end(p, read, "done" if in_flight else None)
+            return self._apply(p, read, a, keep_source, after if in_flight else None)
         if s in a.owners and t in a.cloning:
-            return self._apply(p, a, keep_source, after)
+            return self._apply(p, read, a, keep_source, after)
         if s not in a.keepers() and t in a.owners:
-            return self._end(p, "done")
-        return self._end(p, "failed", [SetData(self.layout.assignment(p.partition),
+            return self._end(p, read, "done")
+        return self._end(p, read, "failed", [SetData(self.layout.assignment(p.partition),
                                                PRAssignment(a.owners, tuple(c for c in a.cloning if c != t)).encode(),
                                                a.version)])
 
-    def _apply(self, p: Pending, a: PRAssignment, keep_source: bool, state: str | None) -> Outcome:
+    def _apply(self, p: Pending, read: tuple, a: PRAssignment, keep_source: bool, state: str | None) -> Outcome:
         s, t = p.source, p.target
         owners = tuple(o for o in a.owners if keep_source or o != s)
         owners += (t,) if t in a.keepers() and t not in owners else ()
@@ -276,22 +272,22 @@ class MigrationDriver:
         ops = [SetData(self.layout.assignment(p.partition), new.encode(), a.version),
                set_count(self.layout, t, ct + 1, vt),
                *([] if keep_source else [set_count(self.layout, s, max(cs - 1, 0), vs)])]
-        return self._end(p, state, ops, log_at)
+        return self._end(p, read, state, ops, log_at)
 
-    def _end(self, p: Pending, state: str | None, ops: list = (), log_at: int | None = None) -> Outcome:
+    def _end(self, p: Pending, read: tuple, state: str | None, ops: list = (), log_at: int | None = None) -> Outcome:
         """The multi: `ops` and the node's new state (`switched` kept with the SWITCH point, DONE
-        and FAILED removed); a node already gone is left gone."""
+        and FAILED removed), at the version `read`; a node already gone is left gone."""
         ops = list(ops)
-        node, version = read_migration(self.keeper, self.layout, p.mig_id)
+        node, version = read
         if node is not None and state in ("done", "failed"):
-            ops += _remove_node(self.keeper, self.layout, p.mig_id, version)
+            ops += remove_subtree(self.keeper, self.layout, p.mig_id, version)
         elif node is not None and (state is not None or log_at is not None):
             ops.append(SetData(pr_layout.migration(self.layout, p.mig_id),
                                json.dumps({**node, "state": state or node["state"],
                                            "log_at_switch": log_at if log_at is not None else node["log_at_switch"]})
                                .encode(), version))
         if ops:
-            _commit(self.keeper, ops, "SwitchMulti", f"migration {p.mig_id} or its assignment")
+            commit(self.keeper, ops, "SwitchMulti", f"migration {p.mig_id} or its assignment")
         return Outcome(state, log_at)
 
     def apply_rollback(self) -> Outcome:
@@ -306,10 +302,10 @@ class MigrationDriver:
         if node is None or node["state"] not in states:
             return Outcome()
         a = _assignment(self.keeper, self.layout, p.partition, "ApplyRollback")
-        _commit(self.keeper, [SetData(self.layout.assignment(p.partition),
+        commit(self.keeper, [SetData(self.layout.assignment(p.partition),
                                       PRAssignment(a.owners, tuple(c for c in a.cloning if c != p.target)).encode(),
                                       a.version),
-                              *_remove_node(self.keeper, self.layout, p.mig_id, version)],
+                              *remove_subtree(self.keeper, self.layout, p.mig_id, version)],
                 "ApplyRollback", f"migration {p.mig_id} or its assignment")
         return Outcome("failed")
 
@@ -344,11 +340,6 @@ def done(keeper: Keeper, layout: Layout, mig_id: str) -> None:
     node, version = read_migration(keeper, layout, mig_id)
     if node is None or node["state"] != "switched":
         raise GuardFailed("Done", f"migration {mig_id} is not switched")
-    t, p = node["target"], node["partition"]
-    if int(keeper.get(layout.log_pointer(t))[0]) < node["log_at_switch"]:
-        raise GuardFailed("Done", f"target {t} has not pulled the log past the SWITCH")
-    q = layout.queue(t)
-    if any(LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == p for n in _children(keeper, q)):
-        raise GuardFailed("Done", f"target {t} still has {p} queued")
-    _commit(keeper, _remove_node(keeper, layout, mig_id, version), "Done", f"migration {mig_id}")
+    target_caught_up(keeper, layout, node)
+    commit(keeper, remove_subtree(keeper, layout, mig_id, version), "Done", f"migration {mig_id}")
 

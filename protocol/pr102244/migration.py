@@ -68,7 +68,7 @@ def _as_coordinator(keeper: Keeper, layout: Layout, mig: dict, mig_id: str, acti
         raise GuardFailed(action, f"coordinator {actor} is not active")
 
 
-def _commit(keeper: Keeper, ops: list, action: str, what: str) -> None:
+def commit(keeper: Keeper, ops: list, action: str, what: str) -> None:
     try:
         keeper.multi(ops)
     except MultiError as e:
@@ -117,7 +117,7 @@ def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, tar
            "written": False, "rescanned": False, "aver0": a.version + 1, "log_at_switch": None,
            "add": add}   # planned by the rebalancer's phase 1 to add a replica (PR-F9)
     new = PRAssignment(a.owners, a.cloning + (target,))
-    _commit(keeper, [SetData(layout.assignment(partition), new.encode(), a.version),
+    commit(keeper, [SetData(layout.assignment(partition), new.encode(), a.version),
                      Create(pr_layout.migration(layout, mig_id), json.dumps(mig).encode())],
             "StartClone", f"the assignment of {partition}")
     return mig_id
@@ -134,7 +134,7 @@ def write_clone_entries(keeper: Keeper, layout: Layout, mig_id: str, actor: str)
     ops = [Create(f"{layout.log}/log-", LogEntry(GET_PART, new_part_name=p, source_replica=actor).format(),
                   sequential=True) for p in mig["source_parts_snapshot"]]
     ops.append(SetData(pr_layout.migration(layout, mig_id), json.dumps({**mig, "written": True}).encode(), version))
-    _commit(keeper, ops, "WriteCloneEntries", f"migration {mig_id}")
+    commit(keeper, ops, "WriteCloneEntries", f"migration {mig_id}")
     return len(ops) - 1
 
 
@@ -157,7 +157,7 @@ def rescan(target: Replica, mig_id: str) -> int:
     ops = [Create(f"{lay.queue(target.name)}/queue-", LogEntry(GET_PART, new_part_name=str(n)).format(),
                   sequential=True) for n in lacking]
     ops.append(SetData(pr_layout.migration(lay, mig_id), json.dumps({**mig, "rescanned": True}).encode(), version))
-    _commit(k, ops, "Rescan", f"migration {mig_id}")
+    commit(k, ops, "Rescan", f"migration {mig_id}")
     return len(lacking)
 
 
@@ -181,7 +181,7 @@ def signal_complete(target: Replica, mig_id: str) -> None:
     if "complete_without_rescan" not in target.bugs:
         if not mig["rescanned"] or any(e.partition == p for _, e in target.queue()):
             raise GuardFailed("SignalComplete", f"{target.name} has not rescanned or still has {p} queued")
-    _commit(k, [Check(pr_layout.migration(lay, mig_id), version), Create(pr_layout.clone_complete(lay, mig_id), b"")],
+    commit(k, [Check(pr_layout.migration(lay, mig_id), version), Create(pr_layout.clone_complete(lay, mig_id), b"")],
             "SignalComplete", f"migration {mig_id}")
 
 
@@ -211,7 +211,7 @@ def switch(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozens
     new = PRAssignment(tuple(o for o in a.owners if keep or o != s) + (t,), tuple(c for c in a.cloning if c != t))
     (cs, vs), (ct, vt) = read_count(keeper, layout, s), read_count(keeper, layout, t)
     state = {**mig, "state": "switch", "log_at_switch": next_log_number(keeper, layout)}
-    _commit(keeper, [SetData(layout.assignment(p), new.encode(), guard),
+    commit(keeper, [SetData(layout.assignment(p), new.encode(), guard),
                      *([] if keep else [set_count(layout, s, cs - 1, vs)]), set_count(layout, t, ct + 1, vt),
                      SetData(pr_layout.migration(layout, mig_id), json.dumps(state).encode(), version)],
             "Switch", f"the assignment of {p} or the counts")
@@ -239,15 +239,30 @@ def _switch_as_the_code_does(keeper: Keeper, layout: Layout, mig_id: str, mig: d
         (cs, vs), (ct, vt) = read_count(keeper, layout, s), read_count(keeper, layout, t)
         ops += [SetData(layout.assignment(p), new.encode(), a.version), set_count(layout, t, ct + 1, vt),
                 *([] if keep_source else [set_count(layout, s, max(cs - 1, 0), vs)])]
-    _commit(keeper, ops, "Switch", f"the assignment of {p} or the counts")
+    commit(keeper, ops, "Switch", f"the assignment of {p} or the counts")
     return read_assignment(keeper, layout, p)
 
 
-def _remove_subtree(keeper: Keeper, layout: Layout, mig_id: str, version: int) -> list:
+def remove_subtree(keeper: Keeper, layout: Layout, mig_id: str, version: int) -> list:
     ops = []
     if keeper.exists(pr_layout.clone_complete(layout, mig_id)) is not None:
         ops.append(Delete(pr_layout.clone_complete(layout, mig_id)))
     return ops + [Delete(pr_layout.migration(layout, mig_id), version)]
+
+
+def target_caught_up(keeper: Keeper, layout: Layout, mig: dict) -> None:
+    """DONE's guard in the fixed design (PR-F2): the target has pulled the log past the SWITCH and
+    has nothing of the partition queued; GuardFailed otherwise."""
+    t, p = mig["target"], mig["partition"]
+    if int(keeper.get(layout.log_pointer(t))[0]) < mig["log_at_switch"]:
+        raise GuardFailed("Done", f"target {t} has not pulled the log past the SWITCH")
+    q = layout.queue(t)
+    for n in _children(keeper, q):
+        try:
+            if LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == p:
+                raise GuardFailed("Done", f"target {t} still has {p} queued")
+        except NoNodeError:
+            continue
 
 
 def done(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozenset()) -> None:
@@ -257,17 +272,8 @@ def done(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozenset
     mig, version = _mig(keeper, layout, mig_id, "Done", "switch")
     _as_coordinator(keeper, layout, mig, mig_id, "Done", actor)
     if "source_stops_at_switch" not in bugs:
-        t, p = mig["target"], mig["partition"]
-        if int(keeper.get(layout.log_pointer(t))[0]) < mig["log_at_switch"]:
-            raise GuardFailed("Done", f"target {t} has not pulled the log past the SWITCH")
-        q = layout.queue(t)
-        for n in _children(keeper, q):
-            try:
-                if LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == p:
-                    raise GuardFailed("Done", f"target {t} still has {p} queued")
-            except NoNodeError:
-                continue
-    _commit(keeper, _remove_subtree(keeper, layout, mig_id, version), "Done", f"migration {mig_id}")
+        target_caught_up(keeper, layout, mig)
+    commit(keeper, remove_subtree(keeper, layout, mig_id, version), "Done", f"migration {mig_id}")
 
 
 def fail(keeper: Keeper, layout: Layout, mig_id: str, actor: str) -> None:
@@ -279,8 +285,8 @@ def fail(keeper: Keeper, layout: Layout, mig_id: str, actor: str) -> None:
     p, t = mig["partition"], mig["target"]
     a = read_assignment(keeper, layout, p)
     new = PRAssignment(a.owners, tuple(c for c in a.cloning if c != t))
-    _commit(keeper, [SetData(layout.assignment(p), new.encode(), a.version),
-                     *_remove_subtree(keeper, layout, mig_id, version)], "Fail", f"migration {mig_id}")
+    commit(keeper, [SetData(layout.assignment(p), new.encode(), a.version),
+                     *remove_subtree(keeper, layout, mig_id, version)], "Fail", f"migration {mig_id}")
 
 
 def take_over(keeper: Keeper, layout: Layout, mig_id: str, actor: str) -> None:
@@ -293,7 +299,7 @@ def take_over(keeper: Keeper, layout: Layout, mig_id: str, actor: str) -> None:
         raise GuardFailed("TakeOver", f"coordinator {mig['coordinator']} of migration {mig_id} is active")
     if keeper.exists(layout.is_active(actor)) is None:
         raise GuardFailed("TakeOver", f"{actor} is not active")
-    _commit(keeper, [SetData(pr_layout.migration(layout, mig_id), json.dumps({**mig, "coordinator": actor}).encode(),
+    commit(keeper, [SetData(pr_layout.migration(layout, mig_id), json.dumps({**mig, "coordinator": actor}).encode(),
                              version)], "TakeOver", f"migration {mig_id}")
 
 
