@@ -508,15 +508,20 @@ class Replica:
     def drop_partition_locally(self, partition: str) -> None:
         """CLEANUP on this replica: its parts, their znodes (outdated ones too) and its queue entries
         of the partition. Idempotent: a CLEANUP cut short by a crash is run again from the start."""
-        self._unregister_all(lambda n: n.partition == partition)
-        for n in self.store.names(partition):
-            self.store.remove(n)
+        self.drop_parts_locally(partition)
         for node, entry in self.queue():
             if entry.partition == partition:
                 try:
                     self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
                 except NoNodeError:
                     pass
+
+    def drop_parts_locally(self, partition: str) -> None:
+        """This replica's parts of the partition and their znodes (outdated ones too); its queue is
+        left as it is."""
+        self._unregister_all(lambda n: n.partition == partition)
+        for n in self.store.names(partition):
+            self.store.remove(n)
 
     def _unregister_all(self, which) -> None:
         """Remove this replica's part znodes (outdated ones included) that `which` picks."""

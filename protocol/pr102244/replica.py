@@ -165,7 +165,5 @@ class PRReplica(Replica):
         a = read_assignment(self.keeper, self.layout, partition)
         if a is None or not a.keepers() or self.name in a.keepers() or self.leaving(partition):
             raise GuardFailed("DropUnassigned", f"{self.name} still keeps {partition} (unassigned, assigned or leaving)")
-        self._unregister_all(lambda x: x.partition == partition)
-        for name in self.store.names(partition):
-            self.store.remove(name)
+        self.drop_parts_locally(partition)
         return n
