@@ -492,16 +492,18 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
                 self._enabled = changing_instances(self.system, self.state())
             return self._enabled
 
+        def take(self, name: str, args: tuple, why: str = "") -> None:
+            note(f"{name}{args}{why}")
+            self.system.step(name, args)
+            self.walk.append((name, args))
+            counts[name] += 1
+            self._enabled = self._state = None
+
     for name in actions:
         def make(name):
             def step(self, choice):
                 options = self.enabled()[name]
-                args = options[choice % len(options)]
-                note(f"{name}{args}")
-                self.system.step(name, args)
-                self.walk.append((name, args))
-                counts[name] += 1
-                self._enabled = self._state = None
+                self.take(name, options[choice % len(options)])
             _name(step, name)
             return precondition(lambda self: self.allowed(name))(rule(choice=st.integers(0, 255))(step))
         setattr(PRMachine, name, make(name))
@@ -515,12 +517,7 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
         def advance(self, choice):
             en = self.enabled()
             options = [(a, args) for a in progress for args in en.get(a, ())]
-            name, args = options[choice % len(options)]
-            note(f"{name}{args} (progress)")
-            self.system.step(name, args)
-            self.walk.append((name, args))
-            counts[name] += 1
-            self._enabled = self._state = None
+            self.take(*options[choice % len(options)], why=" (progress)")
         _name(advance, "Progress")
         PRMachine.Progress = precondition(lambda self: any(self.enabled().get(a) for a in progress))(
             rule(choice=st.integers(0, 255))(advance))
@@ -531,12 +528,7 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
     if hasattr(system_cls, "in_window") and "Query" in actions:
         def query_in_window(self, choice):
             options = self.enabled()["Query"]
-            args = options[choice % len(options)]
-            note(f"Query{args} (in a window)")
-            self.system.step("Query", args)
-            self.walk.append(("Query", args))
-            counts["Query"] += 1
-            self._enabled = self._state = None
+            self.take("Query", options[choice % len(options)], why=" (in a window)")
         _name(query_in_window, "QueryInWindow")
         PRMachine.QueryInWindow = precondition(lambda self: bool(self.enabled().get("Query"))
                                                and self.system.in_window())(rule(choice=st.integers(0, 255))(

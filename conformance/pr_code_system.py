@@ -41,7 +41,6 @@ from protocol.assignment import GuardFailed
 from protocol.pr102244 import layout as pr_layout
 from protocol.pr102244.assignment import ensure_partition_assignment, read_assignment, read_count
 from protocol.pr102244.driver import MigrationDriver, Pending, done, signal_complete
-from protocol.pr102244.migration import read_migration
 
 ACTIONS = ("Allocate", "WriteInsert", "RefreshView", "Pull", "Fetch", "DropUnassigned", "ReadSnapshot",
            "PlanUnderReplicated", "CloneMulti", "WriteCloneEntries", "SignalComplete", "DriveSwitch", "DriveRollback",
@@ -310,22 +309,3 @@ class PRCodeSystem(PRSystem):
         out = self.drivers[d].crash()
         self.aux["crashes"] += 1
         return out
-
-    def _target(self, m: int):
-        x, _ = read_migration(self.admin, LAYOUT, str(m))
-        if x is None:
-            raise GuardFailed("migration", f"migration {m} has no node")
-        return self.reps[x["target"]]
-
-    def _in_flight(self, r: str, b: int) -> bool:
-        """InFlightTo(r, b): queued, or ahead of r's pointer with r keeping it (the code's filter,
-        read without writing r's cache) or assigned it in Keeper."""
-        if any(self._block(e.new_part_name) == b for _, e in self._queue(r)):
-            return True
-        ptr = int(self.ensemble.nodes[LAYOUT.log_pointer(r)].value)
-        a = read_assignment(self.admin, LAYOUT, P)
-        ahead = [e for e in self._log()[ptr:] if self._block(e.new_part_name) == b]
-        return any(self.reps[r].keeps(e, refresh=False) or (a is not None and r in a.keepers()) for e in ahead)
-
-    def close(self) -> None:
-        pass

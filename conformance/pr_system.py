@@ -423,7 +423,8 @@ class PRSystem(Attempts):
         ptr = int(self.ensemble.nodes[LAYOUT.log_pointer(r)].value)
         a = read_assignment(self.admin, LAYOUT, P)
         ahead = [e for e in self._log()[ptr:] if self._block(e.new_part_name) == b]
-        return any(self.reps[r].keeps(e) or (a is not None and r in a.keepers()) for e in ahead)
+        # the filter's answer without writing r's cache (the code's filter refreshes it: PRCodeSystem)
+        return any(self.reps[r].keeps(e, refresh=False) or (a is not None and r in a.keepers()) for e in ahead)
 
 
 # --- PR102244Whole's first-INSERT models -----------------------------------------------------
