@@ -162,6 +162,9 @@ class _ClusterView:
 class PRSystem(Attempts):
     refused = REFUSED
     idle = IDLE
+    # A migration's steps in order, for the state machine's Progress rule (conformance/machines.py):
+    # 20 uniform walks reached no SWITCH under some hash seeds
+    progress = ("WriteInsert", "WriteCloneEntries", "Pull", "Rescan", "Fetch", "SignalComplete", "Switch", "Done")
 
     def __init__(self, constants: dict, bugs: frozenset[str] | None = None, readings: frozenset[str] | None = None,
                  coordinator: str = "r1"):
