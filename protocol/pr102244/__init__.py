@@ -11,16 +11,18 @@ start_clone, ...); the PR's own words name the rest (`:cloning`, counts, `/migra
 # PR #102244's code (spec/pr102244/PR102244Code.tla): what it does on every run, in this design's
 # switches (no rescan before clone_complete, a SWITCH at freshly read versions: PR102244.md M8, M9),
 # and each of the model's Bugs strings this design implements, with the switches that make it.
-# The model's other strings: rollback_ignores_state acts in the code's step-by-step driver
-# (driver.py: two drivers of one migration), which the runtime's one-step migration does not use;
-# snapshot_omits_patch_parts needs patch parts, which the reference does not have.
+# rollback_ignores_state acts only where migrations are driven step by step as the code drives
+# them (driver.py, reference/pr102244/code_cluster.py: two drivers of one migration); the
+# description's one-step migration (migration.py) has no rollback to race. The model's other
+# string, snapshot_omits_patch_parts, needs patch parts, which the reference does not have.
 CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
         "switch_without_target_check": {"switch_without_target_check"},
         "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
         "read_from_cloning_target": {"read_from_cloning_target"},
-        "repair_moves_replica": {"repair_moves_replica"}}
+        "repair_moves_replica": {"repair_moves_replica"},
+        "rollback_ignores_state": {"rollback_ignores_state"}}
 
 
 def code_switches(strings=None) -> frozenset[str]:

@@ -17,7 +17,9 @@ the rest. The steps, action for action with the module:
 
 The migration node's states are the code's CLONE and SWITCH (`clone`, `switch`) and, in the fixed
 protocol only, `switched` (the SWITCH multi applied, DONE waiting for the target: PR-F2's fix).
-DONE and FAILED remove the node, as the code does. `bugs` holds the module's Bugs strings this
+DONE and FAILED remove the node, as the code does. A driver given a clock (`now`) records the
+node's `created_at` on it, from which its runner judges migration_timeout_seconds
+(reference/pr102244/code_cluster.py); the model's DriveRollback needs none. `bugs` holds the module's Bugs strings this
 driver implements (`snapshot_source_parts`, `snapshot_before_clone_multi`, `source_stops_at_switch`,
 `clone_allows_active_migration`, `switch_without_target_check`, `rollback_ignores_state`,
 `repair_moves_replica`); without one, its smallest fix. The description's one-step migration is
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Callable
 
 from protocol.assignment import GuardFailed
 from protocol.keeper import Create, Keeper, SetData
@@ -93,6 +96,9 @@ class MigrationDriver:
     layout: Layout
     bugs: frozenset[str] = frozenset()
     pending: Pending | None = None
+    # The driver's clock, for the node's created_at (the migration's timeout counts from it);
+    # None: not recorded (the model's DriveRollback may decide at any time).
+    now: Callable[[], float] | None = None
 
     def _idle(self, action: str) -> None:
         if self.pending is not None:
@@ -167,11 +173,13 @@ class MigrationDriver:
         if not "clone_allows_active_migration" in self.bugs and _in_flight(self.keeper, self.layout, p.partition):
             raise GuardFailed("CloneMulti", f"{p.partition} has a migration in flight")
         a = _assignment(self.keeper, self.layout, p.partition, "CloneMulti")
-        # The code appends target:cloning whatever the list holds; the list is read as a set.
-        cloning = a.cloning if p.target in a.cloning else a.cloning + (p.target,)
+        # The code appends target:cloning whatever the list holds: a second CLONE to one target
+        # lists it twice (PR-F3's `r3,r3`); the model, and the checkers, read the list as a set.
+        cloning = a.cloning + (p.target,)
         node = {"partition": p.partition, "state": "clone", "source": p.source, "target": p.target,
                 "coordinator": self.name, "source_parts_snapshot": list(snapshot), "written": False,
-                "log_at_switch": None, "add": p.add, "driven": "code"}
+                "log_at_switch": None, "add": p.add, "driven": "code",
+                "created_at": self.now() if self.now is not None else None}
         commit(self.keeper, [SetData(self.layout.assignment(p.partition), PRAssignment(a.owners, cloning).encode(),
                                       a.version),
                               Create(pr_layout.migration(self.layout, p.mig_id), json.dumps(node).encode())],
@@ -264,8 +272,8 @@ class MigrationDriver:
 
     def _apply(self, p: Pending, read: tuple, a: PRAssignment, keep_source: bool, state: str | None) -> Outcome:
         s, t = p.source, p.target
-        owners = tuple(o for o in a.owners if keep_source or o != s)
-        owners += (t,) if t in a.keepers() and t not in owners else ()
+        # the source's entry goes; every entry naming the target is written plain, as many as there were
+        owners = tuple(o for o in a.owners if keep_source or o != s) + tuple(c for c in a.cloning if c == t)
         new = PRAssignment(owners, tuple(c for c in a.cloning if c not in (s, t)))
         (cs, vs), (ct, vt) = read_count(self.keeper, self.layout, s), read_count(self.keeper, self.layout, t)
         log_at = next_log_number(self.keeper, self.layout)

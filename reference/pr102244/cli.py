@@ -20,6 +20,7 @@ from harness.cli_args import BadInput
 from protocol.pr102244 import READINGS
 from protocol.pr102244.migration import migrations_rows
 from reference.pr102244.cluster import PRCluster
+from reference.pr102244.code_cluster import PRCodeCluster
 from reference.workload import blocks
 
 
@@ -35,9 +36,13 @@ def cmd_run(a: argparse.Namespace, bugs, table, reassigns, connect, backend, dat
     """Called by reference/__main__.py's cmd_run once the arguments are checked (switches of this
     design, --reassign pairs, Keeper reachable) and the data folder chosen."""
     readings = check_readings(a.reading or [])
-    c = PRCluster(connect, data, [f"r{i}" for i in range(1, a.replicas + 1)], readings=readings,
-                  per_cycle=a.max_concurrent, table=table, root=a.root, bugs=bugs, seed=a.seed,
-                  fault_rate=a.fault_rate, backend=backend, log=progress)
+    if readings and a.as_code:
+        raise BadInput("--reading names a reading of the PR's description; --as-code runs its code, which settles it")
+    # --as-code: the code's step-by-step migration drivers (code_cluster.py); else the description's one-step one
+    cluster = PRCodeCluster if a.as_code else PRCluster
+    c = cluster(connect, data, [f"r{i}" for i in range(1, a.replicas + 1)], readings=readings,
+                per_cycle=a.max_concurrent, table=table, root=a.root, bugs=bugs, seed=a.seed,
+                fault_rate=a.fault_rate, backend=backend, log=progress)
     c.history.run_id = f"pr102244-{backend}-seed{a.seed}"
     try:
         work = list(blocks(random.Random(a.seed), a.blocks, a.rows, a.months))

@@ -5,6 +5,10 @@ the PR's terms. Queries, settling, the history and INSERT retries are the base d
 The coordinator is one replica (by default the first), as PR102244.tla's `coord`; when it is down,
 another replica's migrate step takes over each of its migrations (TakeOver). A SWITCH refused by
 its version check turns the migration into FAILED (the fixed reading of PR-F3).
+
+This is the description's migration, each step one multi (protocol/pr102244/migration.py). The
+code's, a driver's read and its later write as separate steps, is code_cluster.py's
+PRCodeCluster, a subclass (`run --as-code`, the reproductions).
 """
 
 from __future__ import annotations

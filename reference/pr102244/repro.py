@@ -72,7 +72,8 @@ SCHEMA = {
 # Statements of the PR's selective replication (a server without it refuses them); everything
 # else a scenario says is the base protocol's (CREATE TABLE, INSERT, SELECT, SYSTEM STOP FETCHES).
 SELECTIVE = re.compile(r"\bSYSTEM\s+(MIGRATE\s+PARTITION|SYNC\s+SELECTIVE|START\s+SELECTIVE|STOP\s+SELECTIVE)"
-                       r"|\breplication_factor\b|\bsystem\.selective_|\bFAILPOINT\s+selective_", re.I)
+                       r"|\breplication_factor\b|\bmigration_timeout_seconds\b|\bsystem\.selective_"
+                       r"|\bFAILPOINT\s+selective_", re.I)
 
 
 class ReproError(ValueError):

@@ -8,9 +8,13 @@ The statements are those the files say, no more: a statement this driver does no
 input, named in one line, not guessed at. Time is the reference's background steps: a wait's
 `timeout_s` allows `STEPS_PER_SECOND` rounds per second of it.
 
-The reference's PR design follows PR102244.tla (the PR's description) with switches; the code's
-behaviour is PR102244Code.tla's `Bugs`. CODE maps the code's strings to the reference's switches;
-a file that needs one the reference does not have yet is refused (ReproUnsupported).
+The cluster is the PR design driven as its code drives migrations (code_cluster.py's
+PRCodeCluster: each replica's monitor a MigrationDriver, SYSTEM SYNC SELECTIVE MIGRATIONS one
+more driver of every migration). The code's behaviour is PR102244Code.tla's `Bugs`: CODE maps the
+code's strings to the reference's switches; a file that needs one the reference does not have
+yet is refused (ReproUnsupported). Each replica holds its own migration_timeout_seconds (the
+table's setting at CREATE; an ALTER ... MODIFY SETTING reaches a replica when it pulls the log),
+judged on the run's clock: STEPS_PER_SECOND rounds a second.
 """
 
 from __future__ import annotations
@@ -23,19 +27,29 @@ from pathlib import Path
 from checkers.oracle import check
 from protocol.assignment import GuardFailed
 from protocol.keeper import MemoryEnsemble
-from protocol.pr102244.assignment import read_assignment
-from protocol.pr102244.migration import read_migrations, read_snapshot
 from protocol.pr102244 import CODE, code_switches
+from protocol.pr102244.assignment import read_assignment
+from protocol.pr102244.driver import Pending
+from protocol.pr102244.migration import read_migrations
 from protocol.replica import log_number
 from protocol.table import Table
-from reference.pr102244.cluster import PRCluster
+from reference.pr102244.code_cluster import PRCodeCluster
 from reference.pr102244.repro import Repro, ReproError, Step
 
-# The failpoint a reproduction of PR-F6 needs, which the PR does not have (proposed in the review):
-# a pause in startClone between reading the snapshot and its multi.
+# The pause failpoints the reproductions need, which the PR does not have (proposed in
+# spec/pr102244/REVIEW-PR102244.md): in startClone between reading the snapshot and its multi
+# (PR-F6); in driveStateMachine after the read that decided a rollback, before `rollback` (PR-F7);
+# after updateState moved the node to SWITCH, before the SWITCH's fresh read and multi (PR-F7).
 PAUSE_AFTER_SNAPSHOT = "selective_replication_pause_after_snapshot"
+PAUSE_BEFORE_ROLLBACK = "selective_replication_pause_before_rollback"
+PAUSE_BEFORE_SWITCH_MULTI = "selective_replication_pause_before_switch_multi"
+PAUSE_BEFORE_WRITE = {"rollback": PAUSE_BEFORE_ROLLBACK, "switch": PAUSE_BEFORE_SWITCH_MULTI}
+FAILPOINTS = (PAUSE_AFTER_SNAPSHOT, PAUSE_BEFORE_ROLLBACK, PAUSE_BEFORE_SWITCH_MULTI)
 STEPS_PER_SECOND = 5      # background rounds a second of a wait's timeout_s allows
 SYNC_ROUNDS = 200         # rounds SYSTEM SYNC SELECTIVE MIGRATIONS drives before it gives up
+# migration_timeout_seconds unless the file sets it: the PR's default is in server settings that are
+# not stored (PR102244.md, sources); an hour keeps a scenario's CLONE from timing out unasked.
+MIGRATION_TIMEOUT_S = 3600
 
 
 class ReproUnsupported(Exception):
@@ -75,20 +89,37 @@ def reference_switches(repro: Repro, fixed: bool) -> frozenset[str]:
     return code_switches(repro.code - repro.fix if fixed else repro.code)
 
 
-class ReproCluster(PRCluster):
-    """PRCluster whose background steps honour SYSTEM STOP FETCHES / STOP PULLING REPLICATION LOG."""
+class ReproCluster(PRCodeCluster):
+    """PRCodeCluster whose background steps honour SYSTEM STOP FETCHES / STOP PULLING REPLICATION
+    LOG and the pause failpoints a replica's monitor can stop at, and whose clock is the
+    reproduction's seconds (STEPS_PER_SECOND rounds each)."""
 
-    def __init__(self, *a, **kw):
+    def __init__(self, *a, failpoints: set, **kw):
         self.stopped: set[tuple[str, str]] = set()   # (replica, kind) a SYSTEM STOP holds back
-        super().__init__(*a, **kw)
+        self.failpoints = failpoints                  # (replica, name) enabled: the driver's set
+        self.monitor_paused: dict[str, str] = {}      # replica -> the failpoint its monitor waits at
+        self.rounds = 0
+        super().__init__(*a, migration_timeout=MIGRATION_TIMEOUT_S, **kw)
+
+    def migration_clock(self) -> float:
+        return self.rounds / STEPS_PER_SECOND
+
+    def _decided(self, d) -> None:
+        point = PAUSE_BEFORE_WRITE.get(d.pending.op)
+        if (d.name, point) in self.failpoints:
+            self.monitor_paused[d.name] = point
 
     def _try(self, kind, rep, random_choice=False):
         if (rep.name, kind) in self.stopped:
+            return None
+        # The monitor is one thread: its drop and its driving wait while it is paused.
+        if kind in ("migrate", "drop") and rep.name in self.monitor_paused:
             return None
         return super()._try(kind, rep, random_choice)
 
     def round(self) -> int:
         """Every replica tries every background kind once: one round of the servers' time."""
+        self.rounds += 1
         self.read_in_flight()
         n = 0
         for r in sorted(self.replicas):
@@ -105,6 +136,7 @@ _INSERT = re.compile(r"INSERT INTO (\w+) VALUES (?P<values>.+)$", re.S)
 _TUPLE = re.compile(r"\(([^)]*)\)")
 _SYSTEM = re.compile(r"SYSTEM (?P<verb>STOP|START) (?P<what>FETCHES|PULLING REPLICATION LOG) (\w+)$")
 _MIGRATE = re.compile(r"SYSTEM MIGRATE PARTITION '(?P<p>[^']+)' OF (\w+) TO REPLICA '(?P<r>\w+)'$")
+_MODIFY_SETTING = re.compile(r"ALTER TABLE \w+ MODIFY SETTING migration_timeout_seconds = (?P<value>\d+)$")
 _SYNC = re.compile(r"SYSTEM SYNC SELECTIVE MIGRATIONS (\w+)$")
 _REBALANCE = re.compile(r"SYSTEM START SELECTIVE REBALANCE (\w+)$")
 _FAILPOINT = re.compile(r"SYSTEM (?P<verb>ENABLE|DISABLE|WAIT) FAILPOINT (?P<name>\w+)(?: PAUSE)?$")
@@ -127,7 +159,9 @@ class ReferenceDriver:
         self.table: Table | None = None
         self.rows = 0
         self.failpoints: set[tuple[str, str]] = set()   # (replica, name) enabled
-        self.paused: dict[str, tuple[Step, callable]] = {}   # replica -> the statement paused there, its rest
+        # replica -> the background statement paused there, the failpoint, the rest of it
+        self.paused: dict[str, tuple[Step, str, callable]] = {}
+        self.alters: list[int] = []   # migration_timeout_seconds of each ALTER ... MODIFY SETTING, in order
         self.running: list[tuple[Step, callable]] = []   # background statements past their checks, to finish
 
     # --- statements ---------------------------------------------------------------------------
@@ -148,6 +182,15 @@ class ReferenceDriver:
         elif m := _SYSTEM.match(sql):
             kind = "execute" if m["what"] == "FETCHES" else "pull"
             (c.stopped.add if m["verb"] == "STOP" else c.stopped.discard)((on, kind))
+            if kind == "pull" and m["verb"] == "START":
+                self._apply_settings(on)
+        elif m := _MODIFY_SETTING.match(sql):
+            # ALTER ... MODIFY SETTING is an ALTER_METADATA entry: each replica takes the value when
+            # it applies the entry, so one whose log pulling is stopped keeps the old one until START.
+            self.alters.append(int(m["value"]))
+            for r in c.replicas:
+                if (r, "pull") not in c.stopped:
+                    self._apply_settings(r)
         elif m := _MIGRATE.match(sql):
             # The command names only the target; the interpreter's choice of source is not in the
             # stored code. Assumed: the replica the command runs on if it owns the partition, else
@@ -162,39 +205,82 @@ class ReferenceDriver:
                 return
             if (on, PAUSE_AFTER_SNAPSHOT) in self.failpoints:
                 if not step.background:
-                    raise ReproError(f"{step.describe()}: paused at {PAUSE_AFTER_SNAPSHOT}: run it with background = true")
-                # The code reads the snapshot here and pauses; the fix reads it in the multi.
-                held = read_snapshot(c.admin, c.layout, m["p"], src, c.bugs)
-                self.paused[on] = (step, lambda: self._migrate(m["p"], m["r"], src, held))
+                    raise ReproError(f"{step.describe()}: paused at {PAUSE_AFTER_SNAPSHOT}: "
+                                     "run it with background = true")
+                # startClone's driver reads the snapshot here and pauses before its multi.
+                held = c.read_snapshot(m["p"], m["r"], src, on)
+                self.paused[on] = (step, PAUSE_AFTER_SNAPSHOT, lambda: self._migrate(m["p"], m["r"], src, on, held))
             elif step.background:   # running at once with the next background statements: its
-                self.running.append((step, lambda: self._migrate(m["p"], m["r"], src, None)))   # check is done
+                self.running.append((step, lambda: self._migrate(m["p"], m["r"], src, on)))   # check is done
             else:
-                self._migrate(m["p"], m["r"], src, None)
+                self._migrate(m["p"], m["r"], src, on)
         elif m := _FAILPOINT.match(sql):
+            name = m["name"]
+            if name not in FAILPOINTS:
+                raise ReproError(f"{step.describe()}: the reference has no failpoint {name} "
+                                 f"(it has {', '.join(FAILPOINTS)})")
             if m["verb"] == "ENABLE":
-                self.failpoints.add((on, m["name"]))
+                self.failpoints.add((on, name))
             elif m["verb"] == "DISABLE":
-                self.failpoints.discard((on, m["name"]))
-                if m["name"] == PAUSE_AFTER_SNAPSHOT and on in self.paused:
-                    paused_step, rest = self.paused.pop(on)
+                self.failpoints.discard((on, name))
+                if c.monitor_paused.get(on) == name:
+                    del c.monitor_paused[on]
+                    self.say(f"    {on}'s monitor goes on")
+                if on in self.paused and self.paused[on][1] == name:
+                    paused_step, _, rest = self.paused.pop(on)
                     self.say(f"    {paused_step.describe()} goes on")
                     rest()
-            elif on not in self.paused:
-                raise ReproError(f"{step.describe()}: nothing is paused at {m['name']} on {on}")
+            else:
+                rounds = int(step.timeout_s * STEPS_PER_SECOND)
+                for _ in range(rounds):
+                    if c.monitor_paused.get(on) == name or (on in self.paused and self.paused[on][1] == name):
+                        break
+                    c.round()
+                else:
+                    raise ReproError(f"{step.describe()}: nothing paused at {name} on {on} in {rounds} rounds")
         elif _REBALANCE.match(sql):
             # triggerRebalance: one cycle of the monitor, the rebalancer forced on
-            for p, s, t, m in c.rebalance_cycle():
-                self.say(f"    CLONE {p}: {s} -> {t} (migration {m})")
+            for p, s, t, mig in c.rebalance_cycle():
+                self.say(f"    CLONE {p}: {s} -> {t} (migration {mig})")
         elif _SYNC.match(sql):
-            # waitForMigrationsComplete: drives every migration until none is in flight or its
-            # timeout; the command's answer on a timeout is not in the stored code: said, not raised
-            for _ in range(SYNC_ROUNDS):
-                if not read_migrations(c.admin, c.layout):
-                    return
-                c.round()
-            self.say(f"    migrations still in flight after {SYNC_ROUNDS} rounds (the command's timeout)")
+            self._go_on(step, self._sync(on))
         else:
             raise ReproError(f"{step.describe()}: a statement the reference driver does not run")
+
+    def _sync(self, on: str):
+        """SYSTEM SYNC SELECTIVE MIGRATIONS on `on` (waitForMigrationsComplete): a driver of its
+        own drives every migration in flight (PRCodeCluster.drive_all), the servers' rounds run
+        between its passes, until none is in flight or its timeout. A generator: it yields the
+        failpoint it stops at before a decided write. The command's answer on a timeout is not
+        in the stored code: said, not raised."""
+        c = self.cluster
+        d = c._driver(on)
+        for _ in range(SYNC_ROUNDS):
+            if not read_migrations(c.admin, c.layout):
+                return
+            for x in c.drive_all(d):
+                if isinstance(x, Pending):
+                    if (on, PAUSE_BEFORE_WRITE[x.op]) in self.failpoints:
+                        yield PAUSE_BEFORE_WRITE[x.op]
+                else:
+                    self.say(f"    {x}")
+            c.round()
+        self.say(f"    migrations still in flight after {SYNC_ROUNDS} rounds (the command's timeout)")
+
+    def _go_on(self, step: Step, process) -> None:
+        """Run a statement's process until it ends or stops at a failpoint; a stop is a pause of
+        a background statement (DISABLE FAILPOINT resumes it), and an error for any other."""
+        point = next(process, None)
+        if point is None:
+            return
+        if not step.background:
+            raise ReproError(f"{step.describe()}: paused at {point}: run it with background = true")
+        self.paused[step.on] = (step, point, lambda: self._go_on(step, process))
+
+    def _apply_settings(self, replica: str) -> None:
+        """The ALTER ... MODIFY SETTING migration_timeout_seconds entries `replica` applies now."""
+        if self.alters:
+            self.cluster.timeouts[replica] = self.alters[-1]
 
     def _finish_running(self) -> None:
         """Background statements that started together end here, in order: each made its checks
@@ -208,23 +294,26 @@ class ReferenceDriver:
                     raise
                 self.say(f"    {step.describe()}: refused: {e}")
 
-    def _migrate(self, partition: str, target: str, source: str | None, snapshot) -> None:
-        m = self.cluster.reassign(partition, target, source, snapshot_read_before=snapshot)
+    def _migrate(self, partition: str, target: str, source: str | None, on: str, snapshot=None) -> None:
+        m = self.cluster.reassign(partition, target, source, snapshot_read_before=snapshot, on=on)
         self.say(f"    CLONE {partition}: {source} -> {target} (migration {m})")
 
     def _create(self, on: str, m: re.Match) -> None:
         columns = tuple(tuple(c.split()) for c in m["cols"].split(","))
         rf = re.search(r"replication_factor = (\d+)", m["settings"])
+        timeout = re.search(r"migration_timeout_seconds = (\d+)", m["settings"])
         table = Table(columns=columns, name="t", partition_by=m["part"], order_by=(m["order"],),
                       replication_factor=int(rf[1]) if rf else 1)
         if self.cluster is None:
             self.table = table
             self.cluster = ReproCluster(MemoryEnsemble().connect, self.data_dir / "parts", (on,), table=table,
-                                        bugs=self.bugs, seed=1)
+                                        bugs=self.bugs, seed=1, failpoints=self.failpoints)
         elif table != self.table:
             raise ReproError(f"CREATE on {on} defines another table than the first CREATE")
         else:
             self.cluster.add_replica(on)
+        if timeout:   # the table's setting, as each replica reads it at CREATE
+            self.cluster.timeouts[on] = int(timeout[1])
 
     def _running(self, step: Step) -> ReproCluster:
         if self.cluster is None:

@@ -9,13 +9,13 @@ from reference.__main__ import main
 from reference.pr102244.repro import REPRO_DIR, ReproError, all_repros, load
 from reference.pr102244.repro_reference import CODE, ReferenceDriver, ReproUnsupported
 
-ON_THE_REFERENCE = ["PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F9", "PR-F10"]   # the others need behaviours of the code the reference lacks yet
+ON_THE_REFERENCE = ["PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F7", "PR-F9", "PR-F10"]   # the others need behaviours of the code the reference lacks yet
 
 
 def test_every_reproduction_file_loads_and_names_a_finding_of_findings_md():
     text = (REPRO_DIR.parents[2] / "spec" / "FINDINGS.md").read_text()
     repros = all_repros()
-    assert {r.finding for r in repros} >= {"PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F8"}
+    assert {r.finding for r in repros} >= {"PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F7", "PR-F8"}
     for r in repros:
         assert r.path.stem == r.finding and f"| {r.finding} |" in text
         assert r.expectations, f"{r.path.name} expects nothing: it could not show its finding"
@@ -94,6 +94,50 @@ def test_a_paused_statement_must_run_in_the_background(tmp_path):
         ReferenceDriver(load(bad), data_dir=tmp_path / "d", say=lambda m: None).run()
 
 
+def _edited(tmp_path, *edits):
+    """PR-F7's file with steps replaced: (text of the step, what replaces it)."""
+    text = (REPRO_DIR / "PR-F7.toml").read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / "PR-F7.toml").write_text(text)
+    return load(tmp_path / "PR-F7.toml")
+
+
+def test_pr_f7_needs_the_two_drivers_to_judge_the_timeout_differently(tmp_path):
+    """The ALTER reaches a replica when it applies the log entry: with r2's log pulling left on, r2
+    takes the short timeout too, its SYSTEM SYNC rolls the migration back instead of SWITCHing it,
+    and nothing stops at the SWITCH's failpoint."""
+    repro = _edited(tmp_path, ('on = "r2"\nsql = "SYSTEM STOP PULLING REPLICATION LOG t"', "sleep = 1"))
+    with pytest.raises(ReproError, match="nothing paused at selective_replication_pause_before_switch_multi on r2"):
+        ReferenceDriver(repro, data_dir=tmp_path / "d", say=lambda m: None).run()
+
+
+def test_pr_f7_without_the_pauses_is_an_ordinary_rollback(tmp_path):
+    """Without r1's pause its rollback lands before r2 reads the node: the migration FAILS, r2's
+    SYNC has nothing to drive, and both owners stay (the race, not the rollback, is the bug)."""
+    repro = _edited(tmp_path,
+                    ('on = "r1"\nsql = "SYSTEM ENABLE FAILPOINT selective_replication_pause_before_rollback"',
+                     "sleep = 1"),
+                    ('on = "r1"\nsql = "SYSTEM WAIT FAILPOINT selective_replication_pause_before_rollback PAUSE"\n'
+                     'timeout_s = 90', "sleep = 5"),
+                    ('on = "r3"\nuntil = "SELECT sum(rows) = 1 FROM system.parts WHERE table = \'t\' AND active AND '
+                     'partition_id = \'202401\'"', "sleep = 1"),
+                    ('on = "r2"\nsql = "SYSTEM WAIT FAILPOINT selective_replication_pause_before_switch_multi PAUSE"',
+                     "sleep = 1"))
+    said = []
+    out = ReferenceDriver(repro, data_dir=tmp_path / "e", say=said.append).run()
+    assert [e.held for e in out.expectations] == [True, True] and out.broken == {}
+    assert not any("DriveSwitch" in s for s in said)
+
+
+def test_a_failpoint_the_reference_does_not_have_is_refused_by_name(tmp_path):
+    bad = tmp_path / "PR-F7.toml"
+    bad.write_text((REPRO_DIR / "PR-F7.toml").read_text().replace("pause_before_rollback", "pause_elsewhere"))
+    with pytest.raises(ReproError, match="the reference has no failpoint selective_replication_pause_elsewhere"):
+        ReferenceDriver(load(bad), data_dir=tmp_path / "d", say=lambda m: None).run()
+
+
 RUN = ("run --design pr102244 --replicas 3 --add-replicas 1 --rebalance --blocks 30 --rows 3 --months 1 --buckets 4 "
        "--query-rate 0.3 --queries 2 --max-concurrent 2 --seed 0").split()
 
@@ -107,3 +151,8 @@ def test_a_random_run_of_the_code_as_it_is_breaks_and_the_fixed_design_holds(cap
 def test_as_code_is_for_the_pr_design_only(capsys):
     assert main(["run", "--as-code"]) == 2
     assert "--as-code runs PR #102244's code: use it with --design pr102244" in capsys.readouterr().err
+
+
+def test_a_reading_of_the_description_is_refused_with_the_code(capsys):
+    assert main(["run", "--design", "pr102244", "--as-code", "--reading", "filter_cached"]) == 2
+    assert "--reading names a reading of the PR's description; --as-code runs its code" in capsys.readouterr().err
