@@ -45,13 +45,14 @@ FINDINGS = {
     "MCPR102244_filter_cached.cfg": ("PR-F4", "complete_without_rescan"),
     "MCPR102244Whole_FirstInsert_filter_negative_cache.cfg": ("PR-F5", "filter_negative_cache"),
     "MCPR102244Whole_FirstInsert_retry_new_block_id.cfg": ("O7", "retry_new_block_id"),
-    # PR102244Code.tla: the findings against the PR's code (PR-F8, patch parts, has no reference)
+    # PR102244Code.tla: the findings against the PR's code
     "MCPR102244Code_snapshot_source_parts.cfg": ("PR-F1", "snapshot_source_parts"),
     "MCPR102244Code_source_stops_at_switch.cfg": ("PR-F2", "source_stops_at_switch"),
     "MCPR102244Code_source_stops_at_switch_query.cfg": ("PR-F2", "source_stops_at_switch"),
     "MCPR102244Code_same_target.cfg": ("PR-F3", "switch_without_target_check"),
     "MCPR102244Code_second_migration.cfg": ("PR-F3", "switch_without_target_check"),
     "MCPR102244Code_snapshot_before_clone_multi.cfg": ("PR-F6", "snapshot_before_clone_multi"),
+    "MCPR102244Code_snapshot_omits_patch_parts.cfg": ("PR-F8", "snapshot_omits_patch_parts"),
     "MCPR102244Code_rollback_races_switch.cfg": ("PR-F7", "switch_without_target_check"),
     "MCPR102244Code_repair_moves_replica.cfg": ("PR-F9", "repair_moves_replica"),
     "MCPR102244Code_read_from_cloning_target.cfg": ("PR-F10", "read_from_cloning_target"),

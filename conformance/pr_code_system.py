@@ -24,9 +24,9 @@ queries against the bounds; Allocate runs with the replicas outside UpAtFirstIns
 (their is_active removed, and back right after, as the module says), its choice of owners among
 the tied counts passed to the reference's allocation.
 
-Not implemented: patch parts (PatchBlocks must be empty; the reference has none: PR-F8 runs on
-servers only) and the `filter_cached` reading (the description's filter, the code retires it).
-A model with either is refused by `model_constants`.
+A block of PatchBlocks is written as a patch part (protocol/parts.py: named patch-<hash>-<p>,
+which the code's snapshot leaves out: PR-F8). Not implemented: the `filter_cached` reading (the
+description's filter, the code retires it); a model with it is refused by `model_constants`.
 """
 from __future__ import annotations
 
@@ -55,13 +55,11 @@ def model_constants(cfg: str) -> dict:
     c = _Cfg(cfg, "MCPR102244Code.tla")
     out = {"replicas": tuple(sorted(c.set("Replicas"))), "drivers": tuple(sorted(c.set("Drivers"))),
            "init_owners": c.set("InitOwners"), "up_at_first_insert": c.set("UpAtFirstInsert"),
-           "blocks": c.set("Blocks"), "mig_ids": tuple(sorted(c.set("MigIds"))), "rf": c.num("RF"),
+           "blocks": c.set("Blocks"), "patch_blocks": c.set("PatchBlocks"),
+           "mig_ids": tuple(sorted(c.set("MigIds"))), "rf": c.num("RF"),
            "max_fails": c.num("MaxFails"), "max_crashes": c.num("MaxCrashes"), "max_queries": c.num("MaxQueries"),
            "bugs": c.strings("Bugs"), "readings": c.strings("Readings"),
            "invariants": tuple(cfg_invariants(spec_file(cfg).read_text()))}
-    if c.set("PatchBlocks"):
-        raise ValueError(f"{cfg}: the reference has no patch parts (PatchBlocks must be empty; PR-F8 runs on "
-                         f"servers only)")
     if out["readings"]:
         raise ValueError(f"{cfg}: the code's system implements the code's filter, not the readings "
                          f"{sorted(out['readings'])}")
@@ -232,6 +230,9 @@ class PRCodeSystem(PRSystem):
             for x in down:
                 self.reps[x].keeper.create(LAYOUT.is_active(x), b"", ephemeral=True)
         return self.reps[r].learn(P, a)
+
+    def _patch_of(self, b) -> str:
+        return f"{b:04x}" if b in self.c["patch_blocks"] else ""
 
     def _RefreshView(self, r):
         before, after = self.reps[r].cache.get(P), read_assignment(self.admin, LAYOUT, P)

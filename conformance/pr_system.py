@@ -348,12 +348,16 @@ class PRSystem(Attempts):
         if b in self.committed:   # the client's: each INSERT id is one block, committed once
             raise GuardFailed("WriteInsert", f"block {b} is committed")
         rows = [{"date": "2024-01-15", "user_id": 5, "row_id": b, "event": "view"}]
-        part = self.reps[r].replica_write_insert(P, rows, sub_block_hash(P, rows))
+        part = self.reps[r].replica_write_insert(P, rows, sub_block_hash(P, rows), patch=self._patch_of(b))
         if part == "deduplicated":
             raise GuardFailed("WriteInsert", f"block {b} deduplicated")
         self.block_of[part] = b
         self.committed.add(b)
         return part
+
+    def _patch_of(self, b) -> str:
+        """The patch hash of block b's part ("" : a part of rows); the description has no patch parts."""
+        return ""
 
     def _RefreshView(self, r):
         return self.reps[r].refresh_view(P)

@@ -265,8 +265,9 @@ TABLES = {name: t.readers() for name, t in HISTORY.items() if any(c.read for c i
 
 # A part_name as ClickHouse writes it (protocol/parts.py's, without its group names): groups
 # partition, min block, max block, level and mutation (none: unmutated). Spark's and DuckDB's
-# regexp_extract read the same groups.
-PART_NAME = re.sub(r"\(\?P<\w+>", "(", _NAME.pattern)
+# regexp_extract read the same groups. A patch part's hash is matched, not a group: the checkers
+# read a patch part (patch-<hash>-<p>_...) under its partition p, as the store does.
+PART_NAME = re.sub(r"\(\?P<\w+>", "(", re.sub(r"\(\?P<patch>", "(?:", _NAME.pattern))
 
 
 def arrow_schema(table: str):

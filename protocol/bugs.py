@@ -31,8 +31,7 @@ SWITCHES = {
     "complete_without_rescan": "PR-F4: clone_complete looks only at the snapshot; the target never rescans",
     "filter_negative_cache": "PR-F5: (reading filter_cached) the filter trusts a cached 'no assignment' entry",
     "retry_new_block_id": "O7's other reading: a forwarded block's retry after a lost reply carries a new block id",
-    # PR #102244's code (spec/pr102244/PR102244Code.tla, FINDINGS PR-F3 against the code); its patch
-    # parts are ahead of the reference (tests/protocol/test_bugs.py SPEC_AHEAD_OF_REFERENCE).
+    # PR #102244's code (spec/pr102244/PR102244Code.tla, FINDINGS PR-F3 against the code).
     "clone_allows_active_migration": "PR-F3 (code): startClone appends target:cloning whatever the list holds",
     "switch_without_target_check": "PR-F3, PR-F7 (code): SWITCH removes the source and strips every target entry "
                                    "from a fresh read; a source already gone means done",
@@ -41,6 +40,8 @@ SWITCHES = {
     "repair_moves_replica": "PR-F9 (code): the rebalancer's phase-1 migration removes its source like any SWITCH",
     "rollback_ignores_state": "PR-F7 (code): a rollback, and the SWITCH multi, act whatever the migration's state "
                               "is now (protocol/pr102244/driver.py)",
+    "snapshot_omits_patch_parts": "PR-F8 (code): source_parts_snapshot and clone_complete select parts by partition "
+                                  "id, which a patch part's (patch-<hash>-<p>) is not",
 }
 
 # Which switches each design's code reads: the RFC's (spec/rfc/SelectiveReplication.tla, Assignment.tla)
@@ -49,7 +50,7 @@ PR102244 = frozenset({"snapshot_source_parts", "source_stops_at_switch", "switch
                       "second_migration_allowed", "complete_without_rescan", "filter_negative_cache",
                       "retry_new_block_id", "clone_allows_active_migration", "switch_without_target_check",
                       "snapshot_before_clone_multi", "read_from_cloning_target",
-                      "repair_moves_replica", "rollback_ignores_state"})
+                      "repair_moves_replica", "rollback_ignores_state", "snapshot_omits_patch_parts"})
 DESIGNS = {"rfc": frozenset(SWITCHES) - (PR102244 - {"source_stops_at_switch"}), "pr102244": PR102244}
 
 

@@ -1,7 +1,10 @@
 """Data parts on a replica's disk: immutable files of rows with a checksum.
 
 A part is named as in MergeTree, `{partition}_{min_block}_{max_block}_{level}`, with
-`_{mutation}` appended once a mutation rewrote it. A merge writes a part covering its sources'
+`_{mutation}` appended once a mutation rewrote it. A patch part (a lightweight UPDATE's, PR
+#102244's PR-F8) is named in its own partition id, `patch-<hash>-{partition}` (ClickHouse's
+PatchPartInfo.h); `partition` is always the original partition, which the store, the log filter
+and the checkers go by, and `partition_id` the name's, which ClickHouse's partition-id filters see. A merge writes a part covering its sources'
 block range at level max+1; a fetch copies a part's file from another replica's folder and
 verifies its checksum before the part becomes visible (written to a temporary name, then renamed).
 """
@@ -18,7 +21,7 @@ from typing import Any
 
 from protocol.table import check_partition_id
 
-_NAME = re.compile(r"^(?P<p>all|-?\d+(?:--?\d+)*)_(?P<min>\d+)_(?P<max>\d+)_(?P<level>\d+)(?:_(?P<mut>\d+))?$")
+_NAME = re.compile(r"^(?:patch-(?P<patch>[0-9a-f]+)-)?(?P<p>all|-?\d+(?:--?\d+)*)_(?P<min>\d+)_(?P<max>\d+)_(?P<level>\d+)(?:_(?P<mut>\d+))?$")
 
 
 class BadPart(ValueError):
@@ -32,9 +35,15 @@ class PartName:
     max_block: int
     level: int
     mutation: int = 0
+    patch: str = ""   # a patch part's hash (lightweight UPDATE); "" for a part of rows
+
+    @property
+    def partition_id(self) -> str:
+        """The partition id in the part's name: a patch part's is patch-<hash>-<partition>."""
+        return f"patch-{self.patch}-{self.partition}" if self.patch else self.partition
 
     def __str__(self) -> str:
-        base = f"{self.partition}_{self.min_block}_{self.max_block}_{self.level}"
+        base = f"{self.partition_id}_{self.min_block}_{self.max_block}_{self.level}"
         return f"{base}_{self.mutation}" if self.mutation else base
 
     @classmethod
@@ -42,14 +51,15 @@ class PartName:
         m = _NAME.match(name)
         if not m:
             raise BadPart(f"malformed part name {name!r}: expected partition_minblock_maxblock_level[_mutation]")
-        pn = cls(m["p"], int(m["min"]), int(m["max"]), int(m["level"]), int(m["mut"] or 0))
+        pn = cls(m["p"], int(m["min"]), int(m["max"]), int(m["level"]), int(m["mut"] or 0), m["patch"] or "")
         if pn.min_block > pn.max_block:
             raise BadPart(f"part name {name!r}: min_block {pn.min_block} > max_block {pn.max_block}")
         return pn
 
     def covers(self, other: "PartName") -> bool:
-        """Same partition and a block range containing the other's (MergeTree's covering rule)."""
-        return (self.partition == other.partition and self.min_block <= other.min_block
+        """Same partition id and a block range containing the other's (MergeTree's covering rule:
+        patch parts and parts of rows never cover each other)."""
+        return (self.partition_id == other.partition_id and self.min_block <= other.min_block
                 and other.max_block <= self.max_block)
 
 
@@ -169,13 +179,13 @@ class PartStore:
 
     def merge(self, sources: list[PartName]) -> PartName:
         """Merge parts of one partition into the part covering them (sources removed)."""
-        if len(sources) < 2 or len({s.partition for s in sources}) != 1:
+        if len(sources) < 2 or len({s.partition_id for s in sources}) != 1:
             raise BadPart(f"a merge needs two or more parts of one partition, not {[str(s) for s in sources]}")
         if len({s.mutation for s in sources}) != 1:
             raise BadPart(f"parts at different mutation versions cannot merge: {[str(s) for s in sources]}")
         rows = [r for s in sorted(sources) for r in self.read(s)]
         merged = PartName(sources[0].partition, min(s.min_block for s in sources), max(s.max_block for s in sources),
-                          max(s.level for s in sources) + 1, sources[0].mutation)
+                          max(s.level for s in sources) + 1, sources[0].mutation, sources[0].patch)
         self.write(merged, rows)
         for s in sources:
             self.remove(s)
@@ -186,7 +196,7 @@ class PartStore:
         if mutation <= name.mutation:
             raise BadPart(f"part {name} already has mutation {name.mutation} >= {mutation}")
         rows = [out for r in self.read(name) if (out := fn(r)) is not None]
-        new = PartName(name.partition, name.min_block, name.max_block, name.level, mutation)
+        new = PartName(name.partition, name.min_block, name.max_block, name.level, mutation, name.patch)
         self.write(new, rows)
         self.remove(name)
         return new

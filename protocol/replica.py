@@ -124,13 +124,14 @@ class Replica:
         return [self._mutations[n] for n in names]
 
     # --- ReplicaWriteInsert --------------------------------------------------------------
-    def replica_write_insert(self, partition: str, rows: list[dict], block_hash: str) -> str:
+    def replica_write_insert(self, partition: str, rows: list[dict], block_hash: str, patch: str = "") -> str:
         """Write a sub-block of an owned partition and commit it; returns the part name, or
         "deduplicated" when blocks/ already has the block's id. As ClickHouse: the block number is
         an ephemeral lock in block_numbers/{p}/, taken with the block id checked first (a duplicate
         takes no number), and released by the commit multi (blocks/<id>, the GET_PART in log/,
         replicas/{r}/parts/<part>). Fixed protocol: both multis also check the assignment's
-        version against the map (spec F4), so a stale map takes no number either."""
+        version against the map (spec F4), so a stale map takes no number either. `patch`: the
+        part is a lightweight UPDATE's patch part (PR #102244's PR-F8), named patch-<patch>-<p>."""
         check_partition_id(partition)
         if self.keeper.expired:
             # As a ClickHouse replica whose session expired (TABLE_IS_READ_ONLY): no write until the
@@ -150,7 +151,7 @@ class Replica:
             lock, block = lock_block_number(self.keeper, self.layout, partition, checks, self.name)
         except MultiError as e:
             return self._refused(checks[e.index], partition, e)
-        name = self.store.write(PartName(partition, block, block, 0), rows)
+        name = self.store.write(PartName(partition, block, block, 0, patch=patch), rows)
         entry = self._entry(GET_PART, new_part_name=str(name), block_id=block_id)
         # blocks/<id> holds the part name: DROP PARTITION reads it to clear the dropped blocks' ids.
         ops = [Check(self.layout.assignment(partition), a.version)] if "insert_without_assignment_check" not in self.bugs else []

@@ -13,8 +13,9 @@ start_clone, ...); the PR's own words name the rest (`:cloning`, counts, `/migra
 # and each of the model's Bugs strings this design implements, with the switches that make it.
 # rollback_ignores_state acts only where migrations are driven step by step as the code drives
 # them (driver.py, reference/pr102244/code_cluster.py: two drivers of one migration); the
-# description's one-step migration (migration.py) has no rollback to race. The model's other
-# string, snapshot_omits_patch_parts, needs patch parts, which the reference does not have.
+# description's one-step migration (migration.py) has no rollback to race. snapshot_omits_patch_parts
+# acts on patch parts (protocol/parts.py PartName.patch), which only a lightweight UPDATE writes
+# (the reproductions' `UPDATE`; the random runs write none).
 CODE_BASE = frozenset({"complete_without_rescan", "switch_fresh_version"})
 CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_switch": {"source_stops_at_switch"},
         "clone_allows_active_migration": {"clone_allows_active_migration", "second_migration_allowed"},
@@ -22,7 +23,8 @@ CODE = {"snapshot_source_parts": {"snapshot_source_parts"}, "source_stops_at_swi
         "snapshot_before_clone_multi": {"snapshot_before_clone_multi"},
         "read_from_cloning_target": {"read_from_cloning_target"},
         "repair_moves_replica": {"repair_moves_replica"},
-        "rollback_ignores_state": {"rollback_ignores_state"}}
+        "rollback_ignores_state": {"rollback_ignores_state"},
+        "snapshot_omits_patch_parts": {"snapshot_omits_patch_parts"}}
 
 
 def code_switches(strings=None) -> frozenset[str]:

@@ -36,9 +36,9 @@ def block_id_of_send(partition: str, rows: list[dict], retry: int, bugs=frozense
 
 def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[dict],
                  replicas: dict[str, PRReplica], rng: random.Random,
-                 faults: Callable[[str, str], None] | None = None) -> str:
+                 faults: Callable[[str, str], None] | None = None, patch: str = "") -> str:
     """One sub-block: route it by the INSERT-path cache and commit it on an owner; returns the
-    part name or "deduplicated"."""
+    part name or "deduplicated". `patch`: a lightweight UPDATE's patch part (its hash)."""
     retry = 0   # sends of this sub-block whose outcome is unknown (their replies were lost)
     for attempt in range(REROUTES):
         if receiver.insert_view(partition) is None:
@@ -52,7 +52,7 @@ def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[d
             faults("before_write", partition)
         try:
             written = writer.replica_write_insert(partition, rows,
-                                                  block_id_of_send(partition, rows, retry, receiver.bugs))
+                                                  block_id_of_send(partition, rows, retry, receiver.bugs), patch=patch)
         except (InsertRejected, GuardFailed):
             # "assignment changed mid-insert": both caches re-read, the block re-routed
             receiver.replica_refresh_cache(partition)
@@ -75,11 +75,12 @@ def write_insert(receiver: PRReplica, table: Table, partition: str, rows: list[d
 
 def route_insert(receiver: PRReplica, table: Table, rows: list[dict], replicas: dict[str, PRReplica],
                  rng: random.Random | None = None, faults: Callable[[str, str], None] | None = None,
-                 out: dict[str, str] | None = None) -> dict[str, str]:
-    """The sink: every sub-block of the block, as the base route_insert reports them."""
+                 out: dict[str, str] | None = None, patch: str = "") -> dict[str, str]:
+    """The sink: every sub-block of the block, as the base route_insert reports them. `patch`:
+    the block is a lightweight UPDATE's, each sub-block a patch part of its partition."""
     rng = rng or random.Random(0)
     out = {} if out is None else out
     for partition, sub in sorted(table.split_by_partition(rows).items()):
-        written = write_insert(receiver, table, partition, sub, replicas, rng, faults)
+        written = write_insert(receiver, table, partition, sub, replicas, rng, faults, patch)
         out[partition] = written
     return out

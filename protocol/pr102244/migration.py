@@ -77,9 +77,13 @@ def commit(keeper: Keeper, ops: list, action: str, what: str) -> None:
 
 def read_snapshot(keeper: Keeper, layout: Layout, partition: str, source: str, bugs=frozenset()) -> list[PartName]:
     """source_parts_snapshot: as written (`snapshot_source_parts`) the source's registered parts
-    of the partition; fixed, every part of it registered by any replica (PR-F1)."""
-    return (registered_parts(keeper, layout, source, partition) if "snapshot_source_parts" in bugs
-            else registered_anywhere(keeper, layout, partition))
+    of the partition; fixed, every part of it registered by any replica (PR-F1). As the code
+    is (`snapshot_omits_patch_parts`, readActivePartsForPartition) only parts whose partition id
+    is the partition's: a patch part's is patch-<hash>-<p>, so none is listed (PR-F8); fixed, by
+    the original partition, patch parts included."""
+    parts = (registered_parts(keeper, layout, source, partition) if "snapshot_source_parts" in bugs
+             else registered_anywhere(keeper, layout, partition))
+    return [n for n in parts if n.partition_id == partition] if "snapshot_omits_patch_parts" in bugs else parts
 
 
 def start_clone(keeper: Keeper, layout: Layout, partition: str, source: str, target: str, coordinator: str,

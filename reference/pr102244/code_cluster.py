@@ -28,11 +28,13 @@ took it over (isMigrationFullyInitialized's other callers are not modelled, PR10
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 from protocol.assignment import GuardFailed
 from protocol.pr102244.assignment import read_assignment
 from protocol.pr102244.driver import MigrationDriver, Pending, done, signal_complete
+from protocol.pr102244.insert import route_insert
 from protocol.pr102244.migration import read_migration, read_migrations, take_over
 from protocol.pr102244.rebalancer import plan_cycle, plan_repairs
 from reference.pr102244.cluster import PRCluster
@@ -53,11 +55,30 @@ class PRCodeCluster(PRCluster):
     def migration_clock(self) -> float:
         return self.step
 
+    # --- lightweight UPDATE -------------------------------------------------------------------
+    _patch = ""   # the hash of the lightweight UPDATE `update` is writing, else ""
+
+    def route_insert(self, receiver, table, rows, replicas, rng=None, faults=None, out=None):
+        return route_insert(receiver, table, rows, replicas, rng, faults, out=out, patch=self._patch)
+
+    def update(self, rows: list[dict], block_id: str, at: str) -> dict[str, str]:
+        """A lightweight UPDATE on replica `at`: `rows` (the updated rows, each with a row id of its
+        own) written as patch parts (patch-<hash>-<p>) through the INSERT path, committed with a
+        GET_PART like any part. The history records it as an INSERT of those rows: an acknowledged
+        write every owner must hold, as PR102244Code.tla's PatchBlocks are Blocks. Forwarding an
+        UPDATE from a replica that does not own the partition is not in the stored code; this
+        routes it as an INSERT."""
+        self._patch = hashlib.sha256(block_id.encode()).hexdigest()[:8]
+        try:
+            return self.insert(rows, block_id, tries=1, at=at)
+        finally:
+            self._patch = ""
+
     # --- membership: a replica's monitor starts with it and dies with it ---------------------
     def add_replica(self, name: str):
         rep = super().add_replica(name)
         rep.code = True
-        self.drivers[name] = self._driver(name)
+        self.drivers[name] = self.driver_for(name)
         self.timeouts.setdefault(name, self.migration_timeout)
         return rep
 
@@ -68,7 +89,8 @@ class PRCodeCluster(PRCluster):
         if lost is not None:
             self.log(f"{name}'s monitor loses its decided {lost.op} of migration {lost.mig_id}")
 
-    def _driver(self, name: str) -> MigrationDriver:
+    def driver_for(self, name: str) -> MigrationDriver:
+        """A new driver on replica `name`'s session (a monitor's, a command's, a SYNC's)."""
         rep = self.replicas[name]
         return MigrationDriver(name, rep.keeper, self.layout, self.bugs, now=self.migration_clock)
 
@@ -84,7 +106,7 @@ class PRCodeCluster(PRCluster):
     def read_snapshot(self, partition: str, dst: str, src: str | None = None, on: str | None = None) -> MigrationDriver:
         """startClone's first step (ReadSnapshot) in a new driver on `on`, which it returns."""
         a = self._assignment(partition)
-        d = self._driver(on or self.coordinator)
+        d = self.driver_for(on or self.coordinator)
         d.read_snapshot(uuid.uuid4().hex, partition, src or a.owners[0], dst)
         return d
 
@@ -109,7 +131,7 @@ class PRCodeCluster(PRCluster):
                                                    failed | {p for p, _, _ in repairs})]
         started = []
         for p, s, t, add in plans[:self.per_cycle]:
-            d = self._driver(self.coordinator)
+            d = self.driver_for(self.coordinator)
             try:
                 if add:
                     d.plan_under_replicated(uuid.uuid4().hex, p, s, t, rf)
@@ -177,8 +199,9 @@ class PRCodeCluster(PRCluster):
                 done(d.keeper, self.layout, m)
                 self.log(f"DONE {node['partition']}: {node['source']} -> {node['target']}")
                 return f"Done({m}) by {d.name}"
+            created = node.get("created_at")   # None: a node written without a clock never times out
             if node["state"] == "clone" and (
-                    self.migration_clock() - node["created_at"] > self.timeouts[d.name]
+                    (created is not None and self.migration_clock() - created > self.timeouts[d.name])
                     or (partially_initialised_rolls_back and not node["written"])):
                 d.drive_rollback(m)
                 return f"DriveRollback({m}) by {d.name}"
@@ -203,7 +226,8 @@ class PRCodeCluster(PRCluster):
                      + (" (DONE)" if out.state == "done" else ""))
         elif out.state == "done":
             self.log(f"DONE {p.partition}: {p.source} -> {p.target}, the SWITCH applied before")
-        return f"{'SwitchMulti' if p.op == 'switch' else 'ApplyRollback'}({p.mig_id}) by {d.name} -> {out.state}"
+        return (f"{'SwitchMulti' if p.op == 'switch' else 'ApplyRollback'}({p.mig_id}) by {d.name} -> "
+                f"{out.state or 'the node left as it was'}")
 
     def drive_all(self, d: MigrationDriver):
         """SYSTEM SYNC SELECTIVE MIGRATIONS' pass on the replica of driver `d` (own_only=false):

@@ -84,8 +84,8 @@ def reference_switches(repro: Repro, fixed: bool) -> frozenset[str]:
     """The reference's switches for the code as it is (`fixed` False) or with the file's fix."""
     missing = sorted(s for s in repro.code if s not in CODE)
     if missing:
-        raise ReproUnsupported(f"{repro.path.name}: the reference's PR design does not implement "
-                               f"{', '.join(missing)} yet (PR102244Code.tla has it)")
+        raise ReproUnsupported(f"{repro.path.name}: code names behaviour the reference's PR design does not "
+                               f"implement: {', '.join(missing)} (it implements {', '.join(sorted(CODE))})")
     return code_switches(repro.code - repro.fix if fixed else repro.code)
 
 
@@ -136,6 +136,7 @@ _INSERT = re.compile(r"INSERT INTO (\w+) VALUES (?P<values>.+)$", re.S)
 _TUPLE = re.compile(r"\(([^)]*)\)")
 _SYSTEM = re.compile(r"SYSTEM (?P<verb>STOP|START) (?P<what>FETCHES|PULLING REPLICATION LOG) (\w+)$")
 _MIGRATE = re.compile(r"SYSTEM MIGRATE PARTITION '(?P<p>[^']+)' OF (\w+) TO REPLICA '(?P<r>\w+)'$")
+_UPDATE = re.compile(r"UPDATE \w+ SET (?P<col>\w+) = (?P<value>'[^']*'|\d+) WHERE (?P<key>\w+) = (?P<kv>'[^']*'|\d+)$")
 _MODIFY_SETTING = re.compile(r"ALTER TABLE \w+ MODIFY SETTING migration_timeout_seconds = (?P<value>\d+)$")
 _SYNC = re.compile(r"SYSTEM SYNC SELECTIVE MIGRATIONS (\w+)$")
 _REBALANCE = re.compile(r"SYSTEM START SELECTIVE REBALANCE (\w+)$")
@@ -161,6 +162,7 @@ class ReferenceDriver:
         self.failpoints: set[tuple[str, str]] = set()   # (replica, name) enabled
         # replica -> the background statement paused there, the failpoint, the rest of it
         self.paused: dict[str, tuple[Step, str, callable]] = {}
+        self.written: dict[int, dict] = {}   # row id -> the row, every row the run wrote
         self.alters: list[int] = []   # migration_timeout_seconds of each ALTER ... MODIFY SETTING, in order
         self.running: list[tuple[Step, callable]] = []   # background statements past their checks, to finish
 
@@ -174,11 +176,22 @@ class ReferenceDriver:
             rows = []
             for t in _TUPLE.findall(m["values"]):
                 values = [_literal(v) for v in t.split(",")]
-                self.rows += 1
-                rows.append({**dict(zip((n for n, _ in self.table.columns), values)), "row_id": self.rows})
+                rows.append(self._row(dict(zip((n for n, _ in self.table.columns), values))))
             status = c.insert(rows, f"repro-step-{step.index}", tries=1, at=on)
             if set(status.values()) != {"ok"}:
                 raise ReproError(f"{step.describe()}: the INSERT was not acknowledged ({status})")
+        elif m := _UPDATE.match(sql):
+            # A lightweight UPDATE: the current version of each row it matches, rewritten, in a
+            # patch part (PRCodeCluster.update); a server applies patches on read, as `answer` does.
+            columns = {n for n, _ in self.table.columns}
+            if not {m["col"], m["key"]} <= columns:
+                raise ReproError(f"{step.describe()}: no column {m['col']!r} or {m['key']!r} in the table")
+            rows = [self._row({**r, m["col"]: _literal(m["value"])}) for r in self._current(m["key"], m["kv"])]
+            if not rows:
+                raise ReproError(f"{step.describe()}: the UPDATE matches no row")
+            status = c.update(rows, f"repro-step-{step.index}", at=on)
+            if set(status.values()) != {"ok"}:
+                raise ReproError(f"{step.describe()}: the UPDATE was not acknowledged ({status})")
         elif m := _SYSTEM.match(sql):
             kind = "execute" if m["what"] == "FETCHES" else "pull"
             (c.stopped.add if m["verb"] == "STOP" else c.stopped.discard)((on, kind))
@@ -254,7 +267,7 @@ class ReferenceDriver:
         failpoint it stops at before a decided write. The command's answer on a timeout is not
         in the stored code: said, not raised."""
         c = self.cluster
-        d = c._driver(on)
+        d = c.driver_for(on)
         for _ in range(SYNC_ROUNDS):
             if not read_migrations(c.admin, c.layout):
                 return
@@ -276,6 +289,23 @@ class ReferenceDriver:
         if not step.background:
             raise ReproError(f"{step.describe()}: paused at {point}: run it with background = true")
         self.paused[step.on] = (step, point, lambda: self._go_on(step, process))
+
+    def _row(self, values: dict) -> dict:
+        """A row the run writes, with the next row id (INSERT and UPDATE alike), remembered."""
+        self.rows += 1
+        row = {**{k: v for k, v in values.items() if k != "row_id"}, "row_id": self.rows}
+        self.written[self.rows] = row
+        return row
+
+    def _current(self, key: str, value: str, among=None) -> list[dict]:
+        """The current version of each written row whose `key` equals `value` (of `among`, row ids,
+        when given): a patch's row supersedes the rows of the same key written before it."""
+        wanted = _literal(value)
+        latest = {}
+        for i, r in sorted(self.written.items()):
+            if r[key] == wanted and (among is None or i in among):
+                latest[r[key]] = r
+        return list(latest.values())
 
     def _apply_settings(self, replica: str) -> None:
         """The ALTER ... MODIFY SETTING migration_timeout_seconds entries `replica` applies now."""
@@ -360,6 +390,14 @@ class ReferenceDriver:
             # fetches would fail again and again (num_tries growing).
             holders = {p for r in c.replicas.values() for p in map(str, r.store.names())}
             return str(int(all(e.new_part_name not in holders for _, e in rep.queue() if e.new_part_name)))
+        elif m := re.fullmatch(r"SELECT (?P<col>\w+) FROM \w+ WHERE (?P<key>\w+) = (?P<kv>'[^']*'|\d+)", sql):
+            # A SELECT as a server runs it (routed by the cache), patches applied: the newest row
+            # of the key among those it read; none read is an empty answer.
+            c.query(at=step.on, sync=False)
+            q = c.history.tables["queries"][-1]["query_id"]
+            read = {r["row_id"] for r in c.history.tables["query_rows"] if r["query_id"] == q}
+            rows = self._current(m["key"], m["kv"], among=read)
+            return str(rows[0][m["col"]]) if rows else ""
         elif m := re.fullmatch(r"SELECT count\(\) FROM (\w+)", sql):
             # A SELECT as a server runs it: routed by the cache, no wait for replication.
             c.query(at=step.on, sync=False)

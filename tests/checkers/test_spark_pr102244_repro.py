@@ -14,7 +14,7 @@ from reference.pr102244.repro_reference import ReferenceDriver
 pytestmark = [pytest.mark.spark]
 
 
-@pytest.mark.parametrize("finding", ["PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F7", "PR-F9", "PR-F10"])
+@pytest.mark.parametrize("finding", ["PR-F1", "PR-F2", "PR-F3", "PR-F6", "PR-F7", "PR-F8", "PR-F9", "PR-F10"])
 def test_the_spark_job_flags_the_reproduction_as_the_oracle_does(spark, tmp_path, finding):
     repro = load(REPRO_DIR / f"{finding}.toml")
     verdicts = {}

@@ -30,6 +30,7 @@ WHERE_THE_FIX_PARTS = {
     # The code's models
     "MCPR102244Code_snapshot_source_parts.cfg": "ReadSnapshot",   # the snapshot lists every registered part
     "MCPR102244Code_snapshot_before_clone_multi.cfg": "CloneMulti",   # read again in the multi
+    "MCPR102244Code_snapshot_omits_patch_parts.cfg": "ReadSnapshot",   # patch parts by original partition
     "MCPR102244Code_read_from_cloning_target.cfg": "Query",       # the router reads owners only
     # the source leaves at DONE, not at the multi (PR-F2); the multi checks the target is :cloning
     # (PR-F3, PR-F7); phase 1's SWITCH keeps its source (PR-F9)
@@ -137,3 +138,17 @@ def test_state_graph_replay_catches_the_code_as_it_is(switch, kind, action, vari
     r = explore_pr("MCPR102244Code.cfg", bugs=frozenset({switch}), depth=7, progress=None).as_dict()
     f = r["failure"]
     assert (f["kind"], f["action"], f["variable"]) == (kind, action, variable), f
+
+
+def test_state_graph_replay_of_a_patch_part_agrees_and_catches_its_omission():
+    """MCPR102244Code_Patch (block 2 a lightweight UPDATE's patch part) to depth 6: the fixed code
+    agrees edge for edge; the code as it is (snapshot_omits_patch_parts, PR-F8) parts from it at
+    ReadSnapshot: its snapshot leaves the patch part out, a decision the fixed spec has no edge to."""
+    from conformance.explore import explore_pr
+    r = explore_pr("MCPR102244Code_Patch.cfg", depth=6, progress=None).as_dict()
+    assert r["failure"] is None and r["violation"] is None, r
+    assert r["covered"] == r["edges_checkable"] == r["edges"] and "ReadSnapshot" in r["by_action"]
+    r = explore_pr("MCPR102244Code_Patch.cfg", bugs=frozenset({"snapshot_omits_patch_parts"}), depth=6,
+                   progress=None).as_dict()
+    f = r["failure"]
+    assert (f["kind"], f["action"], f["variable"]) == ("reference-only step", "ReadSnapshot", "pend"), f

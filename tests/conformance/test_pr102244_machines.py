@@ -23,6 +23,7 @@ LONG = pytest.mark.long
     ("MCPR102244Code.cfg", {"WriteInsert", "ReadSnapshot", "CloneMulti", "DriveRollback", "ApplyRollback",
                             "DriverCrash", "SignalComplete", "DriveSwitch", "SwitchMulti", "Done"}),
     ("MCPR102244Code_Repair.cfg", {"Allocate", "PlanUnderReplicated", "SwitchMulti", "Done"}),
+    ("MCPR102244Code_Patch.cfg", {"WriteInsert", "ReadSnapshot", "SignalComplete", "SwitchMulti", "Done"}),
     ("MCPR102244.cfg", {"WriteInsert", "StartClone", "WriteCloneEntries", "SignalComplete", "Switch", "Done"}),
     pytest.param("MCPR102244_FilterCached.cfg", {"WriteInsert", "StartClone", "Rescan", "Pull", "Fetch"}, marks=LONG),
     pytest.param("MCPR102244Whole_FirstInsert.cfg", {"EnsurePartitionAssignment", "ForwardBlock", "CommitForwarded",
@@ -36,7 +37,7 @@ def test_pr_machine_holds_on_the_fixed_design(cfg, actions):
     from conformance.runner import run_machine
     from conformance.machines import pr_machine
     counts = Counter()
-    r = run_machine(pr_machine(cfg, counts=counts), _walks(20), shrink=False)
+    r = run_machine(pr_machine(cfg, counts=counts), _walks(30), shrink=False)
     assert not r["failed"], r
     assert all(counts[a] > 0 for a in actions), (sorted(a for a in actions if not counts[a]), counts)
 
@@ -46,6 +47,11 @@ def test_pr_machine_holds_on_the_fixed_design(cfg, actions):
     ("MCPR102244Code_as_is.cfg", ("NoAckedBlockLostInv", "OwnersCompleteInv")),
     ("MCPR102244Code_repair_moves_replica.cfg", "RepairAddsInv"),              # PR-F9
     ("MCPR102244Code_second_migration.cfg", "CloningHasMigrationInv"),         # PR-F3 against the code
+    ("MCPR102244Code_snapshot_omits_patch_parts.cfg", "NoAckedBlockLostInv"),  # PR-F8: a patch part
+    # PR-F10: a query in the window. Found in 5-8 s by a fresh process under every PYTHONHASHSEED
+    # tried (0-9), but not in 300 walks by a make-test worker that ran other files first: in make check.
+    pytest.param("MCPR102244Code_read_from_cloning_target.cfg", "QueryNoMissingInv", marks=LONG),
+    ("MCPR102244Code_source_stops_at_switch_query.cfg", "QueryNoMissingInv"),  # PR-F2: the stale read
     pytest.param("MCPR102244Code_rollback_races_switch.cfg", "ReplicationFactorInv", marks=LONG),       # PR-F7
     pytest.param("MCPR102244_switch_fresh_version.cfg", "ReplicationFactorInv", marks=LONG),            # PR-F3
     pytest.param("MCPR102244Whole_FirstInsert_filter_negative_cache.cfg", "OwnersCompleteInv", marks=LONG),  # PR-F5

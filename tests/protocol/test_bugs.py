@@ -22,9 +22,7 @@ PR_DESIGN_SPECS = [f for f in (ROOT / "spec").glob("*/*.tla") if "PR102244" in f
 # protocol/bugs.py) by its owners; a name here that the reference already knows fails the test.
 # ignore_fault_domains (issue 16): allocation and REBALANCE count every replica as its own fault
 # domain (placement.py's domains ignored): protocol/placement.py's allowed_owner / least_filled.
-# snapshot_omits_patch_parts (issue 35): PR #102244's code (PR102244Code.tla) leaves patch parts
-# (lightweight UPDATEs) out of its snapshot; the reference has no patch parts.
-SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains", "snapshot_omits_patch_parts"}
+SPEC_AHEAD_OF_REFERENCE = {"ignore_fault_domains"}
 
 
 def test_switches_are_the_specs_bug_names():

@@ -16,7 +16,25 @@ def test_names_round_trip_and_cover():
     assert not n.covers(PartName("202401-6", 4, 4, 0))
 
 
-@pytest.mark.parametrize("bad", ["202401_5_1_1_0", "p1_1_1_0", "202401-5_9_1_0", "202401-5_1_1"])
+def test_a_patch_part_is_named_in_its_own_partition_id_and_stored_under_its_partition(stores):
+    """A lightweight UPDATE's patch part: ClickHouse names it patch-<hash>-<p> (PatchPartInfo.h);
+    it belongs to p (the store, the filter, the checkers), and covers and is covered by no part of rows."""
+    n = PartName.parse("patch-1f-202401-5_4_4_0")
+    assert (n.partition, n.patch, n.partition_id, str(n)) == ("202401-5", "1f", "patch-1f-202401-5", "patch-1f-202401-5_4_4_0")
+    rows = PartName("202401-5", 1, 9, 1)
+    assert not rows.covers(n) and not n.covers(PartName("202401-5", 4, 4, 0))
+    assert PartName("202401-5", 1, 9, 1, patch="1f").covers(n)
+    r1, r2 = stores
+    a = r1.write(PartName("202401-5", 1, 1, 0), [{"x": 1}])
+    r1.write(n, [{"x": 2}])
+    assert r1.names("202401-5") == [a, n]
+    assert r2.fetch_from(r1, n) == n and r2.names("202401-5") == [n]
+    with pytest.raises(BadPart, match="one partition"):
+        r1.merge([a, n])
+
+
+@pytest.mark.parametrize("bad", ["202401_5_1_1_0", "p1_1_1_0", "202401-5_9_1_0", "202401-5_1_1", "patch--202401_1_1_0",
+                                 "patch-xyz-202401_1_1_0"])
 def test_malformed_names(bad):
     with pytest.raises(BadPart):
         PartName.parse(bad)

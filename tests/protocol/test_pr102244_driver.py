@@ -18,6 +18,7 @@ AS_CODE = frozenset({"rollback_ignores_state", "switch_without_target_check"})
 def _system(bugs, drivers=("r1", "r2"), owners=("r1", "r2"), rf=2) -> PRCodeSystem:
     return PRCodeSystem({"replicas": ("r1", "r2", "r3"), "drivers": drivers, "init_owners": frozenset(owners),
                          "up_at_first_insert": frozenset({"r1", "r2", "r3"}), "blocks": frozenset({1, 2}),
+                         "patch_blocks": frozenset(),
                          "mig_ids": (1,), "rf": rf, "max_fails": 1, "max_crashes": 1, "max_queries": 0,
                          "bugs": bugs, "readings": frozenset(), "invariants": ("ReplicationFactorInv",)}, bugs)
 
