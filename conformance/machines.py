@@ -538,7 +538,7 @@ def pr_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter | N
     # A design that says when a query can see a migration half done (`in_window`: a CLONE or SWITCH
     # in flight, or a cache behind Keeper) gets a rule that queries only then: the bound on
     # queries is small, and uniform choice spends it before any migration starts.
-    if hasattr(system_cls, "in_window") and "Query" in actions:
+    if windowed and "Query" in actions:
         def query_in_window(self, choice):
             options = self.enabled()["Query"]
             self.take("Query", options[choice % len(options)], why=" (in a window)")

@@ -231,9 +231,6 @@ class PRCodeSystem(PRSystem):
                 self.reps[x].keeper.create(LAYOUT.is_active(x), b"", ephemeral=True)
         return self.reps[r].learn(P, a)
 
-    def _patch_of(self, b) -> str:
-        return f"{b:04x}" if b in self.c["patch_blocks"] else ""
-
     def _RefreshView(self, r):
         before, after = self.reps[r].cache.get(P), read_assignment(self.admin, LAYOUT, P)
         if before == after or (before is not None and after is not None and before.version == after.version):

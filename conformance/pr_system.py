@@ -356,8 +356,9 @@ class PRSystem(Attempts):
         return part
 
     def _patch_of(self, b) -> str:
-        """The patch hash of block b's part ("" : a part of rows); the description has no patch parts."""
-        return ""
+        """The patch hash of block b's part: PatchBlocks (PR102244Code.tla's) are patch parts; ""
+        for a part of rows (the description's models have no PatchBlocks)."""
+        return f"{b:04x}" if b in self.c.get("patch_blocks", ()) else ""
 
     def _RefreshView(self, r):
         return self.reps[r].refresh_view(P)

@@ -4,9 +4,10 @@ A part is named as in MergeTree, `{partition}_{min_block}_{max_block}_{level}`, 
 `_{mutation}` appended once a mutation rewrote it. A patch part (a lightweight UPDATE's, PR
 #102244's PR-F8) is named in its own partition id, `patch-<hash>-{partition}` (ClickHouse's
 PatchPartInfo.h); `partition` is always the original partition, which the store, the log filter
-and the checkers go by, and `partition_id` the name's, which ClickHouse's partition-id filters see. A merge writes a part covering its sources'
-block range at level max+1; a fetch copies a part's file from another replica's folder and
-verifies its checksum before the part becomes visible (written to a temporary name, then renamed).
+and the checkers go by, and `partition_id` the name's, which ClickHouse's partition-id filters
+see. A merge writes a part covering its sources' block range at level max+1; a fetch copies a
+part's file from another replica's folder and verifies its checksum before the part becomes
+visible (written to a temporary name, then renamed).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 
 from protocol.table import check_partition_id
 
-_NAME = re.compile(r"^(?:patch-(?P<patch>[0-9a-f]+)-)?(?P<p>all|-?\d+(?:--?\d+)*)_(?P<min>\d+)_(?P<max>\d+)_(?P<level>\d+)(?:_(?P<mut>\d+))?$")
+_NAME = re.compile(r"^(?:patch-(?P<patch>[0-9a-f]+)-)?(?P<p>all|-?\d+(?:--?\d+)*)"
+                   r"_(?P<min>\d+)_(?P<max>\d+)_(?P<level>\d+)(?:_(?P<mut>\d+))?$")
 
 
 class BadPart(ValueError):

@@ -64,16 +64,22 @@ def plan_repairs(keeper: Keeper, layout: Layout, rf: int, failed: frozenset[str]
     return repairs
 
 
-def rebalance_cycle(keeper: Keeper, layout: Layout, coordinator: str, limit: int, bugs=frozenset(),
-                    failed: frozenset[str] = frozenset(), rf: int | None = None) -> list:
-    """One cycle: phase 1's repairs (with `rf`), then the moves, then StartClone each, up to `limit`
-    (a plan whose CLONE is refused is left out)."""
-    from protocol.assignment import GuardFailed
-    started = []
+def plan(keeper: Keeper, layout: Layout, limit: int, failed: frozenset[str] = frozenset(),
+         rf: int | None = None) -> list[tuple[str, str, str, bool]]:
+    """One cycle's plans, up to `limit`: phase 1's repairs (with `rf`), then the moves, each
+    (partition, source, target, add: planned to add a replica)."""
     repairs = plan_repairs(keeper, layout, rf, failed) if rf else []
     plans = [(*x, True) for x in repairs]
     plans += [(*x, False) for x in plan_cycle(keeper, layout, limit, failed | {p for p, _, _ in repairs})]
-    for p, s, t, add in plans[:limit]:
+    return plans[:limit]
+
+
+def rebalance_cycle(keeper: Keeper, layout: Layout, coordinator: str, limit: int, bugs=frozenset(),
+                    failed: frozenset[str] = frozenset(), rf: int | None = None) -> list:
+    """One cycle: its plans (`plan`), StartClone each (a plan whose CLONE is refused is left out)."""
+    from protocol.assignment import GuardFailed
+    started = []
+    for p, s, t, add in plan(keeper, layout, limit, failed, rf):
         try:
             started.append((p, s, t, start_clone(keeper, layout, p, s, t, coordinator, bugs, add=add)))
         except GuardFailed:

@@ -160,14 +160,17 @@ class PRCluster(Cluster):
     def reassign(self, partition: str, dst: str, src: str | None = None, snapshot_read_before=None) -> str:
         """SYSTEM MIGRATE PARTITION: StartClone by the coordinator; returns the migration id.
         `snapshot_read_before`: the snapshot a paused startClone read before its multi (PR-F6)."""
-        a = read_assignment(self.admin, self.layout, partition)
-        if a is None:
-            raise ValueError(f"partition {partition} is not assigned (no INSERT has created it)")
-        src = src or a.owners[0]
+        src = src or self._assignment(partition).owners[0]
         m = start_clone(self.admin, self.layout, partition, src, dst, self.coordinator, self.bugs,
                         snapshot_read_before=snapshot_read_before)
         self._started(partition, src, dst)
         return m
+
+    def _assignment(self, partition: str):
+        a = read_assignment(self.admin, self.layout, partition)
+        if a is None:
+            raise ValueError(f"partition {partition} is not assigned (no INSERT has created it)")
+        return a
 
     def rebalance_cycle(self, failed: frozenset[str] = frozenset()) -> list:
         """One cycle of the rebalancer (SYSTEM START SELECTIVE REBALANCE runs one): its repairs and

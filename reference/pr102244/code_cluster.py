@@ -32,11 +32,10 @@ import hashlib
 import uuid
 
 from protocol.assignment import GuardFailed
-from protocol.pr102244.assignment import read_assignment
 from protocol.pr102244.driver import MigrationDriver, Pending, done, signal_complete
 from protocol.pr102244.insert import route_insert
 from protocol.pr102244.migration import read_migration, read_migrations, take_over
-from protocol.pr102244.rebalancer import plan_cycle, plan_repairs
+from protocol.pr102244.rebalancer import plan
 from reference.pr102244.cluster import PRCluster
 
 # Default of each replica's migration_timeout_seconds, in migration_clock() units (steps). The
@@ -125,12 +124,8 @@ class PRCodeCluster(PRCluster):
         a replica, which as the code is moves it: PR-F9), then phase 2's moves, each started by
         startClone, up to `per_cycle`; a plan whose startClone is refused is left out."""
         rf = self.table.replication_factor
-        repairs = plan_repairs(self.admin, self.layout, rf, failed)
-        plans = [(*x, True) for x in repairs]
-        plans += [(*x, False) for x in plan_cycle(self.admin, self.layout, self.per_cycle,
-                                                   failed | {p for p, _, _ in repairs})]
         started = []
-        for p, s, t, add in plans[:self.per_cycle]:
+        for p, s, t, add in plan(self.admin, self.layout, self.per_cycle, failed, rf):
             d = self.driver_for(self.coordinator)
             try:
                 if add:
@@ -144,12 +139,6 @@ class PRCodeCluster(PRCluster):
             started.append((p, s, t, m))
         return started
 
-    def _assignment(self, partition: str):
-        a = read_assignment(self.admin, self.layout, partition)
-        if a is None:
-            raise ValueError(f"partition {partition} is not assigned (no INSERT has created it)")
-        return a
-
     # --- driveStateMachine ------------------------------------------------------------------------
     def _advance_migration(self, rep) -> str | None:
         """The replica's monitor, one step: the write its driver decided last, if any; else, for
@@ -162,12 +151,8 @@ class PRCodeCluster(PRCluster):
             node, _ = read_migration(rep.keeper, self.layout, m)
             if node is None:
                 continue
-            if node["target"] == rep.name and node["state"] == "clone":
-                try:
-                    signal_complete(rep, m)
-                    return f"SignalComplete({m}) by {rep.name}"
-                except GuardFailed:
-                    pass
+            if self._signal(rep, m, node):
+                return f"SignalComplete({m}) by {rep.name}"
             took = False
             if node["coordinator"] != rep.name:
                 try:
@@ -184,6 +169,17 @@ class PRCodeCluster(PRCluster):
             if took:
                 return f"TakeOver({m}) by {rep.name}"
         return None
+
+    def _signal(self, rep, m: str, node: dict) -> bool:
+        """checkAndSignalCloneComplete on `rep` for migration m (its node as read): whether it
+        signalled."""
+        if node["target"] != rep.name or node["state"] != "clone":
+            return False
+        try:
+            signal_complete(rep, m)
+        except GuardFailed:
+            return False
+        return True
 
     def decide(self, d: MigrationDriver, m: str, partially_initialised_rolls_back: bool = False) -> str | None:
         """driveStateMachine's read by driver `d`: in CLONE, a rollback once `d`'s replica's
@@ -235,14 +231,9 @@ class PRCodeCluster(PRCluster):
         flight. A generator: it yields each decided write (the driver's Pending) before taking it,
         so a caller can hold it there (a pause failpoint), and yields what it did as strings."""
         rep = self.replicas[d.name]
-        for m in sorted(read_migrations(self.admin, self.layout)):
-            node, _ = read_migration(d.keeper, self.layout, m)
-            if node is not None and node["target"] == d.name and node["state"] == "clone":
-                try:
-                    signal_complete(rep, m)
-                    yield f"SignalComplete({m}) by {d.name}"
-                except GuardFailed:
-                    pass
+        for m, (node, _) in sorted(read_migrations(d.keeper, self.layout).items()):
+            if self._signal(rep, m, node):
+                yield f"SignalComplete({m}) by {d.name}"
             what = self.decide(d, m)
             if what is not None:
                 yield what

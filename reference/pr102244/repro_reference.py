@@ -163,7 +163,7 @@ class ReferenceDriver:
         # replica -> the background statement paused there, the failpoint, the rest of it
         self.paused: dict[str, tuple[Step, str, callable]] = {}
         self.written: dict[int, dict] = {}   # row id -> the row, every row the run wrote
-        self.alters: list[int] = []   # migration_timeout_seconds of each ALTER ... MODIFY SETTING, in order
+        self.altered: int | None = None   # migration_timeout_seconds of the last ALTER ... MODIFY SETTING
         self.running: list[tuple[Step, callable]] = []   # background statements past their checks, to finish
 
     # --- statements ---------------------------------------------------------------------------
@@ -200,7 +200,7 @@ class ReferenceDriver:
         elif m := _MODIFY_SETTING.match(sql):
             # ALTER ... MODIFY SETTING is an ALTER_METADATA entry: each replica takes the value when
             # it applies the entry, so one whose log pulling is stopped keeps the old one until START.
-            self.alters.append(int(m["value"]))
+            self.altered = int(m["value"])
             for r in c.replicas:
                 if (r, "pull") not in c.stopped:
                     self._apply_settings(r)
@@ -246,7 +246,7 @@ class ReferenceDriver:
             else:
                 rounds = int(step.timeout_s * STEPS_PER_SECOND)
                 for _ in range(rounds):
-                    if c.monitor_paused.get(on) == name or (on in self.paused and self.paused[on][1] == name):
+                    if self._paused_at(on, name):
                         break
                     c.round()
                 else:
@@ -307,10 +307,22 @@ class ReferenceDriver:
                 latest[r[key]] = r
         return list(latest.values())
 
+    def _select(self, on: str) -> list[int]:
+        """A SELECT on `on` as a server runs it (routed by the cache, no wait for replication):
+        the row ids it read, each as often as it read it."""
+        c = self.cluster
+        c.query(at=on, sync=False)
+        q = c.history.tables["queries"][-1]["query_id"]
+        return [r["row_id"] for r in c.history.tables["query_rows"] if r["query_id"] == q]
+
+    def _paused_at(self, on: str, name: str) -> bool:
+        """Whether something on `on` waits at failpoint `name`: its monitor or a statement."""
+        return self.cluster.monitor_paused.get(on) == name or (on in self.paused and self.paused[on][1] == name)
+
     def _apply_settings(self, replica: str) -> None:
-        """The ALTER ... MODIFY SETTING migration_timeout_seconds entries `replica` applies now."""
-        if self.alters:
-            self.cluster.timeouts[replica] = self.alters[-1]
+        """The ALTER ... MODIFY SETTING migration_timeout_seconds `replica` applies now."""
+        if self.altered is not None:
+            self.cluster.timeouts[replica] = self.altered
 
     def _finish_running(self) -> None:
         """Background statements that started together end here, in order: each made its checks
@@ -393,16 +405,11 @@ class ReferenceDriver:
         elif m := re.fullmatch(r"SELECT (?P<col>\w+) FROM \w+ WHERE (?P<key>\w+) = (?P<kv>'[^']*'|\d+)", sql):
             # A SELECT as a server runs it (routed by the cache), patches applied: the newest row
             # of the key among those it read; none read is an empty answer.
-            c.query(at=step.on, sync=False)
-            q = c.history.tables["queries"][-1]["query_id"]
-            read = {r["row_id"] for r in c.history.tables["query_rows"] if r["query_id"] == q}
-            rows = self._current(m["key"], m["kv"], among=read)
+            rows = self._current(m["key"], m["kv"], among=set(self._select(step.on)))
             return str(rows[0][m["col"]]) if rows else ""
         elif m := re.fullmatch(r"SELECT count\(\) FROM (\w+)", sql):
             # A SELECT as a server runs it: routed by the cache, no wait for replication.
-            c.query(at=step.on, sync=False)
-            q = c.history.tables["queries"][-1]["query_id"]
-            return str(sum(1 for r in c.history.tables["query_rows"] if r["query_id"] == q))
+            return str(len(self._select(step.on)))
         raise ReproError(f"{step.describe()}: a query the reference driver does not answer")
 
     # --- the run ----------------------------------------------------------------------------
