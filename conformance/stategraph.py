@@ -18,6 +18,7 @@ from pathlib import Path
 import networkx as nx
 
 from harness.check_models import spec_file
+from harness.tlc.runner import private_tmpdir
 from harness.tlc.values import parse_state
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
@@ -59,7 +60,7 @@ def dump(cfg: str, timeout: float = 600, depth: int | None = None, without_switc
             text += "CONSTRAINT DepthBound\n"
             spec = "DumpBounded.tla"
         (work / "dump.cfg").write_text(text)
-        cmd = ["java", "-XX:+UseParallelGC", "-cp", str(JAR), "tlc2.TLC", "-config", "dump.cfg", "-deadlock",
+        cmd = ["java", "-XX:+UseParallelGC", *private_tmpdir(work), "-cp", str(JAR), "tlc2.TLC", "-config", "dump.cfg", "-deadlock",
                "-workers", "1", "-dump", "dot,actionlabels", str(work / "graph"), "-metadir", str(work / "meta"),
                spec]
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)

@@ -261,6 +261,15 @@ def _sany_excerpt(untagged: list[str]) -> str:
     return "\n".join(keep[:25])
 
 
+def private_tmpdir(folder: str | os.PathLike) -> list[str]:
+    """The JVM option that gives one TLC run its own temporary folder. SANY (TLC 2.15) copies the
+    standard modules (Integers.tla, TLC.tla, ...) out of the jar into java.io.tmpdir and parses
+    them from there: two runs sharing /tmp rewrite each other's copies mid-parse, and one of them
+    fails with "Module-Table lookup failure" (2 of 24 parses, 8 at a time, here), which
+    make test's two workers hit as a parse error or a runtime error of a model that is fine."""
+    return [f"-Djava.io.tmpdir={folder}"]
+
+
 def run_tlc(
     spec: str | os.PathLike,
     config: str | os.PathLike | None = None,
@@ -288,7 +297,7 @@ def run_tlc(
         raise TLCSetupError("java not found on PATH: TLC needs Java >= 17 (apt-get install openjdk-17-jre-headless)")
     jar = find_jar()
     metadir = tempfile.mkdtemp(prefix=f"tlc-{spec.stem}-")  # own metadir: parallel runs collide otherwise
-    cmd = [java, "-XX:+UseParallelGC", *(jvm_args or []), "-cp", str(jar), "tlc2.TLC", "-tool",
+    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC", "-tool",
            "-workers", str(workers), "-metadir", metadir,
            # TLC 2.15 resolves -config against the spec's folder: pass it relative to that.
            "-config", os.path.relpath(config, spec.parent)]

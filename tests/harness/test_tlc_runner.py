@@ -97,3 +97,19 @@ def test_simulation_finds_a_violation():
     res = runner.run_tlc(TLA / "Counter.tla", TLA / "CounterViolation.cfg", check_deadlock=False, workers=1,
                          extra_args=["-simulate", "-depth", "10"], jvm_args=["-Dtlc2.TLC.stopAfter=20"], timeout_s=60)
     assert res.outcome == runner.INVARIANT_VIOLATED and res.violated == "BothRaisedFalseInv"
+
+
+def test_each_run_parses_the_standard_modules_from_a_folder_of_its_own(tmp_path):
+    # SANY copies Naturals.tla & co. out of the jar into java.io.tmpdir and parses them there;
+    # runs sharing that folder rewrite each other's copies (make test's two workers saw a model
+    # that is fine fail with a parse error). Each run must parse its own copies.
+    import re
+    import tempfile
+
+    log = tmp_path / "tlc.log"
+    res = runner.run_tlc(TLA / "Counter.tla", TLA / "Counter.cfg", check_deadlock=False, log_path=log)
+    assert res.outcome == runner.HOLDS, res.errors
+    standard = re.findall(r"Parsing file (\S+/Naturals\.tla)", log.read_text())
+    assert standard, "SANY named no standard module it parsed"
+    shared = Path(tempfile.gettempdir()).resolve()
+    assert all(Path(f).resolve().parent != shared for f in standard), standard
