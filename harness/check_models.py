@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cli_args import BadInput, Parser, int_at_least, output_file, run_main
 from harness.tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
-                                print_progress, run_tlc)
+                                print_progress, run_tlc, stop_all)
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec"
 MANIFEST = SPEC_DIR / "models.json"
@@ -141,23 +143,45 @@ def run_model(m: dict, progress=None, workers: int = 2) -> TLCResult:
                    timeout_s=m["budget_s"] * 3, extra_args=extra, jvm_args=jvm, progress=progress)
 
 
-def check(models: list[dict], verbose: bool = True, workers: int = 2) -> list[Verdict]:
-    verdicts = []
-    for i, m in enumerate(models, 1):
-        if verbose:
-            target = m.get("invariant") or m.get("property") or ""
-            print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
-        res = run_model(m, progress=print_progress if verbose else None, workers=workers)
+def check(models: list[dict], verbose: bool = True, workers: int = 2, jobs: int = 1) -> list[Verdict]:
+    """Run the models, `jobs` TLC processes at a time (each with `workers` workers), and return
+    their verdicts in the manifest's order. With several jobs the longest on record start first,
+    so that no long model is left to run alone at the end, and progress lines are left out (they
+    would interleave); each model's verdict is printed as it ends."""
+    order = sorted(models, key=lambda m: -(m.get("recorded_seconds") or 0)) if jobs > 1 else models
+    lock = threading.Lock()
+    done = [0]
+
+    def one(m: dict) -> Verdict:
+        target = m.get("invariant") or m.get("property") or ""
+        if verbose and jobs == 1:
+            print(f"[{done[0] + 1}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
+        res = run_model(m, progress=print_progress if verbose and jobs == 1 else None, workers=workers)
         v = Verdict(m, res, judge(m, res))
-        verdicts.append(v)
-        if verbose:
-            print(f"    {'ok  ' if v.passed else 'FAIL'} {res.summary()}", flush=True)
-            for p in v.problems:
-                print(f"    - {p}", flush=True)
-            slow = over_budget(m, res)
-            if slow:
-                print(f"    - note: {slow}", flush=True)
-    return verdicts
+        with lock:
+            done[0] += 1
+            if verbose:
+                if jobs > 1:
+                    print(f"[{done[0]}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
+                print(f"    {'ok  ' if v.passed else 'FAIL'} {res.summary()}", flush=True)
+                for p in v.problems:
+                    print(f"    - {p}", flush=True)
+                slow = over_budget(m, res)
+                if slow:
+                    print(f"    - note: {slow}", flush=True)
+        return v
+
+    pool = ThreadPoolExecutor(max_workers=jobs)   # TLC runs in its own JVM: the threads only wait
+    try:
+        verdicts = {v.model["name"]: v for v in pool.map(one, order)}
+    except BaseException:
+        # Ctrl-C reaches this thread only (each TLC has a session of its own): end the runs in
+        # flight and start no other, or the pool would finish the whole list first.
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()
+        raise
+    pool.shutdown()
+    return [verdicts[m["name"]] for m in models]
 
 
 def record(verdicts: list[Verdict], path: Path = MANIFEST) -> None:
@@ -201,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                          "show it and print each counterexample, step by step, with what each step changed")
     # One worker on a shared machine: a simulation's figures then depend less on the others' load.
     ap.add_argument("--workers", type=int_at_least(1), default=2, help="TLC workers (default 2)")
+    # Many small models: two one-worker runs side by side keep both cores busy through each JVM's
+    # start and each model's short tail, which one two-worker run does not (BENCHMARKS.md).
+    ap.add_argument("--jobs", type=int_at_least(1), default=1, help="models checked at a time (default 1)")
     ap.add_argument("--record", action="store_true", help="write measured state counts back to the manifest")
     ap.add_argument("--report", type=output_file, help="write a JSON report here")
     a = ap.parse_args(argv)
@@ -225,7 +252,7 @@ def run(a) -> int:
     elif a.size == "small":
         models = [m for m in models if m["size"] == "small"]
     start = time.monotonic()
-    verdicts = check(models, workers=a.workers)
+    verdicts = check(models, workers=a.workers, jobs=a.jobs)
     print()
     print(table(verdicts))
     failed = [v for v in verdicts if not v.passed]

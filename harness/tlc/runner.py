@@ -311,6 +311,8 @@ def run_tlc(
     timed_out = False
     proc = subprocess.Popen(cmd, cwd=spec.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
 
     def pump() -> None:  # TLC is quiet for a minute between progress lines: read apart from the clock
         assert proc.stdout is not None
@@ -332,6 +334,8 @@ def run_tlc(
         _kill(proc)  # Ctrl-C or a failing caller must not leave a JVM behind
         raise
     finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
         if log:
             log.close()
         shutil.rmtree(metadir, ignore_errors=True)
@@ -346,6 +350,20 @@ def run_tlc(
     elif "-simulate" in (extra_args or []) and res.outcome == RUNTIME_ERROR and not res.errors:
         res.outcome = STOPPED
     return res
+
+
+# The TLC processes of this Python process, for stop_all: runs started from several threads
+# (check_models --jobs) are out of reach of the Ctrl-C that the main thread receives.
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every TLC run this process has in flight (each caller then sees its run end)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        _kill(proc)
 
 
 def _kill(proc: subprocess.Popen) -> None:

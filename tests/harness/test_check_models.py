@@ -108,3 +108,62 @@ def test_an_unknown_finding_is_bad_input_naming_the_known_ones(capsys):
     assert check_models.main(["--finding", "F99"]) == 2
     err = capsys.readouterr().err
     assert "--finding F99" in err and "F3" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.tlc
+def test_two_jobs_give_the_verdicts_of_one_in_the_manifests_order():
+    # Two quick models of different lengths: the longer on record starts first with two jobs,
+    # the verdicts still come back in the order they were asked for, each as one job gives it.
+    models = [m for m in check_models.load_manifest() if m["name"] in ("MCAssignment", "MCAssignment_blind_write")]
+    assert len(models) == 2
+    one = check_models.check(models, verbose=False, workers=1, jobs=1)
+    two = check_models.check(models, verbose=False, workers=1, jobs=2)
+    assert [v.model["name"] for v in two] == [m["name"] for m in models]
+    assert [(v.passed, v.result.outcome, v.result.violated) for v in two] == \
+           [(v.passed, v.result.outcome, v.result.violated) for v in one]
+    assert all(v.passed for v in two), [v.problems for v in two]
+
+
+@pytest.mark.tlc
+def test_ctrl_c_with_two_jobs_ends_both_tlc_runs_and_exits_130():
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(check_models.__file__).resolve().parents[1]
+    # Two models that each run for minutes: both are in flight when SIGINT comes.
+    p = subprocess.Popen([sys.executable, "-m", "harness.check_models", "--only", "MCMigration", "--only",
+                          "MCLiveness", "--jobs", "2", "--workers", "1"], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def tlc_children() -> list[int]:
+        """The TLC JVMs the check started: its children whose command line runs tlc2.TLC."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"tlc2.TLC" in (proc / "cmdline").read_bytes() \
+                        and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
+                    pids.append(int(proc.name))
+            except OSError:   # gone meanwhile
+                pass
+        return pids
+
+    try:
+        deadline = time.monotonic() + 60
+        while len(tlc_children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        running = tlc_children()
+        assert len(running) == 2, "both TLC runs should be in flight"
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "python -m harness.check_models: interrupted: stopped by Ctrl-C", err
+    time.sleep(1)
+    assert [pid for pid in running if Path(f"/proc/{pid}").exists()] == [], "a TLC run outlived the Ctrl-C"
+
