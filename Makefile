@@ -6,10 +6,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup check test faults check-spec conformance spark-check bench mutation clean help
+.PHONY: setup check check-thorough test faults check-spec conformance spark-check bench mutation clean help
 
 help:
-	@echo "make check        the main job: TLC models, conformance runs, Spark invariant job; summary table"
+	@echo "make check        the main job (~20 min on 2 cores): small TLC models, ci conformance, Spark job, long tests; summary table"
+	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite"
 	@echo "make test         the test suite (pytest)"
 	@echo "make faults       the ZooKeeper fault suite, then its table (fault x state) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
@@ -32,6 +33,9 @@ setup: $(STAMP)
 	@$(PY) -m harness.bootstrap
 
 check: setup
+	@$(PY) -m harness.check_all
+
+check-thorough: setup
 	@$(PY) -m harness.check_all --thorough
 
 # Two workers, one per core, each taking whole files (--dist loadfile): a module's fixtures (a

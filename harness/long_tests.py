@@ -1,8 +1,14 @@
 """`make check`'s long-tests stage: the tests marked `long`, which `make test` leaves out to stay
-within its time (pyproject.toml's addopts deselects them): the slower small TLC models and the
-standalone Spark cluster. Writes the stage report check_all reads.
+within its time (pyproject.toml's addopts deselects them): the slower small TLC models' checks
+that are not model runs, the teeth, the Spark job on racing histories, the standalone Spark
+cluster. Writes the stage report check_all reads.
 
-    python -m harness.long_tests [--report build/reports/long-tests.json] [pytest args...]
+    python -m harness.long_tests [--thorough] [--report build/reports/long-tests.json] [pytest args...]
+
+No model is checked twice: the long cases of tests/spec/test_models.py run each small model of
+the manifest, which the check-spec stage has just run, so they are left out here. `make check`
+leaves out the `thorough` and `faults` tests too (the ReductionView sweep over every broken
+variant, the fault suite's histories); `make check-thorough` (`--thorough`) runs them.
 """
 
 from __future__ import annotations
@@ -15,15 +21,24 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# check-spec runs every model of the manifest; these are the same runs as pytest cases.
+CHECKED_BY_CHECK_SPEC = "tests/spec/test_models.py::test_small_model_behaves_as_recorded"
+
+
+def pytest_args(thorough: bool) -> list[str]:
+    # `-m` after addopts' `-m 'not long'`: pytest keeps the last one. Two workers taking whole
+    # files, as make test does: a module's fixtures (Spark, ZooKeeper) start once, in one worker.
+    marks = "long" if thorough else "long and not thorough and not faults"
+    return ["-m", marks, "--deselect", CHECKED_BY_CHECK_SPEC, "-n", "2", "--dist", "loadfile", "-q"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.long_tests", description=__doc__.splitlines()[0])
     ap.add_argument("--report", help="write the stage's JSON report here")
+    ap.add_argument("--thorough", action="store_true", help="also the thorough and fault tests (make check-thorough)")
     a, rest = ap.parse_known_args(argv)
     start = time.monotonic()
-    # `-m long` after addopts' `-m 'not long'`: pytest keeps the last one.
-    rc = subprocess.call([sys.executable, "-m", "pytest", "-m", "long", "-q", *rest], cwd=ROOT)
+    rc = subprocess.call([sys.executable, "-m", "pytest", *pytest_args(a.thorough), *rest], cwd=ROOT)
     secs = time.monotonic() - start
     # pytest's 5 (nothing collected) is a failure here too: the stage would prove nothing.
     result = {0: "every long test passed", 5: "NO long tests collected"}.get(rc, f"pytest exit {rc}")

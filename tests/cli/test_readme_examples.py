@@ -66,7 +66,7 @@ class Covered:
 
 RUN_BUG = ("python -m reference run --bug cleanup_no_delay --add-replicas 1 --rebalance --query-rate 0.5")
 EXAMPLES = {
-    "make check": Make("check"), "make test": Make("test"), "make setup": Make("setup"), "make bench": Make("bench"),
+    "make check": Make("check"), "make check-thorough": Make("check-thorough"), "make test": Make("test"), "make setup": Make("setup"), "make bench": Make("bench"),
     "make check-spec": Make("check-spec"), 'make check-spec ARGS="--size all"': Make("check-spec"),
     'make check-spec ARGS="--only MCAssignment"': Make("check-spec"),
     'make check-spec ARGS="--only MCMigration"': Make("check-spec"), "make check-spec ARGS=--record": Make("check-spec"),

@@ -18,3 +18,40 @@ def test_summary_table_lists_every_row(capsys):
                            {"stage": "conformance", "result": "not built", "summary": "-", "seconds": 0.0}])
     out = capsys.readouterr().out
     assert "check-spec" in out and "not built" in out and "key figures" in out
+
+
+def test_make_check_leaves_the_fault_suite_to_make_check_thorough(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(check_all, "REPORTS", tmp_path)
+    monkeypatch.setattr(check_all.subprocess, "call", lambda cmd, cwd: ran.append(cmd[1:]) or 0)
+    assert check_all.main([]) == 0
+    fast = ran[:]
+    ran.clear()
+    assert check_all.main(["--thorough"]) == 0
+    stage = lambda cmds, name: next(c for c in cmds if c[1] == check_all.STAGES[name].args[1])  # noqa: E731
+    assert [c[1] for c in fast] == [check_all.STAGES[s].args[1] for s in check_all.CHECK_STAGES]
+    assert "harness.faults" not in " ".join(" ".join(c) for c in fast) and stage(ran, "faults")
+    assert "--thorough" not in stage(fast, "long-tests") and "--thorough" in stage(ran, "long-tests")
+    assert stage(fast, "check-spec")[stage(fast, "check-spec").index("--size") + 1] == "small"
+    assert stage(ran, "check-spec")[stage(ran, "check-spec").index("--size") + 1] == "all"
+    assert (tmp_path / "check.json").is_file() and (tmp_path / "check-thorough.json").is_file()
+
+
+def test_the_long_tests_of_make_check_repeat_no_model_run_and_no_thorough_sweep():
+    import subprocess
+    import sys
+
+    from harness import long_tests
+
+    def collected(thorough: bool) -> list[str]:
+        args = [a for a in long_tests.pytest_args(thorough) if a not in ("-n", "2", "--dist", "loadfile", "-q")]
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                             cwd=long_tests.ROOT, capture_output=True, text=True).stdout
+        return [ln for ln in out.splitlines() if "::" in ln]
+
+    fast, thorough = collected(False), collected(True)
+    assert fast and set(fast) < set(thorough)
+    for ids in (fast, thorough):
+        assert not [i for i in ids if i.startswith(long_tests.CHECKED_BY_CHECK_SPEC)]
+    assert not [i for i in fast if "test_reduction_view_keeps_every_broken_variant" in i]
+    assert [i for i in thorough if "test_reduction_view_keeps_every_broken_variant" in i]

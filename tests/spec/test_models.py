@@ -50,6 +50,7 @@ BROKEN_WITHOUT_VIEW = [m for m in check_models.load_manifest()
 
 @pytest.mark.tlc
 @pytest.mark.long
+@pytest.mark.thorough   # 29 exhaustive runs of up to 15 min each: make check-thorough
 @pytest.mark.parametrize("model", BROKEN_WITHOUT_VIEW, ids=[m["name"] for m in BROKEN_WITHOUT_VIEW])
 def test_reduction_view_keeps_every_broken_variant(model, tmp_path):
     from harness.tlc.runner import run_tlc
