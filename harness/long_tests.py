@@ -23,13 +23,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # check-spec runs every model of the manifest; these are the same runs as pytest cases.
 CHECKED_BY_CHECK_SPEC = "tests/spec/test_models.py::test_small_model_behaves_as_recorded"
+# Run in a pytest process of their own, after the others. The PR design's Hypothesis machines
+# (derandomized) walk differently in an xdist worker that ran other files first: PR-F10's case
+# found its counterexample in 8 s alone and not in 104 s in a worker of this stage (2026-11-28).
+# Why is open (the notes of issue 42); a process of their own gives them the walks they have alone.
+OWN_PROCESS = ["tests/conformance/test_pr102244_machines.py"]
+
+
+def marks(thorough: bool) -> list[str]:
+    # `-m` after addopts' `-m 'not long'`: pytest keeps the last one.
+    return ["-m", "long" if thorough else "long and not thorough and not faults"]
 
 
 def pytest_args(thorough: bool) -> list[str]:
-    # `-m` after addopts' `-m 'not long'`: pytest keeps the last one. Two workers taking whole
-    # files, as make test does: a module's fixtures (Spark, ZooKeeper) start once, in one worker.
-    marks = "long" if thorough else "long and not thorough and not faults"
-    return ["-m", marks, "--deselect", CHECKED_BY_CHECK_SPEC, "-n", "2", "--dist", "loadfile", "-q"]
+    """The main run: two workers taking whole files, as make test does (a module's fixtures,
+    Spark or ZooKeeper, start once, in one worker)."""
+    skip = [a for f in OWN_PROCESS for a in ("--ignore", f)]
+    return [*marks(thorough), "--deselect", CHECKED_BY_CHECK_SPEC, *skip, "-n", "2", "--dist", "loadfile", "-q"]
+
+
+def own_process_args(thorough: bool) -> list[str]:
+    return [*marks(thorough), "-q", *OWN_PROCESS]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thorough", action="store_true", help="also the thorough and fault tests (make check-thorough)")
     a, rest = ap.parse_known_args(argv)
     start = time.monotonic()
-    rc = subprocess.call([sys.executable, "-m", "pytest", *pytest_args(a.thorough), *rest], cwd=ROOT)
+    rcs = [subprocess.call([sys.executable, "-m", "pytest", *args, *rest], cwd=ROOT)
+           for args in (pytest_args(a.thorough), own_process_args(a.thorough))]
     secs = time.monotonic() - start
     # pytest's 5 (nothing collected) is a failure here too: the stage would prove nothing.
+    rc = next((r for r in rcs if r != 0), 0)
     result = {0: "every long test passed", 5: "NO long tests collected"}.get(rc, f"pytest exit {rc}")
     if a.report:
         Path(a.report).parent.mkdir(parents=True, exist_ok=True)

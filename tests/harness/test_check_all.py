@@ -43,11 +43,17 @@ def test_the_long_tests_of_make_check_repeat_no_model_run_and_no_thorough_sweep(
 
     from harness import long_tests
 
-    def collected(thorough: bool) -> list[str]:
-        args = [a for a in long_tests.pytest_args(thorough) if a not in ("-n", "2", "--dist", "loadfile", "-q")]
+    def run(args: list[str]) -> list[str]:
+        args = [a for a in args if a not in ("-n", "2", "--dist", "loadfile", "-q")]
         out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
                              cwd=long_tests.ROOT, capture_output=True, text=True).stdout
         return [ln for ln in out.splitlines() if "::" in ln]
+
+    def collected(thorough: bool) -> list[str]:
+        main, own = run(long_tests.pytest_args(thorough)), run(long_tests.own_process_args(thorough))
+        assert own and all(i.split("::")[0] in long_tests.OWN_PROCESS for i in own)
+        assert not set(main) & set(own), "a test run in both processes"
+        return main + own
 
     fast, thorough = collected(False), collected(True)
     assert fast and set(fast) < set(thorough)
