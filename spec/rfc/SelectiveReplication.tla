@@ -147,12 +147,9 @@ Trim(x, d) == [x EXCEPT !.b = {blk \in @ : blk[2] > d}]
 \* comes from a retry that blocks/ did not deduplicate: after a DROP PARTITION cleared the hash,
 \* or with no_dedup.
 IsGetOf(k, i) == log[k].type = "GET" /\ i \in Ids(log[k].part.b)
-FirstIdx(i) == IF \E k \in 1..Len(log) : IsGetOf(k, i)
-               THEN CHOOSE k \in 1..Len(log) : IsGetOf(k, i) /\ \A j \in 1..(k-1) : ~IsGetOf(j, i)
-               ELSE 0
-LastIdx(i) == IF \E k \in 1..Len(log) : IsGetOf(k, i)
-              THEN CHOOSE k \in 1..Len(log) : IsGetOf(k, i) /\ \A j \in (k+1)..Len(log) : ~IsGetOf(j, i)
-              ELSE 0
+GetIdxs(i) == {k \in 1..Len(log) : IsGetOf(k, i)}
+FirstIdx(i) == LET ks == GetIdxs(i) IN IF ks = {} THEN 0 ELSE Min(ks)
+LastIdx(i) == LET ks == GetIdxs(i) IN IF ks = {} THEN 0 ELSE Max(ks)
 
 \* r will still learn of insert i by replication: it has not pulled i's entry yet, or a queue
 \* entry that brings i is pending. Missing such rows is replication lag, not loss.
@@ -544,10 +541,10 @@ PlannedLoad(r) == Cardinality({p \in Partitions : Assigned(p) /\ r \in PlannedOw
 \* planner then looks further; safety is what the model checks).
 AdminRebalance(p, src, dst) ==
     /\ dst \in active
+    /\ StartMigration(p, src, dst)   \* its cheap guards first: the load comparison below is costly
     /\ \A r \in active : /\ NoFuller(r, PlannedLoad(r), src, PlannedLoad(src))
                         /\ NoFuller(dst, PlannedLoad(dst), r, PlannedLoad(r))
     /\ ~NoFuller(src, PlannedLoad(src), dst, PlannedLoad(dst) + 1)
-    /\ StartMigration(p, src, dst)
 
 \* CLONE's bulk copy. RFC: "FETCHes all existing parts from source". Fixed: the target first
 \* re-reads the assignment (so its filter keeps the partition from now on), then queues a fetch
