@@ -60,7 +60,8 @@ def dump(cfg: str, timeout: float = 600, depth: int | None = None, without_switc
             text += "CONSTRAINT DepthBound\n"
             spec = "DumpBounded.tla"
         (work / "dump.cfg").write_text(text)
-        cmd = ["java", "-XX:+UseParallelGC", *private_tmpdir(work), "-cp", str(JAR), "tlc2.TLC", "-config", "dump.cfg", "-deadlock",
+        cmd = ["java", "-XX:+UseParallelGC", *private_tmpdir(work), "-cp", str(JAR), "tlc2.TLC",
+               "-config", "dump.cfg", "-deadlock",
                "-workers", "1", "-dump", "dot,actionlabels", str(work / "graph"), "-metadir", str(work / "meta"),
                spec]
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)

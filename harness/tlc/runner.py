@@ -297,7 +297,8 @@ def run_tlc(
         raise TLCSetupError("java not found on PATH: TLC needs Java >= 17 (apt-get install openjdk-17-jre-headless)")
     jar = find_jar()
     metadir = tempfile.mkdtemp(prefix=f"tlc-{spec.stem}-")  # own metadir: parallel runs collide otherwise
-    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC", "-tool",
+    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
+           "-tool",
            "-workers", str(workers), "-metadir", metadir,
            # TLC 2.15 resolves -config against the spec's folder: pass it relative to that.
            "-config", os.path.relpath(config, spec.parent)]

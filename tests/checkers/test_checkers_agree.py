@@ -134,7 +134,7 @@ def _agree(o: Outcome, spark) -> None:
     assert all(o.oracle.values()), o.oracle
 
 
-@pytest.mark.long   # make check (long tests), as the fault suite it samples (make faults)
+@pytest.mark.long   # make check-thorough (long tests), as the fault suite it samples (make faults)
 @pytest.mark.zookeeper
 def test_a_fault_suite_cell_is_checked_by_both(zk_ensemble, spark, tmp_path):
     """The small version of the fault suite: a session expiry with the migration between SWITCH

@@ -136,7 +136,8 @@ def test_ctrl_c_with_two_jobs_ends_both_tlc_runs_and_exits_130():
     # Two models that each run for minutes: both are in flight when SIGINT comes.
     p = subprocess.Popen([sys.executable, "-m", "harness.check_models", "--only", "MCMigration", "--only",
                           "MCLiveness", "--jobs", "2", "--workers", "1"], cwd=root, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def tlc_children() -> list[int]:
         """The TLC JVMs the check started: its children whose command line runs tlc2.TLC."""
