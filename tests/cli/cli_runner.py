@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,6 +33,24 @@ def run_cli(argv: list[str], tmp: Path, env: dict | None = None, timeout: float 
     p = subprocess.run([sys.executable, *argv], cwd=ROOT, env=full, capture_output=True, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL)
     return Ran(argv, p.returncode, p.stdout, p.stderr)
+
+
+def interrupt(argv: list[str], under_way, env: dict | None = None, timeout: float = 60) -> Ran:
+    """Start `python -m ...` as a terminal does, wait until `under_way(process)` says it is at work,
+    send SIGINT (Ctrl-C) and return what it answered. The child gets SIGINT's default action back:
+    a make test started in the background by a shell without job control ignores SIGINT, the child
+    would inherit that, and Python leaves an ignored SIGINT ignored (no KeyboardInterrupt)."""
+    p = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        under_way(p)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        p.kill()
+        p.wait()
+    return Ran(argv, p.returncode, out, err)
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:

@@ -9,9 +9,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
-from cli_runner import ROOT, no_traceback, run_cli
+from cli_runner import ROOT, interrupt, no_traceback, run_cli
 
 
 def test_a_run_leaves_no_temporary_folder(tmp_path):
@@ -45,21 +47,13 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """SIGINT in the middle of the inserts: the temporary folder goes too."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    # The child gets SIGINT's default action back: a make test started in the background by a
-    # shell without job control ignores SIGINT, the child would inherit that, and Python leaves an
-    # ignored SIGINT ignored (no KeyboardInterrupt: the run went on until the timeout).
-    p = subprocess.Popen([sys.executable, "-m", "reference", "run", "--blocks", "100000", "--rows", "1"], cwd=ROOT,
-                         env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        assert p.stdout.readline().startswith("[")  # a progress line: the run is under way
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        p.kill()
-        p.wait()
-    assert p.returncode == 130, err
-    assert no_traceback(err) and err.strip() == "python -m reference: interrupted: stopped by Ctrl-C"
+    def progress_line(p):   # a progress line: the run is under way
+        assert p.stdout.readline().startswith("[")
+
+    ran = interrupt(["-m", "reference", "run", "--blocks", "100000", "--rows", "1"], progress_line,
+                    {"TMPDIR": str(tmp)})
+    assert ran.code == 130, ran.err
+    assert no_traceback(ran.err) and ran.err.strip() == "python -m reference: interrupted: stopped by Ctrl-C"
     assert list(tmp.iterdir()) == []
 
 
@@ -87,3 +81,37 @@ def test_zookeeper_for_the_shell_prints_its_address_and_stops_on_sigterm(tmp_pat
     assert p.returncode == 0 and "stopped ZooKeeper" in out and no_traceback(err), err
     assert four_letter(int(m.group(2)), "ruok") == ""  # nothing serves there any more
     assert list(tmp_path.iterdir()) == []  # its dataDir went with it
+
+
+@pytest.mark.tlc
+def test_ctrl_c_with_two_jobs_ends_both_tlc_runs_and_exits_130():
+    """check_models --jobs 2: the main thread gets the Ctrl-C, the TLC runs (sessions of their own)
+    must end with it, not run the list to its end."""
+    running: list[int] = []
+
+    def tlc_children(p) -> list[int]:
+        """The TLC JVMs the check started: its children whose command line runs tlc2.TLC."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and b"tlc2.TLC" in (proc / "cmdline").read_bytes() \
+                        and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == p.pid:
+                    pids.append(int(proc.name))
+            except OSError:   # gone meanwhile
+                pass
+        return pids
+
+    def both_in_flight(p):   # two models that each run for a minute or more
+        deadline = time.monotonic() + 60
+        while len(tlc_children(p)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        running.extend(tlc_children(p))
+        assert len(running) == 2, "both TLC runs should be in flight"
+        time.sleep(3)
+
+    ran = interrupt(["-m", "harness.check_models", "--only", "MCMigration", "--only", "MCLiveness", "--jobs", "2",
+                     "--workers", "1"], both_in_flight)
+    assert ran.code == 130, ran.err
+    assert ran.err.strip().splitlines()[-1] == "python -m harness.check_models: interrupted: stopped by Ctrl-C", ran.err
+    time.sleep(1)
+    assert [pid for pid in running if Path(f"/proc/{pid}").exists()] == [], "a TLC run outlived the Ctrl-C"
