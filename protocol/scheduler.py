@@ -10,6 +10,12 @@ source's disk and the target's ingest, so the limits here are per source (ClickH
 least busy source and target go first, the one with the most bytes still to send breaking ties
 (the longest queue is the one that sets the makespan).
 
+How many at once (the RFC's open question): no order beats the single copies' total time divided
+by the number in flight (makespan.bound_under), so the limit per table must be at least that total
+over the physical bound before the order matters: 3,200 s / 350 s, 10, on the RFC scenario at
+10 GB/s targets. With 4 the best order takes 800 s, least busy first takes exactly that, and the
+landed rule takes 850 s (BENCHMARKS.md, "makespan").
+
 Every move started is an AdminReassign the spec allows whatever the order (its guard is the
 migration's, not the order's), so the rule changes time, not safety; the default keeps the
 landed rule (per table only, in plan order), which is also the spec's AdminRebalance order

@@ -16,6 +16,13 @@ Bounds. No schedule beats the busiest source reading all it sends, the busiest t
 all it receives, or the largest single copy:
     max(max_r out(r)/read(r), max_r in(r)/ingest(r), max_m bytes(m)/min(read(src), ingest(dst))).
 Serial time (one migration at a time, PR #58132's balancer) is the sum of the single copies.
+
+Under a schedule's limits. A migration never copies faster than it would alone (min of its
+source's read and its target's ingest), so with at most k migrations in flight a table does at
+most k single-copy seconds of work a second: no schedule with `per_table` k beats serial / k, and
+likewise for one source's moves under `per_source` and one target's under `per_target`. The
+largest of these and the bound above is the bound under the limits (`bound_under`): a schedule
+that meets it does as well as its limits allow, and one that does not loses time to its order.
 """
 
 from __future__ import annotations
@@ -69,10 +76,15 @@ class Result:
     lower_bound: float
     serial: float
     spans: list[Span] = field(default_factory=list)
+    limited_bound: float = 0.0   # the bound under the schedule's limits (bound_under), >= lower_bound
 
     @property
     def ratio(self) -> float:
         return self.makespan / self.lower_bound if self.lower_bound else 1.0
+
+    @property
+    def limited_ratio(self) -> float:
+        return self.makespan / self.limited_bound if self.limited_bound else self.ratio
 
 
 def lower_bound(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
@@ -86,6 +98,19 @@ def lower_bound(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
 
 def serial_time(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
     return sum(size(p) / min(bw.read_of(src), bw.ingest_of(dst)) for p, src, dst in moves)
+
+
+def bound_under(moves, size: Callable[[str], int], bw: Bandwidth, schedule: Schedule) -> float:
+    """No schedule with these limits finishes sooner (module docstring, "Under a schedule's limits")."""
+    alone = {m: size(m[0]) / min(bw.read_of(m[1]), bw.ingest_of(m[2])) for m in moves}
+    bounds = [lower_bound(moves, size, bw), sum(alone.values()) / schedule.per_table]
+    for limit, end in ((schedule.per_source, 1), (schedule.per_target, 2)):
+        if limit:
+            work = defaultdict(float)
+            for m, t in alone.items():
+                work[m[end]] += t
+            bounds += [w / limit for w in work.values()]
+    return max(bounds)
 
 
 def fair_rates(flows: list[tuple[str, str]], bw: Bandwidth) -> list[float]:
@@ -141,4 +166,5 @@ def simulate(moves: list[tuple[str, str, str]], size: Callable[[str], int], bw: 
         for r in done:
             running.remove(r)
             spans.append(Span(r.partition, r.src, r.dst, started[r], now))
-    return Result(now, lower_bound(moves, size, bw), serial_time(moves, size, bw), spans)
+    return Result(now, lower_bound(moves, size, bw), serial_time(moves, size, bw), spans,
+                  bound_under(moves, size, bw, schedule))
