@@ -70,7 +70,8 @@ def run_stage(stage: Stage, thorough: bool, alone: bool = False) -> dict:
              # make check-thorough: thorough
              "{profile}": "thorough" if thorough else ("dev" if alone else "ci"),
              "{scale}": "large" if thorough else "small", "{thorough}": "--thorough" if thorough else None}
-    cmd = [sys.executable, *[subst.get(a, a) for a in stage.args if subst.get(a, a) is not None]]
+    args = [subst.get(a, a) for a in stage.args]
+    cmd = [sys.executable, *[a for a in args if a is not None]]   # None: a flag this form leaves out
     print(f"==> {stage.name}: {' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
     rc = subprocess.call(cmd, cwd=ROOT)

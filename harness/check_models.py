@@ -152,17 +152,21 @@ def check(models: list[dict], verbose: bool = True, workers: int = 2, jobs: int 
     lock = threading.Lock()
     done = [0]
 
-    def one(m: dict) -> Verdict:
+    def header(i: int, m: dict) -> None:
         target = m.get("invariant") or m.get("property") or ""
-        if verbose and jobs == 1:
-            print(f"[{done[0] + 1}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
-        res = run_model(m, progress=print_progress if verbose and jobs == 1 else None, workers=workers)
+        print(f"[{i}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
+
+    def one(m: dict) -> Verdict:
+        alone = verbose and jobs == 1   # one run at a time: its header first, then its progress
+        if alone:
+            header(done[0] + 1, m)
+        res = run_model(m, progress=print_progress if alone else None, workers=workers)
         v = Verdict(m, res, judge(m, res))
         with lock:
             done[0] += 1
             if verbose:
-                if jobs > 1:
-                    print(f"[{done[0]}/{len(models)}] {m['name']}: expect {m['expect']} {target}".rstrip(), flush=True)
+                if not alone:
+                    header(done[0], m)
                 print(f"    {'ok  ' if v.passed else 'FAIL'} {res.summary()}", flush=True)
                 for p in v.problems:
                     print(f"    - {p}", flush=True)

@@ -87,28 +87,34 @@ class Result:
         return self.makespan / self.limited_bound if self.limited_bound else self.ratio
 
 
+def alone(move, size: Callable[[str], int], bw: Bandwidth) -> float:
+    """How long one move's copy takes with nothing else running: its source's read or its
+    target's ingest, whichever is slower."""
+    p, src, dst = move
+    return size(p) / min(bw.read_of(src), bw.ingest_of(dst))
+
+
 def lower_bound(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
-    out, into, single = defaultdict(int), defaultdict(int), 0.0
+    out, into = defaultdict(int), defaultdict(int)
     for p, src, dst in moves:
         out[src] += size(p)
         into[dst] += size(p)
-        single = max(single, size(p) / min(bw.read_of(src), bw.ingest_of(dst)))
-    return max([single] + [b / bw.read_of(r) for r, b in out.items()] + [b / bw.ingest_of(r) for r, b in into.items()])
+    return max([max(alone(m, size, bw) for m in moves)] + [b / bw.read_of(r) for r, b in out.items()]
+               + [b / bw.ingest_of(r) for r, b in into.items()])
 
 
 def serial_time(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
-    return sum(size(p) / min(bw.read_of(src), bw.ingest_of(dst)) for p, src, dst in moves)
+    return sum(alone(m, size, bw) for m in moves)
 
 
 def bound_under(moves, size: Callable[[str], int], bw: Bandwidth, schedule: Schedule) -> float:
     """No schedule with these limits finishes sooner (module docstring, "Under a schedule's limits")."""
-    alone = {m: size(m[0]) / min(bw.read_of(m[1]), bw.ingest_of(m[2])) for m in moves}
-    bounds = [lower_bound(moves, size, bw), sum(alone.values()) / schedule.per_table]
+    bounds = [lower_bound(moves, size, bw), serial_time(moves, size, bw) / schedule.per_table]
     for limit, end in ((schedule.per_source, 1), (schedule.per_target, 2)):
         if limit:
             work = defaultdict(float)
-            for m, t in alone.items():
-                work[m[end]] += t
+            for m in moves:
+                work[m[end]] += alone(m, size, bw)
             bounds += [w / limit for w in work.values()]
     return max(bounds)
 
