@@ -144,15 +144,16 @@ def edge_cover(g: nx.MultiDiGraph) -> list[list[tuple[str, str, int]]]:
     on along edges not yet taken while there are some. Not the minimum (a directed Chinese
     postman); the report gives the transitions it costs beside the edge count."""
     parent: dict[str, tuple[str, str, int] | None] = {}
+    depth: dict[str, int] = {}  # len(way_to(n)), kept as the BFS goes: the sort below needs it per edge
     todo = deque()
     for s in initial_states(g):
-        parent[s] = None
+        parent[s], depth[s] = None, 0
         todo.append(s)
     while todo:  # BFS tree: the shortest way into every state
         u = todo.popleft()
         for _, v, k in g.out_edges(u, keys=True):
             if v not in parent:
-                parent[v] = (u, v, k)
+                parent[v], depth[v] = (u, v, k), depth[u] + 1
                 todo.append(v)
 
     def way_to(n: str) -> list[tuple[str, str, int]]:
@@ -163,7 +164,7 @@ def edge_cover(g: nx.MultiDiGraph) -> list[list[tuple[str, str, int]]]:
         return out[::-1]
 
     untaken = {e for e in g.edges(keys=True) if e[0] in parent}
-    order = sorted(untaken, key=lambda e: (len(way_to(e[0])), e))
+    order = sorted(untaken, key=lambda e: (depth[e[0]], e))
     paths = []
     for e in order:
         if e not in untaken:
