@@ -112,12 +112,17 @@ def check_inputs(spark, a: argparse.Namespace) -> tuple[list[dict], bool, str]:
     return results, ok, f"{len(results)} histories, {'all invariants hold' if ok else 'VIOLATIONS'}"
 
 
+def sized_by(inputs: list[str]) -> int | None:
+    """What the driver JVM is sized by (session.java_options): one history's rows of the large
+    tables; None for several histories, or none given (a lab job checking the ones it makes)."""
+    rows = [sum(src.rows for src in find_tables(f).values() if src.table.large) for f in inputs]  # each checked
+    return rows[0] if len(rows) == 1 else None
+
+
 def run(a: argparse.Namespace, work) -> int:
     """A Spark session for `work(spark, a) -> (results, ok, summary)`, its report written."""
     from checkers.spark import session
-    rows = 0  # the large tables' rows (reference workloads: a few thousand)
-    for folder in getattr(a, "input", None) or []:  # a folder of the wrong shape is refused before a JVM starts
-        rows += sum(src.rows for src in find_tables(folder).values() if src.table.large)
+    rows = sized_by(getattr(a, "input", None) or [])  # a folder of the wrong shape is refused before a JVM starts
     spark, owned = session.start(a.master, a.log, a.executor_timeout, rows)
     try:
         results, ok, summary = work(spark, a)

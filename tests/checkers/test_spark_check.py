@@ -10,8 +10,9 @@ import json
 import pytest
 
 from checkers.spark import facts
+from checkers.spark.session import LONG_JOB_JVM, SHORT_JOB_JVM, java_options
 from lab.synth import BLOCK, INJECTIONS, generate
-from pyspark_jobs.spark_check import check_folder, main
+from pyspark_jobs.spark_check import check_folder, main, sized_by
 
 pytestmark = pytest.mark.spark
 
@@ -214,3 +215,12 @@ def test_one_progress_line_per_invariant_as_each_is_decided(spark, correct):
     assert {name for name, _, _ in decided} == set(DESCRIPTIONS)
     for name, _, seconds in decided:
         assert float(seconds) == pytest.approx(result["invariants"][name]["seconds"], abs=0.06)
+
+
+def test_one_small_history_gets_the_short_job_jvm_and_several_the_optimising_jit(correct):
+    # one history of thousands of rows: C1 alone; two, or a lab job's own: both JIT tiers
+    # (BENCHMARKS.md: over many small histories in one session, C2 pays for its compiling)
+    assert sized_by([str(correct)]) > 0
+    assert java_options(sized_by([str(correct)])) == SHORT_JOB_JVM
+    assert java_options(sized_by([str(correct), str(correct)])) == LONG_JOB_JVM
+    assert java_options(sized_by([])) == LONG_JOB_JVM
