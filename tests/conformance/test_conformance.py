@@ -25,7 +25,10 @@ def graph():
     return dump("MCAssignment.cfg")
 
 
-@pytest.mark.long   # make conformance replays MCAssignment whole too; make test keeps the broken-variant replay
+# make check's conformance stage replays MCAssignment whole with the same assertions, so its long
+# tests leave this to it (check-thorough runs it); make test keeps the broken-variant replay
+@pytest.mark.long
+@pytest.mark.thorough
 def test_replay_covers_every_edge_of_mcassignment_with_no_mismatch():
     r = replay("Assignment", "MCAssignment.cfg", progress=None).as_dict()
     assert r["coverage"] == 1.0 and r["edges"] > 30_000

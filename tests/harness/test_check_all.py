@@ -37,7 +37,7 @@ def test_make_check_leaves_the_fault_suite_to_make_check_thorough(monkeypatch, t
     assert (tmp_path / "check.json").is_file() and (tmp_path / "check-thorough.json").is_file()
 
 
-def test_the_long_tests_of_make_check_repeat_no_model_run_and_no_thorough_sweep():
+def test_the_long_tests_of_make_check_repeat_no_model_run_no_spark_check_history_and_no_thorough_sweep():
     import subprocess
     import sys
 
@@ -61,3 +61,8 @@ def test_the_long_tests_of_make_check_repeat_no_model_run_and_no_thorough_sweep(
         assert not [i for i in ids if i.startswith(long_tests.CHECKED_BY_CHECK_SPEC)]
     assert not [i for i in fast if "test_reduction_view_keeps_every_broken_variant" in i]
     assert [i for i in thorough if "test_reduction_view_keeps_every_broken_variant" in i]
+    # no racing history twice: the teeth spark-check checks (lab/spark_runs.py) are left to it
+    from lab.spark_runs import racing_cases
+    teeth = [i for i in fast if "test_switch_caught_and_fixed_holds[" in i]
+    in_spark_check = {f"[{t.switch}-{t.profile}-{t.seed}]" for t in racing_cases("small")[0]}
+    assert teeth and not [i for i in teeth if any(i.endswith(x) for x in in_spark_check)]

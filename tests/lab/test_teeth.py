@@ -8,6 +8,7 @@ import io
 
 import pytest
 
+from lab.spark_runs import racing_cases
 from lab.teeth import GAPS, NOT_YET, SIZE, TEETH
 from protocol.bugs import DESIGNS
 from pyspark_jobs.spark_check import check_folder
@@ -43,8 +44,18 @@ def test_every_switch_is_in_the_table_or_a_gap():
     assert len({(t.switch, t.profile, t.seed) for t in TEETH}) == len(TEETH)
 
 
-@pytest.mark.parametrize("tooth", [pytest.param(t, id=f"{t.switch}-{t.profile}-{t.seed}", marks=[pytest.mark.long] if t.long else [])
-                                   for t in TEETH])
+# make check's spark-check stage checks these teeth's histories (lab/spark_runs.py, each switch's
+# first row) with the same assertions: its long tests leave them to it, and check-thorough runs them.
+IN_SPARK_CHECK = {(t.switch, t.profile, t.seed) for t in racing_cases("small")[0]}
+
+
+def marks(t) -> list:
+    if not t.long:
+        return []
+    return [pytest.mark.long, pytest.mark.thorough] if (t.switch, t.profile, t.seed) in IN_SPARK_CHECK else [pytest.mark.long]
+
+
+@pytest.mark.parametrize("tooth", [pytest.param(t, id=f"{t.switch}-{t.profile}-{t.seed}", marks=marks(t)) for t in TEETH])
 def test_switch_caught_and_fixed_holds(spark, tmp_path, fixed_runs, tooth):
     broken = racing_history(tmp_path / "broken", tooth.profile, tooth.seed, frozenset({tooth.switch}), **SIZE)
     assert broken["oracle_violations"] > 0
