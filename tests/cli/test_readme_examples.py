@@ -97,7 +97,8 @@ EXAMPLES = {
     "python -m lab.mutation_spec --actions ClientReceiveAck --models MCRetry": Covered(
         "tests/spec/test_invariant_domains.py (the same mutants on MCRetry, killed by AckedCommittedInv)"),
     '.venv/bin/python -m pytest tests/lab/test_teeth.py -m "long or not long" -q': Covered(
-        "make check's long-tests stage runs test_teeth.py's long cases, make test its quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
+        "make check's spark-check stage checks the teeth's histories with test_teeth.py's assertions, its "
+        "long tests the teeth it does not, check-thorough every case, make test the quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
