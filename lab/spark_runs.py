@@ -113,6 +113,11 @@ def racing_cases(scale: str) -> tuple[list, list[tuple[str, int]]]:
     return teeth, sorted({(t.profile, t.seed) for t in teeth})
 
 
+def checked_teeth(scale: str = "small") -> set[tuple[str, str, int]]:
+    """(switch, profile, seed) of the teeth this job checks at `scale` (long tests leave them to it)."""
+    return {(t.switch, t.profile, t.seed) for t in racing_cases(scale)[0]}
+
+
 def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dict]) -> bool:
     """Each run must agree with the oracle; a fixed one must hold, a switched one must be refused
     with its tooth's invariant named. The report says what each found."""

@@ -62,7 +62,7 @@ def test_the_long_tests_of_make_check_repeat_no_model_run_no_spark_check_history
     assert not [i for i in fast if "test_reduction_view_keeps_every_broken_variant" in i]
     assert [i for i in thorough if "test_reduction_view_keeps_every_broken_variant" in i]
     # no racing history twice: the teeth spark-check checks (lab/spark_runs.py) are left to it
-    from lab.spark_runs import racing_cases
+    from lab.spark_runs import checked_teeth
     teeth = [i for i in fast if "test_switch_caught_and_fixed_holds[" in i]
-    in_spark_check = {f"[{t.switch}-{t.profile}-{t.seed}]" for t in racing_cases("small")[0]}
+    in_spark_check = {f"[{switch}-{profile}-{seed}]" for switch, profile, seed in checked_teeth("small")}
     assert teeth and not [i for i in teeth if any(i.endswith(x) for x in in_spark_check)]

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from lab.spark_runs import racing_cases
+from lab.spark_runs import checked_teeth
 from lab.teeth import GAPS, NOT_YET, SIZE, TEETH
 from protocol.bugs import DESIGNS
 from pyspark_jobs.spark_check import check_folder
@@ -46,7 +46,7 @@ def test_every_switch_is_in_the_table_or_a_gap():
 
 # make check's spark-check stage checks these teeth's histories (lab/spark_runs.py, each switch's
 # first row) with the same assertions: its long tests leave them to it, and check-thorough runs them.
-IN_SPARK_CHECK = {(t.switch, t.profile, t.seed) for t in racing_cases("small")[0]}
+IN_SPARK_CHECK = checked_teeth("small")
 
 
 def marks(t) -> list:
