@@ -51,9 +51,17 @@ def _write(keeper: Keeper, layout: Layout, partition: str, a: Assignment, new: A
         raise GuardFailed("migration step", f"{partition} changed concurrently ({e}); re-read and retry") from e
 
 
+def at_limit(keeper: Keeper, layout: Layout, max_concurrent: int | None) -> bool:
+    """No migration may start: StartMigration's Cardinality(MigrationsInFlight) <
+    MaxConcurrentMigrations is false (None: the table has no limit)."""
+    return max_concurrent is not None and len(migrations_in_flight(keeper, layout)) >= max_concurrent
+
+
 def admin_reassign(keeper: Keeper, layout: Layout, partition: str, dst: str, src: str | None = None,
-                   max_concurrent: int = 4) -> dict:
-    """ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst: CLONE adds dst as the target."""
+                   max_concurrent: int | None = 4) -> dict:
+    """ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst: CLONE adds dst as the target. At most
+    `max_concurrent` migrations in flight (None: no limit; SYSTEM REBALANCE's default schedule has
+    none of its own, scheduler.py)."""
     a = read_assignment(keeper, layout, partition)
     if a is None:
         raise MigrationError(f"partition {partition} is not assigned (no INSERT has created it)")
@@ -74,7 +82,7 @@ def admin_reassign(keeper: Keeper, layout: Layout, partition: str, dst: str, src
         # The source coordinates the CLONE (spec StartMigration's src \in active); a takeover
         # covers only a coordinator that fails later.
         raise MigrationError(f"source {src!r} of {partition} is not active")
-    if len(migrations_in_flight(keeper, layout)) >= max_concurrent:
+    if at_limit(keeper, layout, max_concurrent):
         raise MigrationError(f"{max_concurrent} migrations already in flight (the concurrency limit)")
     new_mig = {"state": "clone", "src": src, "dst": dst, "coord": src, "fetched": False}
     _write(keeper, layout, partition, a, Assignment(a.owners, target=dst), new_mig, mig_version)

@@ -413,17 +413,18 @@ def planned_assignments(keeper: Keeper, layout: Layout) -> tuple[dict[str, tuple
     return assignments, in_flight
 
 
-def system_rebalance(keeper: Keeper, layout: Layout, replicas: list[str], max_concurrent: int = 4,
+def system_rebalance(keeper: Keeper, layout: Layout, replicas: list[str], max_concurrent: int | None = None,
                      schedule=None, placement: Placement | None = None) -> list[Move]:
     """SYSTEM REBALANCE TABLE t: plan, then start the moves the schedule allows now (the rest on
     a later call). Returns the moves started.
 
-    `schedule` (scheduler.Schedule) decides which and how many; the default is the landed rule:
-    at most `max_concurrent` migrations in flight per table, started in plan order. `placement`
-    defaults to what the replicas declared in Keeper (read_placement)."""
+    `schedule` (scheduler.Schedule) decides which and how many; the default is least busy first,
+    2 CLONEs per source and 16 per target (scheduler.py says why). `max_concurrent` is the table's
+    own cap on migrations in flight (None: none), which no schedule exceeds. `placement` defaults
+    to what the replicas declared in Keeper (read_placement)."""
     from protocol.scheduler import Running, Schedule, in_flight_moves
 
-    schedule = schedule or Schedule.table_limit(max_concurrent)
+    schedule = (schedule or Schedule()).capped(max_concurrent)
     assignments, in_flight = planned_assignments(keeper, layout)
     if placement is None:
         placement = read_placement(keeper, layout, replicas)

@@ -22,7 +22,7 @@ import json
 from protocol.assignment import Assignment, GuardFailed, active_replicas, read_assignment
 from protocol.keeper import Keeper, MultiError, NoNodeError, SetData
 from protocol.layout import Layout
-from protocol.migration import IN_FLIGHT, MigrationError, _write, migrations_in_flight, read_migration
+from protocol.migration import IN_FLIGHT, MigrationError, _write, at_limit, read_migration
 from protocol.placement import Placement, PlacementError, allowed_owner, fill, read_placement
 
 
@@ -88,7 +88,7 @@ def drop_replica(keeper: Keeper, layout: Layout, name: str) -> list[str]:
 
 
 def repair_start(keeper: Keeper, layout: Layout, partition: str, coord: str, dst: str,
-                 max_concurrent: int = 4) -> dict:
+                 max_concurrent: int | None = 4) -> dict:
     """RepairStart(p, coord, dst): a CLONE with no source for a partition short of RF."""
     a = read_assignment(keeper, layout, partition)
     if a is None:
@@ -107,7 +107,7 @@ def repair_start(keeper: Keeper, layout: Layout, partition: str, coord: str, dst
         raise MigrationError(f"replica {dst!r} is not active")
     if dst in a.keepers():
         raise MigrationError(f"replica {dst!r} already keeps {partition}")
-    if len(migrations_in_flight(keeper, layout)) >= max_concurrent:
+    if at_limit(keeper, layout, max_concurrent):
         raise MigrationError(f"{max_concurrent} migrations already in flight (the concurrency limit)")
     new_mig = {"state": "clone", "src": None, "dst": dst, "coord": coord, "fetched": False, "repair": True}
     _write(keeper, layout, partition, a, Assignment(a.owners, target=dst), new_mig, mig_version)
@@ -125,7 +125,7 @@ def short_partitions(keeper: Keeper, layout: Layout) -> list[str]:
     return out
 
 
-def system_repair(keeper: Keeper, layout: Layout, max_concurrent: int = 4,
+def system_repair(keeper: Keeper, layout: Layout, max_concurrent: int | None = 4,
                   placement: Placement | None = None) -> list[tuple[str, None, str]]:
     """Start a repair of every partition short of RF that has no migration in flight, while the
     concurrency limit allows: to the least filled active replica allowed (not keeping it, in no
@@ -152,7 +152,7 @@ def system_repair(keeper: Keeper, layout: Layout, max_concurrent: int = 4,
             load[o] = load.get(o, 0) + 1
     started = []
     for p in short:
-        if len(migrations_in_flight(keeper, layout)) >= max_concurrent:
+        if at_limit(keeper, layout, max_concurrent):
             break
         a = read_assignment(keeper, layout, p)
         mig = read_migration(keeper, layout, p)[0]

@@ -37,6 +37,7 @@ from protocol.layout import Layout
 from protocol.migration import MigrationError, migrations_in_flight
 from protocol.parts import BadPart
 from protocol.registration import LeftoverRoot, RootInUse
+from protocol.scheduler import Schedule
 from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from protocol.table import BadPartitionId, Table, TableDefinitionError
 from reference.cli_checks import check_gantt, check_run, switches
@@ -155,7 +156,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path) -> int:
     c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
                 root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
-                backend=backend, log=progress)
+                schedule=Schedule(per_source=a.per_source, per_target=a.per_target), backend=backend, log=progress)
     try:
         def loaded(i: int, statuses: dict) -> None:
             if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
@@ -278,11 +279,10 @@ def cmd_tables(a: argparse.Namespace) -> int:
     return 0
 
 
-def schedule_of(a: argparse.Namespace):
-    from protocol.scheduler import Schedule
+def schedule_of(a: argparse.Namespace) -> Schedule:
     if a.rule == "table_limit":
         return Schedule.table_limit(a.per_table or 4)
-    return Schedule.least_busy(a.per_table or 16, a.per_source, a.per_target)
+    return Schedule.least_busy(a.per_table, a.per_source, a.per_target)
 
 
 def cmd_gantt(a: argparse.Namespace) -> int:
@@ -296,9 +296,12 @@ def cmd_gantt(a: argparse.Namespace) -> int:
     schedule = schedule_of(a)
     if a.run:
         data = tempfile.mkdtemp(prefix="selective-gantt-")
+        # The table's cap: the schedule's own per-table limit, or else one no run can reach (the
+        # history records a number): the table's partitions, 16 buckets a month, one migration each.
         c = Cluster(MemoryEnsemble().connect, data,
                     replicas=[f"r{i:02d}" for i in range(1, a.old + 1)], seed=a.seed,
-                    table=table_with_buckets(16, a.rf), schedule=schedule)
+                    table=table_with_buckets(16, a.rf), schedule=schedule,
+                    max_concurrent=schedule.per_table or 16 * a.months)
         try:
             c.load(blocks(random.Random(a.seed), a.blocks, 10, a.months))
             c.settle()
@@ -361,7 +364,12 @@ def main(argv: list[str] | None = None) -> int:
                         "each partition it owned back to the replication factor")
     r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
     r.add_argument("--rebalance", action="store_true")
-    r.add_argument("--max-concurrent", type=at_least_1, default=4, help="migrations at once")
+    r.add_argument("--max-concurrent", type=at_least_1, default=4,
+                   help="the table's cap on migrations in flight (REASSIGN, REPAIR and REBALANCE)")
+    r.add_argument("--per-source", type=at_least_1, default=2,
+                   help="SYSTEM REBALANCE: CLONEs reading from one source replica at once")
+    r.add_argument("--per-target", type=at_least_1, default=16,
+                   help="SYSTEM REBALANCE: CLONEs writing to one target replica at once")
     r.add_argument("--query-rate", type=fraction, default=0.1, help="chance of a query between migration steps")
     r.add_argument("--queries", type=at_least_0, default=3, help="queries at the end")
     r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
@@ -409,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--months", type=at_least_1, default=3, help="(--run) months of data")
     g.add_argument("--blocks", type=at_least_1, default=40, help="(--run) INSERT blocks")
     g.add_argument("--rule", choices=["least_busy", "table_limit"], default="least_busy")
-    g.add_argument("--per-table", type=at_least_1, help="migrations per table (default 16 least_busy, 4 table_limit)")
+    g.add_argument("--per-table", type=at_least_1, help="migrations per table (default: no limit least_busy, 4 table_limit)")
     g.add_argument("--per-source", type=at_least_1, default=2)
     g.add_argument("--per-target", type=at_least_1, default=16)
     g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")

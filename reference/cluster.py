@@ -100,8 +100,9 @@ class Cluster(Recorder, Nemesis):
         # down_timeout is a number of the history's steps (count_steps): the history records it
         # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
         self.steps_clock = False
-        # What SYSTEM REBALANCE starts: by default the landed rule, max_concurrent per table.
-        self.schedule = schedule or Schedule.table_limit(max_concurrent)
+        # What SYSTEM REBALANCE starts: the default schedule (least busy first, per source and per
+        # target limits) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
+        self.schedule = (schedule or Schedule()).capped(max_concurrent)
         self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
         self.admin = connect()
         create_table_znodes(self.admin, self.layout, table.replication_factor)

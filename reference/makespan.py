@@ -109,7 +109,9 @@ def serial_time(moves, size: Callable[[str], int], bw: Bandwidth) -> float:
 
 def bound_under(moves, size: Callable[[str], int], bw: Bandwidth, schedule: Schedule) -> float:
     """No schedule with these limits finishes sooner (module docstring, "Under a schedule's limits")."""
-    bounds = [lower_bound(moves, size, bw), serial_time(moves, size, bw) / schedule.per_table]
+    bounds = [lower_bound(moves, size, bw)]
+    if schedule.per_table:
+        bounds.append(serial_time(moves, size, bw) / schedule.per_table)
     for limit, end in ((schedule.per_source, 1), (schedule.per_target, 2)):
         if limit:
             work = defaultdict(float)

@@ -275,9 +275,30 @@ def test_least_busy_schedule_spreads_starts_over_sources_and_targets(connect):
     assert more == []  # both sources and both targets are copying
 
 
+def test_default_rebalance_starts_two_clones_per_source_under_the_tables_cap(connect):
+    """r1 holds 12 partitions alone (RF 1) and r2..r5 none: the default schedule starts 2 CLONEs
+    from r1 (its per-source limit), not the 4 the landed rule started; a table cap of 1 wins."""
+    admin = connect()
+    create_table_znodes(admin, LAYOUT, 1)
+    names = ["r1", "r2", "r3", "r4", "r5"]
+    for r in names:
+        register_replica(connect(), LAYOUT, r)
+    for p in range(12):
+        admin.create(LAYOUT.assignment(f"202401-{p}"), Assignment(("r1",)).encode())
+    started = system_rebalance(admin, LAYOUT, names)
+    assert len(started) == 2 and {src for _, src, _ in started} == {"r1"}
+    assert len({dst for _, _, dst in started}) == 2   # least busy targets: two different ones
+    assert system_rebalance(admin, LAYOUT, names) == []   # r1 sends its two
+    for p, _, _ in started:
+        admin.delete(LAYOUT.migration(p))
+        admin.set(LAYOUT.assignment(p), Assignment(("r1",)).encode())
+    assert len(system_rebalance(admin, LAYOUT, names, max_concurrent=1)) == 1
+
+
 def test_least_busy_rebalance_keeps_every_invariant_with_queries_and_inserts(tmp_path):
-    """The new start rule only changes which AdminReassign comes when; the history check of
-    the end-to-end run holds with 16 in flight, queries and inserts during the rebalance."""
+    """The default start rule only changes which AdminReassign comes when; the history check of
+    the end-to-end run holds with up to 16 in flight (the table's cap), queries and inserts
+    during the rebalance."""
     import random as _random
 
     from checkers.oracle import violations
@@ -285,7 +306,7 @@ def test_least_busy_rebalance_keeps_every_invariant_with_queries_and_inserts(tmp
     from reference.cluster import Cluster
     from reference.workload import blocks
     c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=[f"r{i}" for i in range(1, 11)], seed=5,
-                fault_rate=0.05, schedule=Schedule.least_busy())
+                fault_rate=0.05, schedule=Schedule(), max_concurrent=16)
     try:
         rng = _random.Random(5)
         c.load(blocks(rng, 20, 20, months=3))
