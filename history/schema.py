@@ -281,6 +281,11 @@ def duckdb_type(kind: str) -> str:
     return KINDS[kind][2]
 
 
+def sql_type(kind: str) -> str:
+    """The Spark SQL name of a kind's type (spark_type's, as text)."""
+    return KINDS[kind][1]
+
+
 def spark_type(kind: str):
     from pyspark.sql import types as T
     return {"long": T.LongType(), "string": T.StringType(), "strings": T.ArrayType(T.StringType())}[kind]

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, functions as F, types a
 from checkers.spark import locate
 from harness.cli_args import BadInput
 from history.folder import TableSource, find_tables
-from history.schema import KIND_NAMES, TABLES, Table, read_type, spark_schema, spark_type
+from history.schema import KIND_NAMES, TABLES, Table, read_type, spark_schema, sql_type
 from history.semantics import keepers_at
 
 log = logging.getLogger(__name__)
@@ -40,28 +40,40 @@ ROWS_PER_PARTITION = 4_000_000  # keeps one task's hash tables a few hundred MB 
 
 @dataclass
 class Problem:
-    """A kind of bad row: what to say, and the condition that finds it (over the table's columns)."""
+    """A kind of bad row: what to say, and the condition that finds it (Spark SQL over the table's
+    columns and CORRUPT)."""
     what: str
-    bad: Column
+    bad: str
     show: str | None = None  # the column whose value the message quotes
+
+    @property
+    def column(self) -> Column:
+        return F.expr(self.bad)
+
+
+def _quoted(name: str) -> str:
+    return f"`{name}`"
 
 
 def problems(table: Table) -> list[Problem]:
-    c = F.col
-    out = [Problem("not valid JSON, or a value of the wrong type", c(CORRUPT).isNotNull(), CORRUPT)]
-    well_formed = c(CORRUPT).isNull()
+    # SQL text, not Column objects: building a Column costs a Py4J round trip per call (col, isNull,
+    # &, when, ...), about 2,000 a history for these conditions and read_table's casts, a quarter of
+    # a small history's check; a SQL string is parsed by the JVM in one (profiled 2026-11-28).
+    corrupt = _quoted(CORRUPT)
+    out = [Problem("not valid JSON, or a value of the wrong type", f"{corrupt} IS NOT NULL", CORRUPT)]
     for col in table.columns:
         if not col.nullable:
-            out.append(Problem(f"no {col.name}", well_formed & c(col.name).isNull()))
+            out.append(Problem(f"no {col.name}", f"{corrupt} IS NULL AND {_quoted(col.name)} IS NULL"))
         if col.kind == "strings":
-            out.append(Problem(f"{col.name} holds a null", F.exists(col.name, lambda x: x.isNull()), col.name))
+            out.append(Problem(f"{col.name} holds a null", f"exists({_quoted(col.name)}, x -> x IS NULL)", col.name))
     if table.statuses:
+        allowed = ", ".join(f"'{v}'" for v in table.statuses)
         out.append(Problem(f"status is not one of {', '.join(table.statuses)}",
-                           c("status").isNotNull() & ~c("status").isin(*table.statuses), "status"))
+                           f"status IS NOT NULL AND NOT status IN ({allowed})", "status"))
     if table.name == "inserts":
-        out.append(Problem("an acknowledged (ok) insert has no ack_step", (c("status") == "ok") & c("ack_step").isNull()))
+        out.append(Problem("an acknowledged (ok) insert has no ack_step", "status = 'ok' AND ack_step IS NULL"))
     if table.name == "run":
-        out.append(Problem("replication_factor is below 1", c("replication_factor") < 1, "replication_factor"))
+        out.append(Problem("replication_factor is below 1", "replication_factor < 1", "replication_factor"))
     return out
 
 
@@ -77,16 +89,17 @@ def read_table(spark: SparkSession, src: TableSource) -> DataFrame:
         # name, instead of being dropped (DROPMALFORMED) or failing with no line (FAILFAST).
         df = (spark.read.schema(spark_schema(t, CORRUPT)).option("mode", "PERMISSIVE")
               .option("columnNameOfCorruptRecord", CORRUPT).json(str(src.path)))
-    df = df.select(*[F.col(c.name).cast(spark_type(c.kind)).alias(c.name) for c in t.columns], CORRUPT)
-    bits = [F.when(p.bad, F.lit(1 << i)).otherwise(F.lit(0)) for i, p in enumerate(problems(t))]
-    return df.withColumn("bad", sum(bits[1:], bits[0]))
+    # One SQL statement (problems() says why): the typed columns, then `bad` over them.
+    typed = ", ".join(f"CAST({_quoted(c.name)} AS {sql_type(c.kind)}) AS {_quoted(c.name)}" for c in t.columns)
+    bits = " + ".join(f"CASE WHEN {p.bad} THEN {1 << i} ELSE 0 END" for i, p in enumerate(problems(t)))
+    return spark.sql(f"SELECT *, {bits} AS bad FROM (SELECT {typed}, {_quoted(CORRUPT)} FROM {{df}})", df=df)
 
 
 def refuse(spark: SparkSession, src: TableSource, frame: DataFrame, bad_bits: int) -> BadInput:
     """The BadInput naming the first kind of problem found, with its file and line or value."""
     p = next(p for i, p in enumerate(problems(src.table)) if bad_bits >> i & 1)
     if src.fmt == "json":
-        hit = locate.json_line(spark, src, p.bad)
+        hit = locate.json_line(spark, src, p.column)
         if hit:
             file, line, values = hit
             if p.show == CORRUPT:
@@ -94,7 +107,7 @@ def refuse(spark: SparkSession, src: TableSource, frame: DataFrame, bad_bits: in
             quoted = f": {str(values[p.show])[:80]!r}" if p.show else ""
             return BadInput(f"{file} line {line}: {p.what}{quoted}")
         return BadInput(f"{src.path}: {p.what}")
-    hit = locate.parquet_row(frame, p.bad)
+    hit = locate.parquet_row(frame, p.column)
     file, n, values = hit if hit else (str(src.path), 0, {})
     quoted = f", e.g. {values.get(p.show)!r}" if p.show and hit else ""
     return BadInput(f"{file}: {p.what} ({n} rows{quoted})")
