@@ -2,7 +2,7 @@
 one summary table with each stage's time.
 
 `make check` is the main job: every small model (two at a time), the ci conformance profile, the
-Spark job on the small racing runs, and the long tests that no other stage repeats (30 min on two
+Spark job on the small racing runs, and the long tests that no other stage repeats (28 min on two
 cores when last measured; the goal is 20, BENCHMARKS.md says where the time goes). `make
 check-thorough` (`--thorough`) is the hours-long sweep: every model of the manifest, the thorough
 conformance profile, the large Spark runs, every long test and the fault suite.
