@@ -95,6 +95,13 @@ class Schedule:
         start to `running` before asking for the next (a refused one is not offered again)."""
         size = placement.size if placement.sizes else (lambda p: 1)
         offered: set[int] = set()
+        # Bytes each source has still to send and each target to fetch, over the moves not yet
+        # offered: kept as the moves are offered, not summed over the plan again for each start
+        # (with no table-wide limit one call starts hundreds of moves of a large plan).
+        to_send, to_fetch = Counter(), Counter()
+        for p, src, dst in plan:
+            to_send[src] += size(p)
+            to_fetch[dst] += size(p)
         while self.per_table is None or len(running) < self.per_table:
             sending = Counter(m.src for m in running if m.copying)
             fetching = Counter(m.dst for m in running if m.copying)
@@ -107,14 +114,11 @@ class Schedule:
             if self.rule == "plan_order":
                 i, move = candidates[0]
             else:
-                to_send, to_fetch = Counter(), Counter()
-                for j, (p, src, dst) in enumerate(plan):
-                    if j not in offered:
-                        to_send[src] += size(p)
-                        to_fetch[dst] += size(p)
                 i, move = min(candidates, key=lambda c: (sending[c[1][1]], fetching[c[1][2]],
                                                          -to_send[c[1][1]], -to_fetch[c[1][2]], c[0]))
             offered.add(i)
+            to_send[move[1]] -= size(move[0])
+            to_fetch[move[2]] -= size(move[0])
             yield move
 
 
