@@ -667,7 +667,8 @@ class Cluster(Recorder, Nemesis):
             registered = self.admin.get_children(self.layout.replicas)
             # Partitions short of RF after a SYSTEM DROP REPLICA are repaired first (F20).
             repairs = self.repair()
-            started = system_rebalance(self.admin, self.layout, registered, self.max_concurrent, self.schedule)
+            # self.schedule is already under the table's cap, max_concurrent (__init__)
+            started = system_rebalance(self.admin, self.layout, registered, schedule=self.schedule)
             for m in started:
                 self.log(f"REASSIGN {m[0]}: {m[1]} -> {m[2]} (CLONE)")
                 self._started(*m)

@@ -125,8 +125,8 @@ class LiveCluster:
         """Start the moves the plan allows now (the replica threads carry them out)."""
         with self.lock:
             c = self.cluster
-            return system_rebalance(c.admin, c.layout, c.admin.get_children(c.layout.replicas), c.max_concurrent,
-                                    c.schedule)
+            # the cluster's schedule is already under its cap (Cluster.__init__)
+            return system_rebalance(c.admin, c.layout, c.admin.get_children(c.layout.replicas), schedule=c.schedule)
 
     def migrations_in_flight(self) -> list[str]:
         with self.lock:
