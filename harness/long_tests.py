@@ -17,13 +17,14 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # check-spec runs every model of the manifest; these are the same runs as pytest cases.
 CHECKED_BY_CHECK_SPEC = "tests/spec/test_models.py::test_small_model_behaves_as_recorded"
-# Run in a pytest process of their own, after the others. The PR design's Hypothesis machines
+# Run in a pytest process of their own, beside the others. The PR design's Hypothesis machines
 # (derandomized) walk differently in an xdist worker that ran other files first: PR-F10's case
 # found its counterexample in 8 s alone and not in 104 s in a worker of this stage (2026-11-28).
 # Why is open (the notes of issue 42); a process of their own gives them the walks they have alone.
@@ -52,8 +53,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thorough", action="store_true", help="also the thorough and fault tests (make check-thorough)")
     a, rest = ap.parse_known_args(argv)
     start = time.monotonic()
-    rcs = [subprocess.call([sys.executable, "-m", "pytest", *args, *rest], cwd=ROOT)
-           for args in (pytest_args(a.thorough), own_process_args(a.thorough))]
+    # Side by side: the main run keeps about one core busy on average (a worker waits on its
+    # ZooKeeper, Spark or ClickHouse servers, and two workers taking whole files end unevenly), so
+    # the own-process file fits beside it. Its output is held back and shown after the main run's,
+    # not interleaved with it.
+    with tempfile.TemporaryFile("w+") as held:
+        own = subprocess.Popen([sys.executable, "-m", "pytest", *own_process_args(a.thorough), *rest], cwd=ROOT,
+                               stdout=held, stderr=subprocess.STDOUT)
+        try:
+            rcs = [subprocess.call([sys.executable, "-m", "pytest", *pytest_args(a.thorough), *rest], cwd=ROOT)]
+            rcs.append(own.wait())
+        finally:
+            if own.poll() is None:       # Ctrl-C in the main run: stop the other one too
+                own.terminate()
+                own.wait()
+        held.seek(0)
+        print(f"==> {' '.join(OWN_PROCESS)} (a pytest process of its own, run beside the others):", flush=True)
+        sys.stdout.write(held.read())
     secs = time.monotonic() - start
     # pytest's 5 (nothing collected) is a failure here too: the stage would prove nothing.
     rc = next((r for r in rcs if r != 0), 0)

@@ -20,16 +20,30 @@ def test_summary_table_lists_every_row(capsys):
     assert "check-spec" in out and "not built" in out and "key figures" in out
 
 
+class Recorded:
+    """subprocess.Popen for a stage run beside another: records the command, prints one line."""
+    ran: list = []
+
+    def __init__(self, cmd, **kw):
+        Recorded.ran.append(cmd[1:])
+        self.cmd = cmd
+        self.stdout = iter([f"{cmd[2]} says hello\n"])
+
+    def wait(self):
+        return 0
+
+
 def test_make_check_leaves_the_fault_suite_to_make_check_thorough(monkeypatch, tmp_path):
-    ran = []
+    ran = Recorded.ran = []
     monkeypatch.setattr(check_all, "REPORTS", tmp_path)
     monkeypatch.setattr(check_all.subprocess, "call", lambda cmd, cwd: ran.append(cmd[1:]) or 0)
+    monkeypatch.setattr(check_all.subprocess, "Popen", Recorded)
     assert check_all.main([]) == 0
     fast = ran[:]
     ran.clear()
     assert check_all.main(["--thorough"]) == 0
     stage = lambda cmds, name: next(c for c in cmds if c[1] == check_all.STAGES[name].args[1])  # noqa: E731
-    assert [c[1] for c in fast] == [check_all.STAGES[s].args[1] for s in check_all.CHECK_STAGES]
+    assert sorted(c[1] for c in fast) == sorted(check_all.STAGES[s].args[1] for s in check_all.CHECK_STAGES)
     assert "harness.faults" not in " ".join(" ".join(c) for c in fast) and stage(ran, "faults")
     assert "--thorough" not in stage(fast, "long-tests") and "--thorough" in stage(ran, "long-tests")
     assert stage(fast, "check-spec")[stage(fast, "check-spec").index("--size") + 1] == "small"
@@ -66,3 +80,32 @@ def test_the_long_tests_of_make_check_repeat_no_model_run_no_spark_check_history
     teeth = [i for i in fast if "test_switch_caught_and_fixed_holds[" in i]
     in_spark_check = {f"[{switch}-{profile}-{seed}]" for switch, profile, seed in checked_teeth("small")}
     assert teeth and not [i for i in teeth if any(i.endswith(x) for x in in_spark_check)]
+
+
+def test_stages_of_one_step_run_side_by_side_with_their_lines_prefixed(monkeypatch, tmp_path, capsys):
+    ran = Recorded.ran = []
+    monkeypatch.setattr(check_all, "REPORTS", tmp_path)
+    monkeypatch.setattr(check_all.subprocess, "call", lambda cmd, cwd: ran.append(cmd[1:]) or 0)
+    monkeypatch.setattr(check_all.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(check_all, "CHECK_STEPS", [["check-spec"], ["conformance", "spark-check"]])
+    assert check_all.main([]) == 0
+    out = capsys.readouterr().out
+    assert "[conformance] conformance says hello" in out and "[spark-check] lab.spark_runs says hello" in out
+    assert "check-spec says" not in out                       # a stage alone in its step: not through Popen
+    rows = {r["stage"]: r for r in __import__("json").loads((tmp_path / "check.json").read_text())}
+    assert rows["conformance"]["beside"] == ["spark-check"] and "beside" not in rows["check-spec"]
+    assert "(with spark-check)" in out
+
+
+def test_a_failing_stage_beside_another_fails_make_check(monkeypatch, tmp_path):
+    class Failing(Recorded):
+        def wait(self):
+            return 1 if "lab.spark_runs" in self.cmd else 0
+    Recorded.ran = []
+    monkeypatch.setattr(check_all, "REPORTS", tmp_path)
+    monkeypatch.setattr(check_all.subprocess, "call", lambda cmd, cwd: 0)
+    monkeypatch.setattr(check_all.subprocess, "Popen", Failing)
+    monkeypatch.setattr(check_all, "CHECK_STEPS", [["conformance", "spark-check"]])
+    assert check_all.main([]) == 1
+    rows = {r["stage"]: r["result"] for r in __import__("json").loads((tmp_path / "check.json").read_text())}
+    assert rows["spark-check"] == "FAILED (exit 1)" and rows["conformance"] == "passed"
