@@ -1,9 +1,10 @@
 """`make check`, `make check-thorough` and the single-stage targets: run each stage, then print
-one summary table with each stage's time.
+one summary table with each stage's wall time and cpu time (two cores: cpu near twice the time
+means the stage kept both busy).
 
-`make check` is the main job: every small model (two at a time), the ci conformance profile, the
-Spark job on the small racing runs, and the long tests that no other stage repeats (28 min on two
-cores when last measured; the goal is 20, BENCHMARKS.md says where the time goes). `make
+`make check` is the main job: every small model (two at a time), the ci conformance profile
+beside the Spark job on the small racing runs, and the long tests that no other stage repeats
+(MINUTES min on two cores when last measured; the goal is 20, BENCHMARKS.md says where the time goes). `make
 check-thorough` (`--thorough`) is the hours-long sweep: every model of the manifest, the thorough
 conformance profile, the large Spark runs, every long test and the fault suite.
 
