@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 .PHONY: setup check check-thorough test faults check-spec conformance spark-check bench mutation clean help
 
 help:
-	@echo "make check        the main job (28 min on 2 cores): small TLC models, ci conformance, Spark job, long tests; summary table"
+	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, long tests; summary table with time and cpu"
 	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite"
 	@echo "make test         the test suite (pytest)"
 	@echo "make faults       the ZooKeeper fault suite, then its table (fault x state) into BENCHMARKS.md"
