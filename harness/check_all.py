@@ -60,9 +60,9 @@ STAGES = {
     "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),
 }
 # Steps run in turn; the stages of one step run side by side. check-spec and the long tests keep
-# both cores busy alone (cpu about twice their time); the conformance profile (one core) and the
-# Spark job on its runs (about 1.4: the driver plans while one history is written) leave room for
-# each other: measured apart 122 s and 301 s, side by side BENCHMARKS.md says.
+# both cores busy alone (cpu about twice their time); the conformance profile (140 cpu s in 122 s)
+# and the Spark job on its runs (414 in 301) leave room for each other (7be97a2, each alone; side
+# by side, BENCHMARKS.md "make check").
 CHECK_STEPS = [["check-spec"], ["conformance", "spark-check"], ["long-tests"]]
 THOROUGH_STEPS = CHECK_STEPS + [["faults"]]
 CHECK_STAGES = [name for step in CHECK_STEPS for name in step]

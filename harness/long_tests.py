@@ -53,10 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thorough", action="store_true", help="also the thorough and fault tests (make check-thorough)")
     a, rest = ap.parse_known_args(argv)
     start = time.monotonic()
-    # Side by side: the main run keeps about one core busy on average (a worker waits on its
-    # ZooKeeper, Spark or ClickHouse servers, and two workers taking whole files end unevenly), so
-    # the own-process file fits beside it. Its output is held back and shown after the main run's,
-    # not interleaved with it.
+    # Side by side: two workers taking whole files end unevenly (the last minutes of the main run
+    # are one worker's file), and the own-process file (about a minute, one core) took that time
+    # again after it. Its output is held back and shown after the main run's, not interleaved.
     with tempfile.TemporaryFile("w+") as held:
         own = subprocess.Popen([sys.executable, "-m", "pytest", *own_process_args(a.thorough), *rest], cwd=ROOT,
                                stdout=held, stderr=subprocess.STDOUT)
