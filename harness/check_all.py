@@ -108,12 +108,13 @@ def run_stage(stage: Stage, thorough: bool, alone: bool = False, prefix: str | N
             "seconds": round(secs, 1)}
 
 
-def run_step(names: list[str], thorough: bool) -> list[dict]:
+def run_step(names: list[str], thorough: bool, alone: bool = False) -> list[dict]:
     """The stages of one step, side by side when there are several; each row gets the step's cpu
-    seconds (one process tree's time cannot be told from the other's once orphans are adopted)."""
+    seconds (one process tree's time cannot be told from the other's once orphans are adopted).
+    `alone`: a stage run by itself (`make conformance`), which picks its own form."""
     cpu = _children_cpu()
     if len(names) == 1:
-        rows = [run_stage(STAGES[names[0]], thorough)]
+        rows = [run_stage(STAGES[names[0]], thorough, alone)]
     else:
         width = max(map(len, names))
         with ThreadPoolExecutor(max_workers=len(names)) as pool:   # threads only wait on the stages
@@ -195,12 +196,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(a: argparse.Namespace) -> int:
     if a.stage:
-        cpu = _children_cpu()
-        row = run_stage(STAGES[a.stage], a.thorough, alone=True)
+        [row] = run_step([a.stage], a.thorough, alone=True)
         if row["result"] == "not built":
             print(f"{a.stage}: not built yet: {row['summary']}", file=sys.stderr)
             return 2
-        row["cpu_seconds"] = round(_children_cpu() - cpu, 1)
         print_table([row])
         return 0 if row["result"] == "passed" else 1
     start, cpu = time.monotonic(), _children_cpu()
