@@ -2,7 +2,7 @@
 single process: what a user might pick instead of Spark for a history that fits one machine.
 `make bench` runs both on the same data.
 
-    python -m checkers.duckdb_check HISTORY_DIR   (prints JSON: violations per invariant)
+    python -m checkers.duckdb_check HISTORY_DIR [--only INVARIANT ...]   (prints JSON: violations per invariant)
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from checkers.invariants import INVARIANTS, PARAMETERS, Invariant
+from harness.cli_args import Parser
 from history.schema import PART_NAME, TABLES, duckdb_type
 
 
@@ -41,8 +42,8 @@ def _source(folder: Path, table: str) -> str:
     return f"'{p}/*.parquet'" if p.is_dir() else f"'{p}'"
 
 
-def check(folder: str | Path, threads: int = 2) -> dict:
-    """Per invariant, how many rows its SQL finds (0: it holds)."""
+def check(folder: str | Path, threads: int = 2, only: tuple[str, ...] | None = None) -> dict:
+    """Per invariant (or those named in `only`), how many rows its SQL finds (0: it holds)."""
     import duckdb
     folder = Path(folder)
     con = duckdb.connect()
@@ -91,7 +92,8 @@ def check(folder: str | Path, threads: int = 2) -> dict:
     # a part name's field (PART_NAME's group) as a BIGINT; 0 when absent (the mutation)
     con.execute(f"CREATE MACRO part_field(name, i) AS "
                 f"coalesce(nullif(regexp_extract(name, '{PART_NAME}', i), '')::BIGINT, 0)")
-    return {name: con.execute(f"SELECT count(*) FROM (\n{sql(inv)}\n)").fetchone()[0] for name, inv in INVARIANTS.items()}
+    return {name: con.execute(f"SELECT count(*) FROM (\n{sql(inv)}\n)").fetchone()[0] for name, inv in INVARIANTS.items()
+            if only is None or name in only}
 
 
 def sql(inv: Invariant) -> str:
@@ -100,22 +102,23 @@ def sql(inv: Invariant) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m checkers.duckdb_check HISTORY_DIR", file=sys.stderr)
-        return 2
+    ap = Parser(prog="python -m checkers.duckdb_check",
+                                 description="Count each invariant's violating rows in a history (JSON on stdout).")
+    ap.add_argument("history", metavar="HISTORY_DIR")
+    ap.add_argument("--only", action="append", metavar="INVARIANT", choices=sorted(INVARIANTS),
+                    help="count this invariant only (repeatable; default: every one)")
+    a = ap.parse_args(argv)   # usage errors exit 2
     t0 = time.perf_counter()
     import duckdb
     try:
-        counts = check(argv[0])
+        counts = check(a.history, only=tuple(a.only) if a.only else None)
     except (duckdb.IOException, duckdb.BinderException) as e:   # a table missing, or a column
-        print(f"duckdb_check: bad input: {argv[0]}: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(f"duckdb_check: bad input: {a.history}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"violations": counts, "seconds": round(time.perf_counter() - t0, 2),
                       "peak_rss_mib": round(peak_kib / 1024)}))
     return 0 if not any(counts.values()) else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())
