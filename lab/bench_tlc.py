@@ -11,7 +11,7 @@ from harness import check_models
 
 # The models of the full protocol: the exhaustive one, the broken variants it must catch, and
 # the two-partition model that is still only simulated.
-FULL_MODELS = ("MCFullOnePartition_insert_without_assignment_check",
+FULL_MODELS = ("MCFullOnePartition", "MCFullOnePartition_insert_without_assignment_check",
                "MCFullOnePartition_switch_without_catchup", "MCFull", "MCFull_serve_before_map_loaded")
 
 
@@ -42,15 +42,18 @@ def tlc_markdown(r: dict) -> str:
     for m in r["models"]:
         rows.append(f"| `{m['name']}` | {_how(m)} | {_result(m)} | {m.get('recorded_seconds', '-')} s |")
     attempts = [f"- `{m['name']}`: {m['exhaustive_attempt']}" for m in r["models"] if m.get("exhaustive_attempt")]
+    notes = [f"- `{m['name']}`: {m['recorded_note']}" for m in r["models"] if m.get("recorded_note")]
     names = " ".join(f"--only {m['name']}" for m in r["models"])
     return "\n".join([
         "## TLC: the full model",
         "",
         "Recorded by `python -m harness.check_models " + names + " --record` (2 workers; the machine's",
-        "2 cores are shared, so times vary up to 3x); `make check` reruns them and fails if a",
-        "distinct-state count drifts. `make bench` copies the recorded figures from `spec/models.json`.",
+        "2 cores are shared, so times vary up to 3x); `make check-thorough` reruns them (one worker each, two",
+        "at a time) and fails if a distinct-state count drifts. `make bench` copies the recorded figures",
+        "from `spec/models.json`.",
         "",
         *rows,
         "",
+        *(["How some figures were recorded:", "", *notes, ""] if notes else []),
         *(["Exhaustive attempts that did not finish:", "", *attempts, ""] if attempts else []),
     ])
