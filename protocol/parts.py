@@ -12,6 +12,7 @@ visible (written to a temporary name, then renamed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -94,6 +95,12 @@ class PartStore:
         for p in self.folder.glob("*.part"):
             n = PartName.parse(p.name[:-5])
             self._index.setdefault(n.partition, set()).add(n)
+        # A write the process did not finish (killed, or the disk failed and the file could not be
+        # removed then) left its temporary file: removed at start, as ClickHouse's
+        # clearOldTemporaryDirectories removes tmp_ parts. Never visible as a part: see write.
+        for tmp in self.folder.glob(".tmp_*"):
+            with contextlib.suppress(OSError):   # a read-only disk: left for the next start
+                tmp.unlink()
 
     def _path(self, name: PartName) -> Path:
         return self.folder / f"{name}.part"
@@ -104,9 +111,19 @@ class PartStore:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def save_state(self, state: dict) -> None:
-        tmp = self.folder / ".tmp_replica_state.json"
-        tmp.write_text(json.dumps(state, sort_keys=True))
-        os.replace(tmp, self.folder / "replica_state.json")
+        self._write_whole(self.folder / "replica_state.json", json.dumps(state, sort_keys=True))
+
+    def _write_whole(self, path: Path, body: str) -> None:
+        """Write path whole or not at all: a temporary file renamed over it. A write the disk
+        fails (full, read-only) removes its temporary file and raises."""
+        tmp = self.folder / f".tmp_{path.stem}"   # not *.part: the index globs those
+        try:
+            tmp.write_text(body)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
 
     def names(self, partition: str | None = None) -> list[PartName]:
         if partition is not None:
@@ -118,9 +135,7 @@ class PartStore:
         if self._path(name).exists():
             raise BadPart(f"part {name} already exists on {self.folder}: parts are immutable")
         body = json.dumps({"name": str(name), "checksum": _checksum(rows), "rows": rows}, default=str)
-        tmp = self.folder / f".tmp_{name}"
-        tmp.write_text(body)
-        os.replace(tmp, self._path(name))  # visible only once complete
+        self._write_whole(self._path(name), body)  # visible only once complete
         self._index.setdefault(name.partition, set()).add(name)
         return name
 

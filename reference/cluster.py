@@ -19,6 +19,7 @@ methods that call them (migration steps, REASSIGN, CANCEL, a query's reads) stay
 
 from __future__ import annotations
 
+import errno
 import random
 import time
 import uuid
@@ -49,10 +50,21 @@ from reference.nemesis import Nemesis
 from reference.recorder import KEEPER_FAULTS, Recorder
 from reference.workload import WORKLOAD
 
-# A (replica, step kind) whose step raised this many times is not tried again in the run. A
-# ClickHouse server retries a failing task with back-off for ever; a run needs an end, and a step
-# that raises every time would otherwise keep a settle or the wind-down going for ever.
+# A (replica, step kind) whose step raised this many times is not tried again in the run. An
+# exception other than the disk's is a bug the history records (NoLogicalErrorsInv: the run fails
+# anyway); a run needs an end, and a step that raises every time would otherwise keep a settle or
+# the wind-down going for ever, and fill the errors table.
 MAX_STEP_ERRORS = 20
+# A step the disk failed (OSError: read-only, full, an I/O error) is postponed and retried for
+# ever, as ClickHouse postpones a queue entry whose fetch or merge failed and backs off a failing
+# background task: the fault is the environment's and passes, and every step is safe to take
+# again (it starts over from what Keeper and the disk hold). After the n-th failure in a row the
+# (replica, kind) sits out its next min(2**(n-1), DISK_POSTPONE_CAP) attempts; one that does not
+# fail resets it. Counted in attempts, not seconds, so the deterministic driver stays
+# deterministic; the live runtime attempts each kind once a round, a few hundred times a second.
+DISK_POSTPONE_CAP = 32
+# What a failing disk answers: read-only, full (or over quota), an I/O error, access refused.
+DISK_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
 STEP_KINDS = ("refresh", "pull", "execute", "merge", "migrate", "cleanup")   # what Cluster._try runs
 
 
@@ -112,6 +124,11 @@ class Cluster(Recorder, Nemesis):
         self.gone: set[str] = set()   # removed for good by SYSTEM DROP REPLICA (drop_replica)
         self._in_flight: list[str] = []  # migrations in flight, read once per step or round
         self.step_errors: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps that raised
+        self.disk_failures: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps the disk failed, in a row
+        self.postponed: dict[tuple[str, str], int] = {}       # (replica, kind) -> attempts it still sits out
+        # (step, replica, kind, error) of every step the disk failed: the environment's fault, not
+        # the protocol's, so not in the history's errors table (as Keeper faults are not)
+        self.disk_faults: list[tuple[int, str, str, str]] = []
         for r in replicas:
             self.add_replica(r)
 
@@ -263,6 +280,15 @@ class Cluster(Recorder, Nemesis):
             except KeeperError as e:
                 self.failed(receiver.name, "insert", e)   # as below; not a Keeper fault (a NoNode, a version)
                 error = "unknown"
+            except OSError as e:
+                # The receiver's (or a forwarded-to owner's) disk failed: an error the client sees,
+                # not a bug of the protocol's (unless no disk's errno: then as below). Whether a
+                # sub-block was committed first it cannot tell: the "unknown" of a lost answer.
+                if e.errno in DISK_ERRNOS:
+                    self.disk_faults.append((self.step, receiver.name, "insert", f"{type(e).__name__}: {e}"))
+                else:
+                    self.failed(receiver.name, "insert", e)
+                error = "unknown"
             except Exception as e:  # noqa: BLE001 - the server's exception reaches the client
                 # The client is told its INSERT raised; whether a sub-block was committed first it
                 # cannot tell, so it is the "unknown" of a lost answer (a block id retry settles it).
@@ -323,10 +349,15 @@ class Cluster(Recorder, Nemesis):
     def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:
         """One step of `kind` on `rep`: what it did, or None if it was not enabled. A step that
         raises unexpectedly is logged (Cluster.failed) and counts as not enabled; after
-        MAX_STEP_ERRORS of them that (replica, kind) is no longer tried."""
+        MAX_STEP_ERRORS of them that (replica, kind) is no longer tried. A step the disk failed
+        is postponed and tried again (DISK_POSTPONE_CAP)."""
         if kind not in STEP_KINDS:
             raise ValueError(f"unknown step kind {kind!r}")
-        if self.step_errors.get((rep.name, kind), 0) >= MAX_STEP_ERRORS:
+        key = (rep.name, kind)
+        if self.step_errors.get(key, 0) >= MAX_STEP_ERRORS:
+            return None
+        if self.postponed.get(key):
+            self.postponed[key] -= 1
             return None
         if rep.keeper.expired:
             # Read-only: when its session expired, ClickHouse's restarting thread stopped the
@@ -334,13 +365,27 @@ class Cluster(Recorder, Nemesis):
             # the session (reestablish). Not enabled, as a step of a crashed replica is not.
             return None
         try:
-            return self._run_step(kind, rep, random_choice)
+            done = self._run_step(kind, rep, random_choice)
         except KEEPER_FAULTS:
             raise
+        except OSError as e:
+            if e.errno not in DISK_ERRNOS:   # a file the step expected and did not find is the protocol's
+                self.step_errors[key] = self.step_errors.get(key, 0) + 1
+                self.failed(rep.name, kind, e)
+                return None
+            n = self.disk_failures[key] = self.disk_failures.get(key, 0) + 1
+            self.postponed[key] = min(2 ** (n - 1), DISK_POSTPONE_CAP)
+            self.disk_faults.append((self.step, rep.name, kind, f"{type(e).__name__}: {e}"))
+            if n == 1:   # once per spell, not once per retry
+                self.log(f"{rep.name} {kind}: the disk failed ({type(e).__name__}: {e}); postponed, tried again")
+            return None
         except Exception as e:  # noqa: BLE001 - a background task's exception: logged, retried later
-            self.step_errors[(rep.name, kind)] = self.step_errors.get((rep.name, kind), 0) + 1
+            self.step_errors[key] = self.step_errors.get(key, 0) + 1
             self.failed(rep.name, kind, e)
             return None
+        if self.disk_failures.pop(key, None):
+            self.log(f"{rep.name} {kind}: the disk works again")
+        return done
 
     def _run_step(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
         if rep.unknown_commits:  # Keeper answers again: first decide the commits it could not confirm
@@ -484,7 +529,8 @@ class Cluster(Recorder, Nemesis):
         return None
 
     def settle(self, max_rounds: int = 10_000) -> int:
-        """Run every background step until none is enabled (idle); returns the steps taken.
+        """Run every background step until none is enabled (idle), a step the disk failed tried
+        again until it succeeds; returns the steps taken.
         With `settle_budget`, a settle that takes more steps raises: one step enabled for ever (a
         livelock) would otherwise spin in the inner loop below and the run would never end."""
         taken = 0
@@ -501,9 +547,13 @@ class Cluster(Recorder, Nemesis):
                             raise RuntimeError(f"cluster did not settle in {self.settle_budget} steps: "
                                                f"{kind} on {rep.name} is still enabled (a livelock)")
             taken += progress
-            if not progress:
+            # Idle: nothing enabled, and no step of a running replica that the disk failed last
+            # time it ran (each round is one more attempt of it: it runs again within
+            # DISK_POSTPONE_CAP rounds; a disk that stays broken ends in the error below).
+            if not progress and not any(k[0] in self.replicas and k[1] in self.SETTLE_KINDS for k in self.disk_failures):
                 return taken
-        raise RuntimeError(f"cluster did not settle in {max_rounds} rounds ({taken} steps)")
+        raise RuntimeError(f"cluster did not settle in {max_rounds} rounds ({taken} steps)"
+                           + (f"; the disk still fails {sorted(self.disk_failures)}" if self.disk_failures else ""))
 
     # --- SELECT -------------------------------------------------------------------------
     def _sync_partition(self, rep: Replica, partition: str) -> None:
