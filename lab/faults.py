@@ -4,9 +4,10 @@ run's history checked by the in-process oracle and by the Spark job, invariant b
 
     python -m lab.faults [--seeds 2] [--faults F,...] [--states S,...] [--markdown BENCHMARKS.md]
 
-Faults: by the PIDs the harness holds (ensemble members killed with SIGKILL, replicas crashed)
-and at the keeper layer (a session expired from the server side, a ConnectionLoss injected
-before or after a multi applies). States: `clone` (the fault right after REASSIGN), `switched`
+Faults: by the PIDs the harness holds (ensemble members killed with SIGKILL, replicas crashed),
+at the keeper layer (a session expired from the server side, a ConnectionLoss injected before or
+after a multi applies), and on the CLONE target's disk (a tmpfs remounted read-only, or full, for
+10 s; mounting needs root: elsewhere those cells are skipped, saying so). States: `clone` (the fault right after REASSIGN), `switched`
 (after SWITCH, while a running query's pin holds CLEANUP off), `cleanup` (the pin released in the
 same step as the fault: CLEANUP is the source's next step). A run has recovered when every
 replica thread is alive, the migration has ended and an INSERT is acknowledged; *time to
@@ -36,7 +37,12 @@ from protocol.keeper.zookeeper import ZooKeeperKeeper
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("leader_kill", "follower_kill", "full_outage", "session_expiry", "multi_loss_before",
-          "multi_loss_after", "replica_crash", "coordinator_crash")
+          "multi_loss_after", "replica_crash", "coordinator_crash", "disk_read_only", "disk_full")
+# The disk rows: each replica's data folder a tmpfs of its own (harness/tmpfs.py), the CLONE
+# target's remounted read-only, or filled, for DISK_FAULT_SECONDS while the clients go on (issue 38:
+# a 10-second fault stopped replication for good before its steps were retried).
+DISK_FAULTS = ("disk_read_only", "disk_full")
+DISK_FAULT_SECONDS = 10.0
 STATES = ("clone", "switched", "cleanup")
 RF = 2
 
@@ -87,6 +93,8 @@ class Outcome:
     spark: dict = field(default_factory=dict)
     note: str = ""
     history: str = ""
+    skipped: bool = False          # the fault cannot be dealt here (mount refused): no verdict
+    disk_faults: int = 0           # steps and INSERT tries the disk failed (Cluster.disk_faults)
 
     @property
     def agree(self) -> bool:
@@ -105,7 +113,7 @@ def _wait(cond, timeout: float, step: float = 0.05) -> bool:
     return False
 
 
-def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 20):
+def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 20, disks: dict | None = None):
     """The cell's cluster, in a chroot of its own. The previous cell restarted the members it
     stopped, and an election may still be under way: a start that meets Keeper unavailable is
     tried again in a fresh chroot (a half-registered one would be refused as a leftover root),
@@ -120,6 +128,12 @@ def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 
                 setup.ensure_path(chroot[len(hosts):])
             finally:
                 setup.close()
+            if disks is not None:   # each replica's data folder a disk of its own
+                from harness.tmpfs import Tmpfs
+                for d in disks.values():
+                    d.unmount()
+                disks.clear()
+                disks.update({r: Tmpfs(folder / f"data{attempt}" / r) for r in ("r1", "r2", "r3")})
             return Cluster(lambda: keeper(chroot, retry_deadline=1.5), folder / f"data{attempt}",
                            replicas=("r1", "r2", "r3"), seed=seed, down_timeout=5.0)
         except (KeeperUnavailableError, ConnectionLoss, KazooTimeoutError):
@@ -132,13 +146,19 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
     """One cell run: a table in its own chroot of the ensemble, `fault` injected with the
     migration in `state`; the history written into `folder`."""
     from checkers.oracle import check
+    from harness.tmpfs import MountRefused
     from protocol.migration import read_migration
     from reference.runtime import LiveCluster
     from reference.workload import blocks
-
     losing = fault.startswith("multi_loss")
     rng = random.Random(seed)
-    c = _start_cluster(hosts, folder, seed, LosingKeeper if losing else ZooKeeperKeeper)
+    disks: dict | None = {} if fault in DISK_FAULTS else None
+    try:
+        c = _start_cluster(hosts, folder, seed, LosingKeeper if losing else ZooKeeperKeeper, disks=disks)
+    except MountRefused as e:
+        for d in (disks or {}).values():
+            d.unmount()
+        return Outcome(fault, state, seed, False, None, -1, -1, note=f"skipped: {e}", skipped=True)
     note, recovered, seconds = "", False, None
     work = blocks(rng, 10_000, 3, months=2)
     try:
@@ -170,7 +190,7 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
             if state == "cleanup":
                 with live.lock:
                     release_pin()
-            fault_end = inject(fault, ensemble, live, c, src, dst, client_round)
+            fault_end = inject(fault, ensemble, live, c, src, dst, client_round, disks)
             if state == "switched":
                 with live.lock:
                     release_pin()
@@ -194,16 +214,19 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
         verdict = check(c.history, RF)
         lost, duplicated = _lost_and_duplicated(c.history)
         return Outcome(fault, state, seed, recovered, seconds, lost, duplicated,
-                       {k: not v for k, v in verdict.items()}, note=note, history=str(folder / "history"))
+                       {k: not v for k, v in verdict.items()}, note=note, history=str(folder / "history"),
+                       disk_faults=len(c.disk_faults))
     except Exception as e:   # a run that breaks is a cell that did not recover, with the reason
         return Outcome(fault, state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e}")
     finally:
         with contextlib.suppress(Exception):
             c.close()
+        for d in (disks or {}).values():
+            d.unmount()
         ensemble.start()
 
 
-def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round) -> float:
+def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round, disks: dict | None = None) -> float:
     """Inject `fault`, with the client going on; returns when the fault ended (monotonic)."""
     def go_on(seconds: float):
         t0 = time.monotonic()
@@ -236,6 +259,14 @@ def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round) -> f
         live.restart(dst)
     elif fault == "coordinator_crash":   # the coordinator (the source) crashes and stays down
         live.crash(src)
+    elif fault == "disk_read_only":   # the CLONE target's disk
+        disks[dst].read_only()
+        go_on(DISK_FAULT_SECONDS)
+        disks[dst].writable()
+    elif fault == "disk_full":
+        filler = disks[dst].fill()
+        go_on(DISK_FAULT_SECONDS)
+        filler.unlink()
     else:
         raise ValueError(f"unknown fault {fault!r}; faults are {', '.join(FAULTS)}")
     return time.monotonic()
@@ -278,6 +309,10 @@ def table(outcomes: list[Outcome]) -> list[str]:
     for o in outcomes:
         cells.setdefault((o.fault, o.state), []).append(o)
     for (f, s), runs in cells.items():
+        if all(o.skipped for o in runs):
+            lines.append(f"| {f} x {s} | 0 | {runs[0].note} |  |  |  |  |  |")
+            continue
+        runs = [o for o in runs if not o.skipped]
         times = [o.seconds for o in runs if o.seconds is not None]
         t = f"{statistics.median(times):.1f}, {max(times):.1f}" if times else "-"
         lines.append(f"| {f} x {s} | {len(runs)} | {sum(o.recovered for o in runs)} | {t} | "
@@ -297,8 +332,10 @@ def _violated(runs: list[Outcome]) -> str:
 
 
 def passed(outcomes: list[Outcome]) -> bool:
+    """Every cell dealt recovered with nothing lost or duplicated and the checkers agreeing; a cell
+    this machine cannot deal (skipped, its reason in the table) has no verdict either way."""
     return all(o.recovered and o.lost == 0 and o.duplicated == 0 and o.agree and all(o.oracle.values())
-               for o in outcomes)
+               for o in outcomes if not o.skipped)
 
 
 def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: print(line, flush=True)) -> list[Outcome]:
@@ -318,9 +355,14 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
                             shutil.rmtree(kept, ignore_errors=True)
                             shutil.copytree(o.history, kept)
                             o.note = (o.note + "; " if o.note else "") + f"history kept in {kept}"
+                    if o.skipped:
+                        say(f"  {f} x {s} seed {seed}: {o.note}")
+                        outcomes.append(o)
+                        continue
                     say(f"  {f} x {s} seed {seed}: {'recovered' if o.recovered else 'NOT recovered'}"
                         + (f" in {o.seconds:.1f} s" if o.seconds is not None else "")
-                        + f", lost {o.lost}, duplicated {o.duplicated}, checkers "
+                        + f", lost {o.lost}, duplicated {o.duplicated}"
+                        + (f", {o.disk_faults} steps the disk failed" if f in DISK_FAULTS else "") + ", checkers "
                         + ("agree" if o.agree else f"DISAGREE (oracle {o.oracle}, spark {o.spark})")
                         + "".join(f"; {name} VIOLATED" for name, holds in o.oracle.items() if not holds)
                         + (f"; {o.note}" if o.note else "") + f" [{time.monotonic() - t0:.0f} s]")

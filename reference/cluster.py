@@ -570,6 +570,13 @@ class Cluster(Recorder, Nemesis):
                 except GuardFailed as why:
                     if e.type == GET_PART:
                         raise ReplicaNotInSync(f"{rep.name} cannot fetch {e.new_part_name}: {why}") from why
+                except OSError as why:
+                    if why.errno not in DISK_ERRNOS:
+                        raise
+                    # Its disk failed: it cannot sync, so the read goes to another owner (or the
+                    # query fails), as for a part it cannot fetch; the step is tried again later.
+                    self.disk_faults.append((self.step, rep.name, "sync", f"{type(why).__name__}: {why}"))
+                    raise ReplicaNotInSync(f"{rep.name} cannot sync {partition}: its disk failed ({why})") from why
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
               between: Callable[[], None] | None = None, sync: bool = True):

@@ -11,12 +11,12 @@ with a file; mounting needs root (the tests skip, saying so, where it is not all
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from checkers.oracle import violations
+from harness.tmpfs import MountRefused, Tmpfs
 from protocol.keeper import MemoryEnsemble
 from reference.cluster import DISK_POSTPONE_CAP, MAX_STEP_ERRORS, Cluster
 from reference.workload import WORKLOAD, blocks
@@ -24,45 +24,17 @@ from reference.workload import WORKLOAD, blocks
 RF = WORKLOAD.replication_factor
 
 
-class Disk:
-    """A tmpfs of its own at `where`, to fail on purpose."""
-
-    def __init__(self, where: Path, size: str = "4m"):
-        self.where = where
-        where.mkdir(parents=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"a disk fault needs a tmpfs of its own and mount refused it ({r.stderr.strip()}): "
-                        "run as root")
-
-    def _mount(self, *options: str) -> None:
-        subprocess.run(["mount", "-o", ",".join(("remount", *options)), str(self.where)], check=True)
-
-    def read_only(self) -> None:
-        self._mount("ro")
-
-    def writable(self) -> None:
-        self._mount("rw")
-
-    def fill(self) -> Path:
-        """Fill the disk to the last byte; the filler's path (remove it to free the disk)."""
-        filler = self.where / "filler"
-        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
-        return filler
-
-    def unmount(self) -> None:
-        subprocess.run(["umount", "-l", str(self.where)], capture_output=True)
-
-
 @pytest.fixture
 def disk(tmp_path):
-    d = Disk(tmp_path / "data" / "r2")
+    try:
+        d = Tmpfs(tmp_path / "data" / "r2", size="4m")
+    except MountRefused as e:
+        pytest.skip(str(e))
     yield d
     d.unmount()
 
 
-def faulty_run(tmp_path, disk: Disk, fault) -> Cluster:
+def faulty_run(tmp_path, disk: Tmpfs, fault) -> Cluster:
     """Blocks replicated to all, then more blocks with r2's disk failed by `fault` while every
     replica goes on stepping (r2's execute attempted 40 times a MAX_STEP_ERRORS), then the disk
     back; returns the settled cluster."""
@@ -83,7 +55,10 @@ def faulty_run(tmp_path, disk: Disk, fault) -> Cluster:
     failed = sum(1 for _, r, kind, _ in c.disk_faults if (r, kind) == ("r2", "execute"))
     assert failed > MAX_STEP_ERRORS   # tried again past the old give-up point ...
     assert failed < 40 * MAX_STEP_ERRORS / (DISK_POSTPONE_CAP / 2)   # ... but postponed, not hammered
+    for at in ("r1", "r2", "r3"):   # a reader that cannot sync gives the read to another owner
+        c.query(at=at)
     assert not c.history.tables["errors"], c.history.tables["errors"]   # the disk's fault, not a bug
+    assert any(kind == "sync" for _, r, kind, _ in c.disk_faults), "no query met the fault"
     undo()
     c.settle()
     assert not c.disk_failures and r2.queue() == [], "r2 did not catch up once its disk was back"
