@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     except (duckdb.IOException, duckdb.BinderException) as e:   # a table missing, or a column
         print(f"duckdb_check: bad input: {a.history}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
+    return print_counts(counts, t0)
+
+
+def print_counts(counts: dict, t0: float) -> int:
+    """A single-process checker's report on stdout (violations per invariant, seconds since t0, the
+    process's peak memory) and its exit code: 0 when every count is 0, else 1."""
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"violations": counts, "seconds": round(time.perf_counter() - t0, 2),
                       "peak_rss_mib": round(peak_kib / 1024)}))

@@ -18,12 +18,11 @@ tests/lab/test_polars_check.py holds the two to that on injected violations and 
 
 from __future__ import annotations
 
-import json
-import resource
 import sys
 import time
 from pathlib import Path
 
+from checkers.duckdb_check import print_counts
 from history.schema import TABLES
 
 ROW_INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
@@ -174,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as e:
         print(f"polars_check: bad input: {argv[0]}: {e}", file=sys.stderr)
         return 2
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"violations": counts, "seconds": round(time.perf_counter() - t0, 2),
-                      "peak_rss_mib": round(peak_kib / 1024)}))
-    return 0 if not any(counts.values()) else 1
+    return print_counts(counts, t0)
 
 
 if __name__ == "__main__":
