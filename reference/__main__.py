@@ -40,7 +40,7 @@ from protocol.registration import LeftoverRoot, RootInUse
 from protocol.scheduler import Schedule
 from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from protocol.table import BadPartitionId, Table, TableDefinitionError
-from reference.cli_checks import check_gantt, check_run, switches
+from reference.cli_checks import ZK_AUTH_ENV, check_gantt, check_run, switches, zk_credentials
 from reference.cluster import Cluster
 from reference.profiles import PROFILES, UnknownProfile
 from reference.workload import WORKLOAD, blocks
@@ -56,17 +56,20 @@ def table_with_buckets(buckets: int, rf: int) -> Table:
 
 
 def keeper_factory(zk: str | None, auth: str | None = None):
+    """auth: USER:PASSWORD, already checked (cli_checks.zk_credentials)."""
     if zk is None:
         if auth is not None:
-            raise BadInput("--zk-auth needs --zk (the in-memory keeper has no ACLs)")
+            raise BadInput(f"--zk-auth-file or {ZK_AUTH_ENV} needs --zk (the in-memory keeper has no ACLs)")
         return MemoryEnsemble().connect, "memory"
-    from protocol.keeper.zookeeper import ZooKeeperKeeper, parse_auth
-    if auth is not None:
-        try:
-            parse_auth(auth)   # a malformed --zk-auth is bad input before anything connects
-        except ValueError as e:
-            raise BadInput(str(e)) from None
+    from protocol.keeper.zookeeper import ZooKeeperKeeper
     return (lambda: ZooKeeperKeeper(zk, auth=auth)), "zookeeper"
+
+
+def add_credentials(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--zk-auth-file", type=Path, metavar="FILE",
+                   help=f"a file (mode 600) whose first line is USER:PASSWORD: {what}; or set {ZK_AUTH_ENV}")
+    # Refused with one line that does not repeat the value (an unknown option's error would).
+    p.add_argument("--zk-auth", help=argparse.SUPPRESS)
 
 
 def print_table(title: str, rows: list[dict], out) -> None:
@@ -133,7 +136,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
 
-    connect, backend = keeper_factory(a.zk, a.zk_auth)
+    connect, backend = keeper_factory(a.zk, zk_credentials(a))
     holder = claim(a, connect)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
@@ -263,7 +266,7 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
 def cmd_tables(a: argparse.Namespace) -> int:
     check_format(a)
     keeper_reachable(a.zk)
-    k = keeper_factory(a.zk, a.zk_auth)[0]()
+    k = keeper_factory(a.zk, zk_credentials(a))[0]()
     try:
         layout = Layout(a.root)
         if k.exists(layout.config) is None:
@@ -386,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
-    r.add_argument("--zk-auth", metavar="USER:PASSWORD", help="digest identity (as ClickHouse's <identity>): "
-                   "every znode the run creates is readable and writable by it only")
+    add_credentials(r, "digest identity (as ClickHouse's <identity>): every znode the run creates is readable "
+                       "and writable by it only")
     r.add_argument("--fresh", action="store_true",
                    help="clear a table an earlier run left at --root (refused while its replicas are live)")
     r.add_argument("--data", type=output_dir, help="folder for the replicas' parts (default: a temporary folder, "
@@ -402,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
     t.add_argument("--root", type=znode_path, default=ROOT)
-    t.add_argument("--zk-auth", metavar="USER:PASSWORD", help="the identity the table was created with")
+    add_credentials(t, "the identity the table was created with")
     t.add_argument("--show", nargs="*", choices=TABLES, default=TABLES)
     add_format(t)
     g = sub.add_parser("gantt", help="Gantt chart of a rebalance: simulated (default) or a reference run (--run)")
@@ -428,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--fixed", action="store_true", help="with the finding's fix (default: the code as it is)")
     x.add_argument("--history", type=output_dir, metavar="DIR", help="write the run's history there")
     a = ap.parse_args(argv)
-    def no_auth(e):   # an ACL refusal is bad input: --zk-auth names another identity, or none
-        return BadInput(f"ZooKeeper refused a request by the node's ACL ({e}): --zk-auth names another identity, "
-                        f"or none")
+    def no_auth(e):   # an ACL refusal is bad input: the credentials name another identity, or none
+        return BadInput(f"ZooKeeper refused a request by the node's ACL ({e}): the credentials (--zk-auth-file, "
+                        f"{ZK_AUTH_ENV}) name another identity, or none were given")
 
     def command() -> int:
         try:

@@ -81,3 +81,40 @@ def check_run(a: argparse.Namespace) -> list[tuple[str, str]]:
 def check_gantt(a: argparse.Namespace) -> None:
     if a.rf > a.old:
         raise BadInput(f"--rf {a.rf} is above the {a.old} --old replicas")
+
+
+# Keeper credentials: never on the command line, where every local user reads them in
+# /proc/<pid>/cmdline, and never echoed back in an error (issue 38).
+ZK_AUTH_ENV = "ZK_AUTH"
+ARGV_AUTH = ("--zk-auth: credentials on the command line are readable by every local user (/proc/PID/cmdline); "
+             f"put USER:PASSWORD in a file given by --zk-auth-file (mode 600) or in the {ZK_AUTH_ENV} "
+             "environment variable")
+
+
+def zk_credentials(a: argparse.Namespace, environ=None) -> str | None:
+    """The digest identity USER:PASSWORD from --zk-auth-file or the ZK_AUTH environment variable
+    (the file wins), None for none; BadInput naming where it came from, never the value."""
+    import os
+    environ = os.environ if environ is None else environ
+    if getattr(a, "zk_auth", None) is not None:
+        raise BadInput(ARGV_AUTH)
+    path = getattr(a, "zk_auth_file", None)
+    if path is not None:
+        try:
+            mode = path.stat().st_mode
+            text = path.read_text()
+        except OSError as e:
+            raise BadInput(f"--zk-auth-file {path}: cannot be read ({e.strerror})") from None
+        if mode & 0o077:
+            raise BadInput(f"--zk-auth-file {path}: readable or writable by other users (mode {mode & 0o777:o}); "
+                           f"chmod 600 {path}")
+        lines = text.splitlines()
+        where, value = f"--zk-auth-file {path}", lines[0].strip() if lines else ""
+    elif environ.get(ZK_AUTH_ENV):
+        where, value = f"the {ZK_AUTH_ENV} environment variable", environ[ZK_AUTH_ENV].strip()
+    else:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise BadInput(f"{where}: wants USER:PASSWORD (the digest scheme) on its first line")
+    return value

@@ -76,7 +76,7 @@ def parse_auth(auth: str) -> tuple[str, str]:
     """"user:password" (the digest scheme's form); ValueError naming the problem otherwise."""
     user, sep, password = auth.partition(":")
     if not sep or not user or not password:
-        raise ValueError(f"--zk-auth wants USER:PASSWORD (digest scheme), not {auth!r}")
+        raise ValueError("credentials want USER:PASSWORD (the digest scheme)")   # never echoed: it is a secret
     return user, password
 
 

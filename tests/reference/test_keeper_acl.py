@@ -1,7 +1,8 @@
-"""ACLs (issue 15): with --zk-auth USER:PASSWORD (the digest scheme, as ClickHouse's <identity>)
+"""ACLs (issue 15): with the identity USER:PASSWORD (the digest scheme, as ClickHouse's <identity>)
 every znode a run creates carries one ACL, all permissions for that identity only; a client
 without the credentials is refused every change (and every read), and nothing changes. On a real
-ZooKeeper."""
+ZooKeeper. The credentials come from a file (--zk-auth-file, mode 600) or the ZK_AUTH environment
+variable, never the command line, and an error never repeats them (issue 38)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,16 @@ def _tree(c: KazooClient, path="/clickhouse") -> dict:
     return out
 
 
-def test_every_znode_carries_the_identity_acl_and_others_are_refused(zk_chroot, capsys):
-    assert main(["run", "--zk", zk_chroot, "--zk-auth", AUTH, "--replicas", "2", "--blocks", "3",
+@pytest.fixture
+def auth_file(tmp_path):
+    f = tmp_path / "zk-auth"
+    f.write_text(AUTH + "\n")
+    f.chmod(0o600)
+    return f
+
+
+def test_every_znode_carries_the_identity_acl_and_others_are_refused(zk_chroot, capsys, auth_file, monkeypatch):
+    assert main(["run", "--zk", zk_chroot, "--zk-auth-file", str(auth_file), "--replicas", "2", "--blocks", "3",
                  "--add-replicas", "1", "--rebalance", "--queries", "1", "--show"]) == 0
     owner, stranger = _client(zk_chroot, AUTH), _client(zk_chroot)
     try:
@@ -56,19 +65,45 @@ def test_every_znode_carries_the_identity_acl_and_others_are_refused(zk_chroot, 
                 attempt()
         assert _tree(owner) == before   # nothing changed
         capsys.readouterr()
-        # The command line without the credentials: one line naming --zk-auth, exit 2.
+        # The command line without the credentials: one line naming where they go, exit 2.
         assert main(["tables", "--zk", zk_chroot, "--json"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "--zk-auth" in err[0]
-        assert main(["tables", "--zk", zk_chroot, "--zk-auth", AUTH, "--json"]) == 0
+        assert len(err) == 1 and "--zk-auth-file" in err[0] and "ZK_AUTH" in err[0]
+        assert main(["tables", "--zk", zk_chroot, "--zk-auth-file", str(auth_file), "--json"]) == 0
+        monkeypatch.setenv("ZK_AUTH", AUTH)   # or from the environment
+        assert main(["tables", "--zk", zk_chroot, "--json"]) == 0
     finally:
         owner.delete("/clickhouse", recursive=True)   # the chroot's teardown runs without credentials
         owner.stop(), owner.close()
         stranger.stop(), stranger.close()
 
 
-@pytest.mark.parametrize("bad", ["nocolon", ":pw", "user:"])
-def test_a_malformed_zk_auth_is_one_line(zk_chroot, capsys, bad):
-    assert main(["run", "--zk", zk_chroot, "--zk-auth", bad, "--show"]) == 2
+@pytest.mark.parametrize("source, bad", [(src, bad) for src in ("file", "env")
+                                         for bad in ("no-colon-s3cr3t", ":s3cr3t", "s3cr3t:")] + [("file", "")])
+def test_malformed_credentials_are_one_line_that_does_not_repeat_them(zk_chroot, capsys, tmp_path, monkeypatch,
+                                                                     source, bad):
+    args = ["run", "--zk", zk_chroot, "--show"]
+    if source == "file":
+        f = tmp_path / "zk-auth"
+        f.write_text(bad)
+        f.chmod(0o600)
+        args += ["--zk-auth-file", str(f)]
+    else:
+        monkeypatch.setenv("ZK_AUTH", bad)
+    assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--zk-auth" in err[0] and bad in err[0]
+    assert len(err) == 1 and ("--zk-auth-file" if source == "file" else "ZK_AUTH") in err[0], err
+    assert "s3cr3t" not in err[0], err
+
+
+def test_credentials_on_the_command_line_are_refused_without_echo(zk_chroot, capsys):
+    assert main(["run", "--zk", zk_chroot, "--zk-auth", "ch:s3cr3t", "--show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/proc" in err[0] and "s3cr3t" not in err[0], err
+
+
+def test_a_credentials_file_others_can_read_is_refused(zk_chroot, capsys, auth_file):
+    auth_file.chmod(0o644)
+    assert main(["run", "--zk", zk_chroot, "--zk-auth-file", str(auth_file), "--show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "chmod 600" in err[0] and "secret" not in err[0], err
