@@ -415,10 +415,12 @@ def main(argv: list[str] | None = None) -> int:
                                               "runs": [{**o.__dict__, "agree": o.agree} for o in outcomes]}, indent=1))
     if a.markdown:
         from lab.bench_rebalance import splice
-        body = "\n".join(["## Fault suite: the live runtime under ZooKeeper and replica faults", "",
+        body = "\n".join(["## Fault suite: the live runtime under ZooKeeper, replica and disk faults", "",
                           f"Produced by `{command}` (run by `make faults`) in {time.monotonic() - t0:.0f} s. "
                           "A 3-node loopback ensemble, 3 replicas, RF 2, one migration per run held in the "
-                          "state named, inserts and queries running throughout. *recovered*: every replica "
+                          "state named, inserts and queries running throughout; for the disk rows each replica's "
+                          "data on a tmpfs of its own, the CLONE target's read-only or full for "
+                          f"{DISK_FAULT_SECONDS:.0f} s. *recovered*: every replica "
                           "thread alive, the migration ended, an INSERT acknowledged; *time to recover* from "
                           "the fault's end. Rows lost / duplicated from the final state and the queries; "
                           "*checkers agree*: the oracle and the Spark job give the same verdict on every "
