@@ -19,6 +19,7 @@ methods that call them (migration steps, REASSIGN, CANCEL, a query's reads) stay
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 import time
@@ -61,7 +62,7 @@ MAX_STEP_ERRORS = 20
 # again (it starts over from what Keeper and the disk hold). After the n-th failure in a row the
 # (replica, kind) sits out its next min(2**(n-1), DISK_POSTPONE_CAP) attempts; one that does not
 # fail resets it. Counted in attempts, not seconds, so the deterministic driver stays
-# deterministic; the live runtime attempts each kind once a round, a few hundred times a second.
+# deterministic; the live runtime attempts each kind once a round of its replica thread.
 DISK_POSTPONE_CAP = 32
 # What a failing disk answers: read-only, full (or over quota), an I/O error, access refused.
 DISK_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
@@ -254,12 +255,27 @@ class Cluster(Recorder, Nemesis):
         return started
 
     # --- INSERT -------------------------------------------------------------------------
-    def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None) -> dict[str, str]:
+    def insert(self, rows: list[dict], block_id: str, tries: int = 3, at: str | None = None,
+               deadline: float | None = None) -> dict[str, str]:
         """ClientSendInsert with retries to random replicas (the first to `at` if given); returns
-        partition -> ok/failed/unknown and records each sub-block in the history."""
+        partition -> ok/failed/unknown and records each sub-block in the history.
+        `deadline` (seconds): the INSERT answers within it whatever Keeper does, as a client's own
+        timeout bounds its wait. Every Keeper call made for it (the routing, the commits, the
+        harness's reads of the write path, the background step between tries) is cut short there
+        (Keeper.answer_by), and no try starts after it; a sub-block it stopped is failed, or
+        unknown if its commit went out unanswered."""
+        t_end = None if deadline is None else time.monotonic() + deadline
+        with contextlib.ExitStack() as stack:
+            for k in (self.admin, *(r.keeper for r in self.replicas.values())):
+                stack.enter_context(k.answer_by(t_end))
+            return self._insert(rows, block_id, tries, at, t_end)
+
+    def _insert(self, rows: list[dict], block_id: str, tries: int, at: str | None, t_end: float | None) -> dict[str, str]:
         sent, subs = self.insert_sent(rows)
         status = {p: "failed" for p in subs}
         for attempt in range(tries):
+            if attempt and t_end is not None and time.monotonic() >= t_end:
+                break   # the deadline: no try more
             receiver = self.replicas[at if at and not attempt else self.rng.choice(self.serving())]
             done: dict[str, str] = {}
             before = {p: self.write_path(receiver.name, p) for p in subs}

@@ -96,9 +96,12 @@ class LiveCluster:
             self.errors.append(e)
 
     # --- what a client or an operator does ----------------------------------------------
-    def insert(self, rows: list[dict], block_id: str) -> dict[str, str]:
+    def insert(self, rows: list[dict], block_id: str, deadline: float | None = None) -> dict[str, str]:
+        """Cluster.insert under the cluster's lock; `deadline` bounds the INSERT once it holds the
+        lock (the wait for the lock is the other threads' steps, each bounded by its Keeper calls'
+        retry deadline)."""
         with self.lock:
-            return self.cluster.insert(rows, block_id)
+            return self.cluster.insert(rows, block_id, deadline=deadline)
 
     def query(self, at: str | None = None):
         def let_others_run():

@@ -8,6 +8,7 @@ that raises `BadVersionError`, a CAS-create is `create` that raises `NodeExistsE
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
@@ -116,10 +117,28 @@ def check_path(path: str, sequential: bool = False) -> None:
 
 
 class Keeper(ABC):
-    """One client session on a Keeper ensemble. `ops` counts requests by kind (for benchmarks)."""
+    """One client session on a Keeper ensemble. `ops` counts requests by kind (for benchmarks).
+
+    `deadline`: the monotonic time by which the caller wants an answer (an INSERT's own deadline,
+    `answer_by`), or None. A backend that waits for Keeper (ZooKeeperKeeper) retries a call only
+    until the sooner of it and its own retry deadline, then raises KeeperUnavailableError; one that
+    never waits (MemoryKeeper) has nothing to cut short."""
 
     def __init__(self) -> None:
         self.ops: Counter[str] = Counter()
+        self.deadline: float | None = None
+
+    @contextlib.contextmanager
+    def answer_by(self, deadline: float | None):
+        """Calls made inside answer by `deadline` (monotonic seconds) at the latest; a deadline
+        already set by an outer caller is kept if it is sooner."""
+        before = self.deadline
+        if deadline is not None:
+            self.deadline = deadline if before is None else min(before, deadline)
+        try:
+            yield self
+        finally:
+            self.deadline = before
 
     @abstractmethod
     def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,

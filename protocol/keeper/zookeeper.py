@@ -149,7 +149,7 @@ class ZooKeeperKeeper(Keeper):
         try:
             return async_fn(*args, **kwargs).get(timeout=max(0.05, stop - time.monotonic()))
         except self.client.handler.timeout_exception as e:
-            raise OperationTimeoutError(f"no answer from ZooKeeper within the retry deadline") from e
+            raise OperationTimeoutError("no answer from ZooKeeper within the retry deadline") from e
 
     def _call(self, kind: str, attempt, write: bool = True):
         """Run `attempt(stop, lost)` under KazooRetry; `lost` says an earlier attempt sent a write
@@ -157,10 +157,19 @@ class ZooKeeperKeeper(Keeper):
         self.ops[kind] += 1
         if self._expired:
             raise SessionExpiredError(f"session of {self.hosts} expired")
-        stop = time.monotonic() + self.retry_deadline
+        now = time.monotonic()
+        budget = self.retry_deadline if self.deadline is None else min(self.retry_deadline, self.deadline - now)
+        if budget <= 0:   # the caller's deadline (answer_by) has passed: nothing is sent
+            raise KeeperUnavailableError(f"the caller's deadline passed before a {kind} to {self.hosts} was sent")
+        stop = now + budget
         lost = [False]
 
         def once():
+            # KazooRetry's own deadline counts from the first failure, so an attempt that waited
+            # for its answer until `stop` would buy the call a second budget: past `stop`, no
+            # attempt more (the call answers within its budget, the caller's deadline included).
+            if time.monotonic() >= stop:
+                raise RetryFailedError("retry deadline passed")
             try:
                 return attempt(stop, lost[0])
             except _NotSent:
@@ -169,11 +178,14 @@ class ZooKeeperKeeper(Keeper):
                 lost[0] = lost[0] or write
                 raise
 
+        retry = self._retry.copy()
+        retry.deadline = budget
         try:
-            return self._retry.copy()(once)
+            return retry(once)
         except RetryFailedError as e:
             raise KeeperUnavailableError(
-                f"ZooKeeper {self.hosts} unavailable: {kind} not done within {self.retry_deadline:g} s"
+                f"ZooKeeper {self.hosts} unavailable: {kind} not done within {budget:.3g} s"
+                + (" (the caller's deadline)" if budget < self.retry_deadline else "")
                 + (" (a write went out and could not be read back: its outcome is unknown)" if lost[0] else ""),
                 outcome_unknown=lost[0]) from e
         except KzSessionExpired as e:
