@@ -98,6 +98,42 @@ class LeftoverRoot(RegistrationError):
 
 RUN_LOCK = "reference_run"   # under the root: the ephemeral node of the run that holds it
 
+# ZooKeeper's Perms bits: all but READ change the tree (create or delete a child, write the
+# value, change the ACL).
+PERM_READ, PERM_ALL = 1, 31
+
+
+class UnsafeRootAcl(RegistrationError):
+    """With credentials, the table's root lets someone else change it (exit 2: fix its ACL, or
+    let the run fix it)."""
+
+
+def check_root_acl(keeper: Keeper, layout: Layout, fix: bool = False) -> bool:
+    """With credentials (keeper.identity), the root must let no one but this identity change it:
+    a root another client may create under or delete from lets it delete the table's empty nodes
+    (columns, mutations) and squat the run's lock, though every node the run creates carries the
+    identity's ACL. Only the root can be that door: the run refuses a root that holds an earlier
+    table unless --fresh clears it (claim_root), so every node under it is the run's own, and no
+    ancestor can take the table away (ZooKeeper deletes no node that has children). A root that
+    does not exist yet is created with the identity's ACL. Refused (UnsafeRootAcl, naming the
+    root and whom it lets in) before anything changes, unless `fix`: then its ACL becomes the
+    identity's alone. Returns whether it was fixed."""
+    if keeper.identity is None:
+        return False
+    try:
+        acls = keeper.get_acls(layout.root)
+    except NoNodeError:
+        return False
+    others = [f"{scheme}:{ident}" for scheme, ident, perms in acls
+              if (scheme, ident) != keeper.identity and perms & (PERM_ALL & ~PERM_READ)]
+    if not others:
+        return False
+    if not fix:
+        raise UnsafeRootAcl(f"{layout.root} lets {', '.join(others)} change it (its ACL): another client could "
+                            f"delete the table's nodes under it; --fix-acls gives it to these credentials alone")
+    keeper.set_acls(layout.root, [(*keeper.identity, PERM_ALL)])
+    return True
+
 
 def live_replicas(keeper: Keeper, layout: Layout) -> list[str]:
     try:

@@ -36,7 +36,7 @@ from protocol.keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from protocol.layout import Layout
 from protocol.migration import MigrationError, migrations_in_flight
 from protocol.parts import BadPart
-from protocol.registration import LeftoverRoot, RootInUse
+from protocol.registration import LeftoverRoot, RootInUse, UnsafeRootAcl
 from protocol.scheduler import Schedule
 from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from protocol.table import BadPartitionId, Table, TableDefinitionError
@@ -136,7 +136,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"[{time.monotonic() - t0:7.2f}s] {msg}", file=out, flush=True)
 
-    connect, backend = keeper_factory(a.zk, zk_credentials(a))
+    auth = zk_credentials(a)
+    if a.fix_acls and auth is None:
+        raise BadInput(f"--fix-acls needs credentials (--zk-auth-file or {ZK_AUTH_ENV}): an ACL is given to them")
+    connect, backend = keeper_factory(a.zk, auth)
     holder = claim(a, connect)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
@@ -225,9 +228,11 @@ def claim(a: argparse.Namespace, connect):
     import os
     import socket
 
-    from protocol.registration import claim_root
+    from protocol.registration import check_root_acl, claim_root
     k = connect()
     try:
+        if check_root_acl(k, Layout(a.root), fix=a.fix_acls):
+            print(f"--fix-acls: {a.root} is now changed by these credentials alone", file=sys.stderr)
         claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "")
     except BaseException:
         k.close()
@@ -391,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
     add_credentials(r, "digest identity (as ClickHouse's <identity>): every znode the run creates is readable "
                        "and writable by it only")
+    r.add_argument("--fix-acls", action="store_true",
+                   help="with credentials: a --root that lets others change it (refused otherwise) is given to "
+                        "the credentials alone")
     r.add_argument("--fresh", action="store_true",
                    help="clear a table an earlier run left at --root (refused while its replicas are live)")
     r.add_argument("--data", type=output_dir, help="folder for the replicas' parts (default: a temporary folder, "
@@ -446,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     # RootInUse: another run is live on the root: the environment, not the input (exit 3).
     return run_main(ap.prog, command,
                     bad_input=(UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError,
-                               GuardFailed, BadPart, LeftoverRoot),
+                               GuardFailed, BadPart, LeftoverRoot, UnsafeRootAcl),
                     environment=(KeeperUnavailableError, KazooException, RootInUse))
 
 

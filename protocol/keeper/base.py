@@ -170,6 +170,16 @@ class Keeper(ABC):
     @abstractmethod
     def session_id(self) -> int: ...
 
+    # ACLs: only a backend with credentials has them (ZooKeeperKeeper's `auth`).
+    identity: tuple[str, str] | None = None   # (scheme, id) this session writes as, None: no credentials
+
+    def get_acls(self, path: str) -> list[tuple[str, str, int]]:
+        """(scheme, id, perms) of each entry of the node's ACL (ZooKeeper's Perms bits)."""
+        raise NotImplementedError(f"{type(self).__name__} has no ACLs")
+
+    def set_acls(self, path: str, acls: list[tuple[str, str, int]]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no ACLs")
+
     @property
     def expired(self) -> bool:
         """The session is known to be gone (its ephemeral nodes with it); it can do nothing more.

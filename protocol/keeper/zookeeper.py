@@ -51,7 +51,7 @@ from kazoo.exceptions import (BadVersionError as KzBadVersion, ConnectionLoss, N
 from kazoo.protocol.serialization import Create as KzCreate
 from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.retry import KazooRetry, RetryFailedError
-from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
+from kazoo.security import ACL as KzACL, OPEN_ACL_UNSAFE, Id as KzId, make_digest_acl
 
 from protocol.keeper.base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError,
                                   MultiError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError, Op,
@@ -107,6 +107,7 @@ class ZooKeeperKeeper(Keeper):
         if auth is not None:
             user, password = parse_auth(auth)
             acl = [make_digest_acl(user, password, all=True)]
+            self.identity = (acl[0].id.scheme, acl[0].id.id)
         # Reconnecting never gives up and waits at most 1 s between tries (kazoo's default backs
         # off to an hour): a session outlives an outage shorter than its timeout only if the
         # client is back within that time. auth_data is sent again on every reconnection.
@@ -138,6 +139,17 @@ class ZooKeeperKeeper(Keeper):
     @property
     def session_id(self) -> int:
         return self.client.client_id[0] if self.client.client_id else 0
+
+    def get_acls(self, path: str) -> list[tuple[str, str, int]]:
+        check_path(path)
+        acls, _ = self._call("get_acls", lambda stop, lost: self._send(stop, self.client.get_acls_async, path),
+                             write=False)
+        return [(a.id.scheme, a.id.id, a.perms) for a in acls]
+
+    def set_acls(self, path: str, acls: list[tuple[str, str, int]]) -> None:
+        check_path(path)
+        entries = [KzACL(perms, KzId(scheme, ident)) for scheme, ident, perms in acls]
+        self._call("set_acls", lambda stop, lost: self._send(stop, self.client.set_acls_async, path, entries))
 
     # --- one request, and the retry around it --------------------------------------------
     def _send(self, stop: float, async_fn, *args, **kwargs):

@@ -107,3 +107,43 @@ def test_a_credentials_file_others_can_read_is_refused(zk_chroot, capsys, auth_f
     assert main(["run", "--zk", zk_chroot, "--zk-auth-file", str(auth_file), "--show"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "chmod 600" in err[0] and "secret" not in err[0], err
+
+
+def test_a_root_others_may_change_is_refused_until_fixed(zk_chroot, capsys, auth_file):
+    """A root made beforehand by a client without credentials (world:anyone, all permissions)
+    would let anyone delete the table's empty nodes under it and squat the run's lock: refused,
+    naming it, with nothing changed; --fix-acls gives it to the credentials, and then a stranger
+    can neither create under it nor delete from it."""
+    from kazoo.exceptions import NoAuthError as KzNoAuth
+    stranger = _client(zk_chroot)
+    try:
+        stranger.ensure_path(ROOT)
+        before = stranger.get_acls(ROOT)[0]
+        capsys.readouterr()
+        args = ["run", "--zk", zk_chroot, "--zk-auth-file", str(auth_file), "--replicas", "2", "--blocks", "2",
+                "--show"]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ROOT in err[0] and "world:anyone" in err[0] and "--fix-acls" in err[0], err
+        assert stranger.get_acls(ROOT)[0] == before and stranger.get_children(ROOT) == []   # nothing changed
+        assert main([*args, "--fix-acls"]) == 0
+        owner = _client(zk_chroot, AUTH)
+        try:
+            assert owner.get_acls(ROOT)[0] == [make_digest_acl("ch", "secret", all=True)]
+        finally:
+            owner.stop(), owner.close()
+        for attempt in (lambda: stranger.create(f"{ROOT}/squat", b""),
+                        lambda: stranger.delete(f"{ROOT}/columns")):
+            with pytest.raises(KzNoAuth):
+                attempt()
+    finally:
+        owner = _client(zk_chroot, AUTH)
+        owner.delete("/clickhouse", recursive=True)
+        owner.stop(), owner.close()
+        stranger.stop(), stranger.close()
+
+
+def test_fix_acls_without_credentials_is_bad_input(zk_chroot, capsys):
+    assert main(["run", "--zk", zk_chroot, "--fix-acls", "--show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--fix-acls" in err[0], err
