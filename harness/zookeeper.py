@@ -281,7 +281,20 @@ class ZooKeeperEnsemble(_Started):
         m.start()
         _wait(lambda: m.mode() is not None, self._timeout, f"ZooKeeper member {myid}", [m])
 
+    def pause(self) -> None:
+        """Stall every member (SIGSTOP): connections stay open and requests go unanswered, which
+        a killed member (connection refused at once) never shows; resume() lets them go on."""
+        for m in self.members:
+            if m.running():
+                os.kill(m.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for m in self.members:
+            if m.running():
+                os.kill(m.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
+        self.resume()   # a stopped JVM takes its SIGKILL all the same, but its children may not
         for m in self.members:
             m.stop()
         shutil.rmtree(self._root, ignore_errors=True)
