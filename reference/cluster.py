@@ -265,10 +265,16 @@ class Cluster(Recorder, Nemesis):
         (Keeper.answer_by), and no try starts after it; a sub-block it stopped is failed, or
         unknown if its commit went out unanswered."""
         t_end = None if deadline is None else time.monotonic() + deadline
+        with self._answer_by(t_end):
+            return self._insert(rows, block_id, tries, at, t_end)
+
+    @contextlib.contextmanager
+    def _answer_by(self, t_end: float | None):
+        """Every keeper of the cluster (the replicas', the administrator's) answers by t_end."""
         with contextlib.ExitStack() as stack:
             for k in (self.admin, *(r.keeper for r in self.replicas.values())):
                 stack.enter_context(k.answer_by(t_end))
-            return self._insert(rows, block_id, tries, at, t_end)
+            yield
 
     def _insert(self, rows: list[dict], block_id: str, tries: int, at: str | None, t_end: float | None) -> dict[str, str]:
         sent, subs = self.insert_sent(rows)
@@ -595,7 +601,16 @@ class Cluster(Recorder, Nemesis):
                     raise ReplicaNotInSync(f"{rep.name} cannot sync {partition}: its disk failed ({why})") from why
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,
-              between: Callable[[], None] | None = None, sync: bool = True):
+              between: Callable[[], None] | None = None, sync: bool = True, deadline: float | None = None):
+        """Cluster._query; `deadline` (seconds): the SELECT answers within it whatever Keeper
+        does, as an INSERT's (Cluster.insert): every Keeper call made for it (the pull at its
+        start, its readers' syncs, the background steps it interleaves) is cut short there, and a
+        query its deadline stopped has failed."""
+        with self._answer_by(None if deadline is None else time.monotonic() + deadline):
+            return self._run_query(at, interleave, partitions, between, sync)
+
+    def _run_query(self, at: str | None, interleave: int, partitions: set[str] | None,
+               between: Callable[[], None] | None, sync: bool):
         """ClientStartQuery at a replica, then each partition read in its own step with up to
         `interleave` background steps (or a call of `between`) before each read; recorded in the
         history. A partition whose chosen replica cannot sync it (its Keeper is away or its

@@ -103,13 +103,15 @@ class LiveCluster:
         with self.lock:
             return self.cluster.insert(rows, block_id, deadline=deadline)
 
-    def query(self, at: str | None = None):
+    def query(self, at: str | None = None, deadline: float | None = None):
+        """Cluster.query under the lock, which it lets go between its reads; `deadline` bounds its
+        Keeper calls, not its waits for the lock (as LiveCluster.insert's)."""
         def let_others_run():
             self.lock.release()
             time.sleep(self.step_interval)
             self.lock.acquire()
         with self.lock:
-            return self.cluster.query(at=at, between=let_others_run)
+            return self.cluster.query(at=at, between=let_others_run, deadline=deadline)
 
     def crash(self, name: str) -> None:
         with self.lock:

@@ -1,4 +1,4 @@
-"""An INSERT with a deadline answers within it while ZooKeeper stalls (issue 38): its server is
+"""An INSERT (and a SELECT) with a deadline answers within it while ZooKeeper stalls (issue 38): its server is
 stopped with SIGSTOP, so requests go out and no answer comes, which a killed server (connection
 refused at once) never shows. Before, with a 3 s retry deadline per Keeper call, single INSERTs
 blocked 15-25 s through such a stall: each of their calls waited out its own deadline, and a
@@ -34,7 +34,7 @@ def stalling_zookeeper():
         yield server
 
 
-def test_an_insert_answers_within_its_deadline_while_zookeeper_stalls(stalling_zookeeper, tmp_path):
+def test_an_insert_and_a_select_answer_within_their_deadline_while_zookeeper_stalls(stalling_zookeeper, tmp_path):
     server = stalling_zookeeper
     setup = ZooKeeperKeeper(server.hosts)
     setup.ensure_path("/t")
@@ -53,11 +53,15 @@ def test_an_insert_answers_within_its_deadline_while_zookeeper_stalls(stalling_z
                 t0 = time.monotonic()
                 answers.append(c.insert(rows, block_id, deadline=DEADLINE))
                 took.append(time.monotonic() - t0)
+            t0 = time.monotonic()
+            selected = c.query(at="r1", deadline=DEADLINE)   # its pull at the start meets the stall
+            took.append(time.monotonic() - t0)
         finally:
             os.kill(server.pid, signal.SIGCONT)
-        # Any one Keeper call would have waited out its 4 s: the INSERT stopped at its deadline.
+        # Any one Keeper call would have waited out its 4 s: each stopped at its deadline.
         assert max(took) < RETRY_DEADLINE, took
         assert all(set(a.values()) <= {"failed", "unknown"} for a in answers), answers
+        assert selected is None and c.history.tables["queries"][-1]["status"] == "failed"
         for block_id, rows in stream:   # ZooKeeper is back
             c.insert(rows, block_id)
         c.settle()
