@@ -8,6 +8,7 @@ import argparse
 
 from harness.cli_args import BadInput
 from protocol.bugs import UnknownSwitch, check_switches
+from protocol.keeper.base import parse_auth
 from protocol.table import BadPartitionId, check_partition_id
 
 
@@ -114,7 +115,8 @@ def zk_credentials(a: argparse.Namespace, environ=None) -> str | None:
         where, value = f"the {ZK_AUTH_ENV} environment variable", environ[ZK_AUTH_ENV].strip()
     else:
         return None
-    user, sep, password = value.partition(":")
-    if not sep or not user or not password:
-        raise BadInput(f"{where}: wants USER:PASSWORD (the digest scheme) on its first line")
+    try:
+        parse_auth(value)
+    except ValueError as e:
+        raise BadInput(f"{where}: {e}") from None
     return value

@@ -271,6 +271,9 @@ class Cluster(Recorder, Nemesis):
     @contextlib.contextmanager
     def _answer_by(self, t_end: float | None):
         """Every keeper of the cluster (the replicas', the administrator's) answers by t_end."""
+        if t_end is None:   # no deadline: nothing to set on each keeper for every INSERT and SELECT
+            yield
+            return
         with contextlib.ExitStack() as stack:
             for k in (self.admin, *(r.keeper for r in self.replicas.values())):
                 stack.enter_context(k.answer_by(t_end))
@@ -306,9 +309,7 @@ class Cluster(Recorder, Nemesis):
                 # The receiver's (or a forwarded-to owner's) disk failed: an error the client sees,
                 # not a bug of the protocol's (unless no disk's errno: then as below). Whether a
                 # sub-block was committed first it cannot tell: the "unknown" of a lost answer.
-                if e.errno in DISK_ERRNOS:
-                    self.disk_faults.append((self.step, receiver.name, "insert", f"{type(e).__name__}: {e}"))
-                else:
+                if not self._disk_fault(e, receiver.name, "insert"):
                     self.failed(receiver.name, "insert", e)
                 error = "unknown"
             except Exception as e:  # noqa: BLE001 - the server's exception reaches the client
@@ -368,6 +369,13 @@ class Cluster(Recorder, Nemesis):
                 return done
         return None
 
+    def _disk_fault(self, e: OSError, replica: str, what: str) -> bool:
+        """Whether `e` is the disk's (DISK_ERRNOS); if so it is recorded in disk_faults."""
+        if e.errno not in DISK_ERRNOS:
+            return False
+        self.disk_faults.append((self.step, replica, what, f"{type(e).__name__}: {e}"))
+        return True
+
     def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:
         """One step of `kind` on `rep`: what it did, or None if it was not enabled. A step that
         raises unexpectedly is logged (Cluster.failed) and counts as not enabled; after
@@ -391,13 +399,12 @@ class Cluster(Recorder, Nemesis):
         except KEEPER_FAULTS:
             raise
         except OSError as e:
-            if e.errno not in DISK_ERRNOS:   # a file the step expected and did not find is the protocol's
+            if not self._disk_fault(e, rep.name, kind):   # a file the step expected and did not find is the protocol's
                 self.step_errors[key] = self.step_errors.get(key, 0) + 1
                 self.failed(rep.name, kind, e)
                 return None
             n = self.disk_failures[key] = self.disk_failures.get(key, 0) + 1
             self.postponed[key] = min(2 ** (n - 1), DISK_POSTPONE_CAP)
-            self.disk_faults.append((self.step, rep.name, kind, f"{type(e).__name__}: {e}"))
             if n == 1:   # once per spell, not once per retry
                 self.log(f"{rep.name} {kind}: the disk failed ({type(e).__name__}: {e}); postponed, tried again")
             return None
@@ -593,11 +600,10 @@ class Cluster(Recorder, Nemesis):
                     if e.type == GET_PART:
                         raise ReplicaNotInSync(f"{rep.name} cannot fetch {e.new_part_name}: {why}") from why
                 except OSError as why:
-                    if why.errno not in DISK_ERRNOS:
+                    if not self._disk_fault(why, rep.name, "sync"):
                         raise
                     # Its disk failed: it cannot sync, so the read goes to another owner (or the
                     # query fails), as for a part it cannot fetch; the step is tried again later.
-                    self.disk_faults.append((self.step, rep.name, "sync", f"{type(why).__name__}: {why}"))
                     raise ReplicaNotInSync(f"{rep.name} cannot sync {partition}: its disk failed ({why})") from why
 
     def query(self, at: str | None = None, interleave: int = 0, partitions: set[str] | None = None,

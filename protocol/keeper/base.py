@@ -116,6 +116,15 @@ def check_path(path: str, sequential: bool = False) -> None:
         raise ValueError(f"malformed znode path {path!r}: absolute, no trailing or double slash")
 
 
+def parse_auth(auth: str) -> tuple[str, str]:
+    """"user:password" (the digest scheme's form, as ClickHouse's <identity>); ValueError otherwise,
+    whose message never repeats the value: it is a secret."""
+    user, sep, password = auth.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("wants USER:PASSWORD (the digest scheme) on its first line")
+    return user, password
+
+
 class Keeper(ABC):
     """One client session on a Keeper ensemble. `ops` counts requests by kind (for benchmarks).
 

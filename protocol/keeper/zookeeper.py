@@ -55,7 +55,7 @@ from kazoo.security import ACL as KzACL, OPEN_ACL_UNSAFE, Id as KzId, make_diges
 
 from protocol.keeper.base import (BadVersionError, Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError,
                                   MultiError, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError, Op,
-                                  SessionExpiredError, SetData, Stat, check_path, parent_of)
+                                  SessionExpiredError, SetData, Stat, check_path, parent_of, parse_auth)
 
 _ERRORS = {KzNodeExists: NodeExistsError, KzNoNode: NoNodeError, KzBadVersion: BadVersionError,
            KzNotEmpty: NotEmptyError, KzSessionExpired: SessionExpiredError, KzNoAuth: NoAuthError}
@@ -70,14 +70,6 @@ def _mapped(e: Exception) -> KeeperError:
 
 def _stat(zs: ZnodeStat) -> Stat:
     return Stat(zs.version, zs.ephemeralOwner, zs.numChildren, zs.ctime)
-
-
-def parse_auth(auth: str) -> tuple[str, str]:
-    """"user:password" (the digest scheme's form); ValueError naming the problem otherwise."""
-    user, sep, password = auth.partition(":")
-    if not sep or not user or not password:
-        raise ValueError("credentials want USER:PASSWORD (the digest scheme)")   # never echoed: it is a secret
-    return user, password
 
 
 class _NotSent(ConnectionLoss):
