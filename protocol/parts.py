@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import re
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,19 @@ class PartStore:
     def _path(self, name: PartName) -> Path:
         return self.folder / f"{name}.part"
 
+    def server_uuid(self) -> bytes:
+        """The identifier this replica's process writes into its is_active, kept on its disk as
+        ClickHouse keeps the server's UUID (the `uuid` file of its data path): a restart finds
+        its own is_active, left by the session of the process that was killed, by this value
+        and takes it over (registration.register_replica) instead of waiting for it to expire."""
+        path = self.folder / "uuid"
+        try:
+            return path.read_bytes().strip()
+        except FileNotFoundError:
+            value = uuid.uuid4().hex
+            self._write_whole(path, value)
+            return value.encode()
+
     def load_state(self) -> dict:
         """What the replica applied that must survive a restart (metadata version, drop points)."""
         path = self.folder / "replica_state.json"
@@ -151,11 +166,13 @@ class PartStore:
             raise BadPart(f"part {name} on {self.folder} fails its checksum")
         return obj["rows"]
 
-    def detach(self, name: PartName) -> None:
-        """DETACH PARTITION: the part leaves the table into detached/, where ATTACH finds it."""
+    def detach(self, name: PartName, prefix: str = "") -> None:
+        """DETACH PARTITION: the part leaves the table into detached/, where ATTACH finds it. With
+        a `prefix` (ClickHouse's "ignored_", "broken_") ATTACH PARTITION does not find it: a part
+        kept for a person to look at, not data of the table."""
         detached = self.folder / "detached"
         detached.mkdir(exist_ok=True)
-        os.replace(self._path(name), detached / f"{name}.part")
+        os.replace(self._path(name), detached / f"{prefix}{name}.part")
         self._index.get(name.partition, set()).discard(name)
 
     def detached(self, partition: str) -> list[tuple[PartName, list[dict[str, Any]]]]:
@@ -185,17 +202,32 @@ class PartStore:
         self._path(name).unlink(missing_ok=True)
         self._index.get(name.partition, set()).discard(name)
 
-    def fetch_from(self, source: "PartStore", name: PartName) -> PartName:
-        """Copy a part from another replica, verifying its checksum first; drop what it covers."""
+    def commit_replacing(self, new: PartName, old: list[PartName], commit: Callable[[PartName], None] | None) -> None:
+        """`new` is on disk: `commit` it (the Keeper multi that registers it), then remove `old`, as
+        ClickHouse's transaction keeps the parts a new one replaces until it is committed. A kill
+        before the commit leaves `new` unregistered and `old` whole (restart.replica_check_parts
+        detaches the one and keeps the other); a commit that raises takes `new` off again."""
+        if commit is not None:
+            try:
+                commit(new)
+            except BaseException:
+                self.remove(new)
+                raise
+        for o in old:
+            self.remove(o)
+
+    def fetch_from(self, source: "PartStore", name: PartName,
+                   commit: Callable[[PartName], None] | None = None) -> PartName:
+        """Copy a part from another replica, verifying its checksum first; drop what it covers
+        once `commit` (if any) has registered it (commit_replacing)."""
         rows = source.read(name)  # raises BadPart on a bad checksum: nothing is written here
         self.write(name, rows)
-        for old in self.names(name.partition):
-            if old != name and name.covers(old):
-                self.remove(old)
+        self.commit_replacing(name, [old for old in self.names(name.partition) if old != name and name.covers(old)], commit)
         return name
 
-    def merge(self, sources: list[PartName]) -> PartName:
-        """Merge parts of one partition into the part covering them (sources removed)."""
+    def merge(self, sources: list[PartName], commit: Callable[[PartName], None] | None = None) -> PartName:
+        """Merge parts of one partition into the part covering them (sources removed once
+        `commit`, if any, has registered it: commit_replacing)."""
         if len(sources) < 2 or len({s.partition_id for s in sources}) != 1:
             raise BadPart(f"a merge needs two or more parts of one partition, not {[str(s) for s in sources]}")
         if len({s.mutation for s in sources}) != 1:
@@ -204,16 +236,16 @@ class PartStore:
         merged = PartName(sources[0].partition, min(s.min_block for s in sources), max(s.max_block for s in sources),
                           max(s.level for s in sources) + 1, sources[0].mutation, sources[0].patch)
         self.write(merged, rows)
-        for s in sources:
-            self.remove(s)
+        self.commit_replacing(merged, list(sources), commit)
         return merged
 
-    def mutate(self, name: PartName, mutation: int, fn) -> PartName:
-        """Rewrite a part with fn(row) -> row | None (None deletes the row), as mutation `mutation`."""
+    def mutate(self, name: PartName, mutation: int, fn, commit: Callable[[PartName], None] | None = None) -> PartName:
+        """Rewrite a part with fn(row) -> row | None (None deletes the row), as mutation `mutation`
+        (the old part removed once `commit`, if any, has registered the new: commit_replacing)."""
         if mutation <= name.mutation:
             raise BadPart(f"part {name} already has mutation {name.mutation} >= {mutation}")
         rows = [out for r in self.read(name) if (out := fn(r)) is not None]
         new = PartName(name.partition, name.min_block, name.max_block, name.level, mutation, name.patch)
         self.write(new, rows)
-        self.remove(name)
+        self.commit_replacing(new, [name], commit)
         return new

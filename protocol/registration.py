@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 
 from protocol.keeper import BadVersionError, Keeper, NodeExistsError, NoNodeError
 from protocol.layout import Layout
@@ -135,6 +137,13 @@ def check_root_acl(keeper: Keeper, layout: Layout, fix: bool = False) -> bool:
     return True
 
 
+def _own_is_active(keeper: Keeper, layout: Layout, replica: str, attach: Attach) -> bool:
+    try:
+        return replica in attach.own and keeper.get(layout.is_active(replica))[0] == attach.own[replica]
+    except NoNodeError:
+        return True   # gone since it was listed: not live
+
+
 def live_replicas(keeper: Keeper, layout: Layout) -> list[str]:
     try:
         names = keeper.get_children(layout.replicas)
@@ -143,29 +152,62 @@ def live_replicas(keeper: Keeper, layout: Layout) -> list[str]:
     return [r for r in names if keeper.exists(layout.is_active(r)) is not None]
 
 
-def claim_root(keeper: Keeper, layout: Layout, holder: str, fresh: bool = False, where: str = "") -> None:
+class NothingToAttach(RegistrationError):
+    """--attach to a root that holds no table (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Attach:
+    """A run that carries on the table a killed run left (`reference run --attach`): the
+    identifiers its replicas keep on disk (PartStore.server_uuid), by which an is_active the
+    killed process left is known for its own and not another run's, and how long to wait for
+    the killed process's session to expire and take its `reference_run` node with it."""
+    own: dict[str, bytes]
+    wait: float
+
+
+def claim_root(keeper: Keeper, layout: Layout, holder: str, fresh: bool = False, where: str = "",
+               attach: Attach | None = None) -> None:
     """One root, one table: hold `layout.root` for this run with an ephemeral `reference_run`
     node of `keeper`'s session (held until that session ends). Refused (RootInUse) when another
     run holds it or replicas are live on it, naming the root and the live replicas; refused
     (LeftoverRoot) when an earlier run's table is there, unless `fresh`, which clears it first.
+    With `attach` the earlier table is the point (NothingToAttach if there is none), replicas
+    live with the run's own identifiers are the killed process's, and its `reference_run` node
+    is waited for until its session expires (RootInUse if it outlives `attach.wait`).
     Nothing is changed when it is refused."""
     lock = f"{layout.root}/{RUN_LOCK}"
     name = f"{layout.root}" + (f" on {where}" if where else "")
-    live = live_replicas(keeper, layout)
+    if attach is not None and keeper.exists(layout.config) is None:
+        raise NothingToAttach(f"{name} holds no table to attach to (no znode {layout.config})")
+
+    def others_live() -> list[str]:
+        return [r for r in live_replicas(keeper, layout) if attach is None or not _own_is_active(keeper, layout, r, attach)]
+    live = others_live()
     if live:
         raise RootInUse(f"{name} is in use: live replicas {', '.join(live)} (stop that run or choose another --root)")
-    try:
-        keeper.create(lock, holder.encode(), ephemeral=True, makepath=True)
-    except NodeExistsError:
+    deadline = time.monotonic() + (attach.wait if attach else 0)
+    while True:
         try:
-            other = keeper.get(lock)[0].decode(errors="replace")
-        except NoNodeError:
-            other = "a run that just ended"
-        live = live_replicas(keeper, layout)
-        raise RootInUse(f"{name} is in use by {other}: live replicas {', '.join(live) or 'none yet'} "
-                        f"(stop that run or choose another --root)") from None
-    live = live_replicas(keeper, layout)   # a replica may have registered between the two reads
-    leftover = [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
+            keeper.create(lock, holder.encode(), ephemeral=True, makepath=True)
+            break
+        except NodeExistsError:
+            if time.monotonic() < deadline:   # the killed run's session has yet to expire
+                time.sleep(0.2)
+                continue
+            try:
+                other = keeper.get(lock)[0].decode(errors="replace")
+            except NoNodeError:
+                other = "a run that just ended"
+            live = live_replicas(keeper, layout)
+            waited = f" (waited {attach.wait:g} s for it to expire)" if attach else ""
+            raise RootInUse(f"{name} is in use by {other}{waited}: live replicas {', '.join(live) or 'none yet'} "
+                            f"(stop that run or choose another --root)") from None
+    live = others_live()   # a replica may have registered between the two reads
+    if attach is not None:
+        leftover = []
+    else:
+        leftover = [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
     if live or (leftover and not fresh):
         keeper.delete(lock)
         if live:

@@ -399,8 +399,7 @@ class Replica:
                 replaced = [n for n in self.store.names(want.partition) if have.covers(n)]
                 # A part at an older mutation than what it would replace here would undo a mutation.
                 if serves(have) and all(n.mutation <= have.mutation for n in replaced):
-                    got = self.store.fetch_from(store, have)
-                    self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(path)])
+                    got = self.store.fetch_from(store, have, commit=self._commit(path))
                     self._outdate(replaced)
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")
@@ -411,8 +410,7 @@ class Replica:
         have = set(self.store.names(want.partition))
         if not all(s in have for s in sources):
             return None
-        got = self.store.merge(sources)
-        self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(path)])
+        got = self.store.merge(sources, commit=self._commit(path))
         self._outdate(sources)
         return f"merged {got}"
 
@@ -432,11 +430,15 @@ class Replica:
             x = local[0]
             rows = mutate_rows(self.store.read(x), owed(x, self.mutations(), upto=want.mutation))
             new = self.store.write(PartName(x.partition, x.min_block, x.max_block, x.level, want.mutation), rows)
-            self.store.remove(x)
-            self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{new}", b""), Delete(path)])
+            self.store.commit_replacing(new, [x], self._commit(path))
             self._outdate([x])
             return f"mutated {x} to {new}"
         return self._fetch(path, want, source, lambda h: h.covers(want) and h.mutation >= want.mutation)
+
+    def _commit(self, queue_path: str):
+        """The multi that registers a part this replica made and removes the queue entry that made
+        it, run by the part store between writing the part and removing what it replaces."""
+        return lambda got: self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(queue_path)])
 
     def _outdate(self, names) -> None:
         now = self.clock()

@@ -53,6 +53,27 @@ def test_write_read_merge_mutate(stores):
         r1.write(mut, [])
 
 
+def test_replaced_parts_stay_until_the_commit_and_a_failed_commit_takes_the_new_part_off(stores):
+    r1, r2 = stores
+    a = r1.write(PartName("202401-5", 1, 1, 0), [{"user_id": 5}])
+    b = r1.write(PartName("202401-5", 2, 2, 0), [{"user_id": 21}])
+    seen = []
+    m = r1.merge([a, b], commit=lambda new: seen.append(sorted(map(str, r1.names()))))
+    # at the commit the sources were still on disk beside the merged part (a kill there loses none)
+    assert seen == [["202401-5_1_1_0", "202401-5_1_2_1", "202401-5_2_2_0"]] and r1.names() == [m]
+
+    def refused(new):
+        raise RuntimeError("the commit multi failed")
+    c = r2.write(PartName("202401-5", 3, 3, 0), [{"user_id": 37}])
+    d = r2.write(PartName("202401-5", 4, 4, 0), [{"user_id": 53}])
+    with pytest.raises(RuntimeError):
+        r2.merge([c, d], commit=refused)
+    assert r2.names() == [c, d]   # as before the merge
+    with pytest.raises(RuntimeError):
+        r2.fetch_from(r1, m, commit=refused)
+    assert r2.names() == [c, d]
+
+
 def test_fetch_verifies_checksum_and_leaves_nothing_on_failure(stores):
     r1, r2 = stores
     n = r1.write(PartName("202401-5", 1, 1, 0), [{"user_id": 5}])
