@@ -11,22 +11,44 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from history.journal import SENT, Journal
 from history.schema import HISTORY, INSERT_STATUSES, arrow_schema
-
 
 
 @dataclass
 class History:
     run_id: str = "run"
     tables: dict[str, list[dict]] = field(default_factory=lambda: {t: [] for t in HISTORY})
+    # Every row also appended to disk as it is recorded (history/journal.py): set by journal_to.
+    journal: Journal | None = None
+
+    def journal_to(self, folder: str | Path, copy: bool = False) -> None:
+        """From now on every row recorded is also appended to `folder` (a journal), flushed;
+        `copy`: the rows recorded so far are written there first."""
+        self.journal = Journal(folder)
+        if copy:
+            for name, rows in self.tables.items():
+                self.journal.append(name, rows)
+
+    def _add(self, table: str, rows: list[dict]) -> None:
+        self.tables[table] += rows
+        if self.journal is not None:
+            self.journal.append(table, rows)
+
+    def insert_sent(self, block_id: str, sent: int, subs: dict[str, list[int]], dedup_ids: dict[str, str]) -> None:
+        """An INSERT left the client at `sent` (its sub-blocks' row_ids and dedup ids by partition):
+        journaled only, so a run killed before the answer records it as `unknown` when it resumes
+        (history/journal.py). In memory the answer (`insert`) is the only record."""
+        if self.journal is not None:
+            self.journal.append(SENT, [{"block_id": block_id, "sent_step": sent, "subs": subs,
+                                        "dedup_ids": dedup_ids}])
 
     def insert(self, block_id: str, partition: str, rows: list[dict], status: str, sent: int, ack: int) -> None:
         if status not in INSERT_STATUSES:
             raise ValueError(f"insert status must be one of {INSERT_STATUSES}, not {status!r}")
-        for r in rows:
-            self.tables["inserts"].append({"insert_id": f"{block_id}/{partition}", "block_id": block_id,
-                                           "partition_id": partition, "row_id": int(r["row_id"]),
-                                           "status": status, "sent_step": sent, "ack_step": ack})
+        self._add("inserts", [{"insert_id": f"{block_id}/{partition}", "block_id": block_id,
+                               "partition_id": partition, "row_id": int(r["row_id"]),
+                               "status": status, "sent_step": sent, "ack_step": ack} for r in rows])
 
     def query(self, query_id: str, replica: str, start: int, end: int, routes: dict[str, str],
               rows_by_partition: dict[str, list[dict]], status: str = "complete",
@@ -36,37 +58,37 @@ class History:
         `lag`: per partition, the row_ids it is not owed by replication lag (table query_lag).
         `failed_by`: the replica whose crash failed it; `pending_at`: the replicas its partitions
         still to read were routed to when it ended."""
-        self.tables["queries"].append({"query_id": query_id, "replica": replica, "start_step": start,
-                                       "end_step": end, "status": status,
-                                       "partitions_requested": None if requested is None else sorted(requested),
-                                       "failed_by": failed_by,
-                                       "pending_at": None if pending_at is None else sorted(set(pending_at))})
-        for p, r in sorted(routes.items()):
-            self.tables["query_reads"].append({"query_id": query_id, "partition_id": p, "read_from": r})
-        for p, rows in sorted(rows_by_partition.items()):
-            self.tables["query_rows"] += [{"query_id": query_id, "partition_id": p, "row_id": int(x["row_id"])}
-                                          for x in rows]
-        for p, ids in sorted((lag or {}).items()):
-            self.tables["query_lag"] += [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
-                                         for r in sorted(ids)]
+        # The rows that say what it read first, the query's own row last: a kill between them
+        # leaves reads of a query that was never answered, which no checker looks at.
+        self._add("query_reads", [{"query_id": query_id, "partition_id": p, "read_from": r}
+                                  for p, r in sorted(routes.items())])
+        self._add("query_rows", [{"query_id": query_id, "partition_id": p, "row_id": int(x["row_id"])}
+                                 for p, rows in sorted(rows_by_partition.items()) for x in rows])
+        self._add("query_lag", [{"query_id": query_id, "partition_id": p, "row_id": int(r)}
+                                for p, ids in sorted((lag or {}).items()) for r in sorted(ids)])
+        self._add("queries", [{"query_id": query_id, "replica": replica, "start_step": start,
+                               "end_step": end, "status": status,
+                               "partitions_requested": None if requested is None else sorted(requested),
+                               "failed_by": failed_by,
+                               "pending_at": None if pending_at is None else sorted(set(pending_at))}])
 
     def error(self, step: int, replica: str, action: str, exc: BaseException) -> None:
-        self.tables["errors"].append({"step": step, "replica": replica, "action": action,
-                                      "error": type(exc).__name__, "message": str(exc)[:300]})
+        self._add("errors", [{"step": step, "replica": replica, "action": action,
+                              "error": type(exc).__name__, "message": str(exc)[:300]}])
 
     def command(self, step: int, command: str, observed: dict, outcome: str, reason: str | None = None) -> None:
         """An operator command at `step` (REASSIGN, CANCEL), what the harness observed before it
         (reference/commands.observe) and how it ended."""
-        self.tables["commands"].append({"step": step, "command": command, **observed, "outcome": outcome,
-                                        "reason": reason})
+        self._add("commands", [{"step": step, "command": command, **observed, "outcome": outcome,
+                                "reason": reason}])
 
     def crash(self, step: int, replica: str) -> None:
         """A replica's process killed at `step`."""
-        self.tables["crashes"].append({"step": step, "replica": replica})
+        self._add("crashes", [{"step": step, "replica": replica}])
 
     def insert_refused(self, row: dict) -> None:
         """An INSERT try refused, and the write path around it (reference/refusals.row)."""
-        self.tables["insert_refusals"].append(row)
+        self._add("insert_refusals", [row])
 
     def drop(self, drop_id: str, partition: str, step: int, block_number: int) -> int:
         """A DROP PARTITION issued at `step` whose DROP_RANGE covers the partition's blocks up to
@@ -77,9 +99,9 @@ class History:
         gone = {x["row_id"] for x in self.tables["drops"] if x["partition_id"] == partition}
         removed = [x for x in self.tables["inserts"] if x["partition_id"] == partition
                    and x["status"] in ("ok", "unknown") and x["row_id"] not in gone]
-        self.tables["drops"] += [{"drop_id": drop_id, "partition_id": partition, "row_id": x["row_id"],
-                                  "insert_id": x["insert_id"], "drop_step": step, "block_number": block_number}
-                                 for x in removed]
+        self._add("drops", [{"drop_id": drop_id, "partition_id": partition, "row_id": x["row_id"],
+                             "insert_id": x["insert_id"], "drop_step": step, "block_number": block_number}
+                            for x in removed])
         return len(removed)
 
     def snapshot(self, step: int, stores: dict, assignments: list[dict], metadata: list[dict] = (),
@@ -92,13 +114,14 @@ class History:
         replica, its queued MUTATE_PARTs and GET_PARTs of mutated parts; `log_mutations`: the
         MUTATE_PART entries of the log first seen now. `broken(replica, part, error)`: a part that
         cannot be read (ClickHouse's broken part) is left out and reported there; without it, raised."""
-        self.tables["metadata"] += [{"snapshot_step": step, **m} for m in metadata]
-        self.tables["queued_mutations"] += [{"snapshot_step": step, **q} for q in queued]
-        self.tables["log_mutations"] += list(log_mutations)
-        self.tables["migrations"] += [{"snapshot_step": step, "partition_id": m["partition_id"], "state": m["state"],
+        self._add("metadata", [{"snapshot_step": step, **m} for m in metadata])
+        self._add("queued_mutations", [{"snapshot_step": step, **q} for q in queued])
+        self._add("log_mutations", list(log_mutations))
+        self._add("migrations", [{"snapshot_step": step, "partition_id": m["partition_id"], "state": m["state"],
                                        "src": m["src"], "dst": m["dst"], "coordinator": m.get("coord"),
                                        "maps_behind": m.get("maps_behind")}
-                                      for m in sorted(migrations, key=lambda m: m["partition_id"])]
+                                 for m in sorted(migrations, key=lambda m: m["partition_id"])])
+        parts = []
         for replica, store in sorted(stores.items()):
             for name in store.names():
                 try:
@@ -108,12 +131,13 @@ class History:
                         raise
                     broken(replica, name, e)
                     continue
-                self.tables["parts"] += [{"snapshot_step": step, "replica": replica, "partition_id": name.partition,
-                                          "part_name": str(name), "row_id": r} for r in row_ids]
-        for a in assignments:
-            self.tables["assignments"].append({"snapshot_step": step, "partition_id": a["partition_id"],
-                                               "owners": list(a["replicas"]), "clone_target": a["clone_target"],
-                                               "leaving_replica": a["leaving_replica"]})
+                parts += [{"snapshot_step": step, "replica": replica, "partition_id": name.partition,
+                           "part_name": str(name), "row_id": r} for r in row_ids]
+        self._add("parts", parts)
+        # Last: a snapshot a kill cut short has no assignment rows, and journal.load drops it whole.
+        self._add("assignments", [{"snapshot_step": step, "partition_id": a["partition_id"],
+                                   "owners": list(a["replicas"]), "clone_target": a["clone_target"],
+                                   "leaving_replica": a["leaving_replica"]} for a in assignments])
 
     def finish(self, replication_factor: int, backend: str, bugs, seed: int, final_step: int,
                settled_step: int | None = None, down_timeout: int | None = None) -> None:
