@@ -30,22 +30,27 @@ from kazoo.exceptions import KazooException
 from checkers.oracle import violations
 from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
                               positive_float, run_main, zk_address, znode_path)
-from protocol.assignment import GuardFailed, selective_assignments_rows
+from protocol.assignment import GuardFailed, read_assignment, selective_assignments_rows
 from protocol.bugs import UnknownSwitch
 from protocol.keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from protocol.layout import Layout
 from protocol.migration import MigrationError, migrations_in_flight
 from protocol.parts import BadPart
-from protocol.registration import LeftoverRoot, RootInUse, UnsafeRootAcl
+from protocol.registration import LeftoverRoot, NothingToAttach, RootInUse, UnsafeRootAcl
 from protocol.scheduler import Schedule
 from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from protocol.table import BadPartitionId, Table, TableDefinitionError
 from reference.cli_checks import ZK_AUTH_ENV, check_gantt, check_run, switches, zk_credentials
 from reference.cluster import Cluster
 from reference.profiles import PROFILES, UnknownProfile
+from reference.run_state import RUN_OPTIONS, RunState
 from reference.workload import WORKLOAD, blocks
 
 ROOT = "/clickhouse/tables/01/events"
+JOURNAL = "journal"   # under --history: the history as it is recorded, and the run's state (--attach)
+# How long an attach waits for the killed run's session (ZooKeeperKeeper's 10 s timeout) to
+# expire and take its `reference_run` node with it.
+ATTACH_WAIT = 15.0
 
 
 def table_with_buckets(buckets: int, rf: int) -> Table:
@@ -116,7 +121,27 @@ def _cell(v) -> str:
     return str(v)
 
 
+def check_attach(a: argparse.Namespace) -> RunState | None:
+    """--attach: the run to carry on, its options taken back into `a` (run_state.py); None
+    without --attach. A run on the in-memory keeper dies with its process: nothing to attach to."""
+    if not a.attach:
+        return None
+    if not a.zk:
+        raise BadInput("--attach needs --zk: the in-memory keeper's table ended with the process that was killed")
+    if not a.data or not a.history:
+        raise BadInput("--attach needs the killed run's --data (the replicas' parts) and --history (its journal)")
+    if a.fresh:
+        raise BadInput("--attach carries on the table at --root; --fresh would clear it: give one of the two")
+    if a.design != "rfc" or a.profile != "quiet" or a.placement_chart:
+        raise BadInput("--attach carries on a quiet run of the RFC's design (not --design pr102244, a racing "
+                       "--profile or --placement-chart, whose before is the killed run's)")
+    state = RunState.load(Path(a.history) / JOURNAL)
+    state.apply(a, a.run_defaults)
+    return state
+
+
 def cmd_run(a: argparse.Namespace) -> int:
+    state = check_attach(a)
     check_format(a)
     if a.reading and a.design != "pr102244":
         raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
@@ -140,7 +165,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.fix_acls and auth is None:
         raise BadInput(f"--fix-acls needs credentials (--zk-auth-file or {ZK_AUTH_ENV}): an ACL is given to them")
     connect, backend = keeper_factory(a.zk, auth)
-    holder = claim(a, connect)   # one root, one table: held until the run ends
+    holder = claim(a, connect, progress)   # one root, one table: held until the run ends
     data = Path(a.data or tempfile.mkdtemp(prefix="selective-"))
     try:
         if a.design == "pr102244":   # PR #102244's design: reference/pr102244/cli.py
@@ -148,7 +173,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             return cmd_run_pr102244(a, bugs, table, reassigns, connect, backend, data, progress, out, print_table)
         if a.profile != "quiet":
             return run_profile(a, bugs, connect, backend, data, progress, out)
-        return _run(a, bugs, table, reassigns, out, progress, connect, backend, data)
+        return _run(a, bugs, table, reassigns, out, progress, connect, backend, data, state)
     finally:
         holder.close()
         # A temporary folder of our own goes with the run unless --keep; --data is the user's.
@@ -159,44 +184,89 @@ def cmd_run(a: argparse.Namespace) -> int:
                 shutil.rmtree(data, ignore_errors=True)
 
 
-def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path) -> int:
-    c = Cluster(connect, data, replicas=[f"r{i}" for i in range(1, a.replicas + 1)], table=table,
-                root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate, max_concurrent=a.max_concurrent,
-                schedule=Schedule(per_source=a.per_source, per_target=a.per_target), backend=backend, log=progress)
+def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path, state: RunState | None) -> int:
+    # With --history the history is journaled as it is recorded, and the run's state kept beside
+    # it, so that a killed run can be carried on (--attach: `state` is the killed run's).
+    journal = Path(a.history) / JOURNAL if a.history else None
+    if journal is not None and state is None:
+        shutil.rmtree(journal, ignore_errors=True)   # an earlier run's, whose table --fresh cleared or was elsewhere
+        journal.mkdir(parents=True)
+        state = RunState.start(journal, a, [f"r{i}" for i in range(1, a.replicas + 1)])
+    attach = bool(a.attach)
+    c = Cluster(connect, data, replicas=state.running if state else [f"r{i}" for i in range(1, a.replicas + 1)],
+                table=table, root=a.root, bugs=bugs, seed=a.seed, fault_rate=a.fault_rate,
+                max_concurrent=a.max_concurrent, schedule=Schedule(per_source=a.per_source, per_target=a.per_target),
+                backend=backend, log=progress, journal=journal, resume=attach)
+
+    def phase(name: str) -> bool:
+        """Whether `name` is still to do: not done before a kill (`done` marks it)."""
+        return state is None or not state.is_done(name)
+
+    def done(name: str) -> None:
+        if state is not None:
+            state.mark(name, list(c.replicas))
     try:
+        # An attach sends only the blocks the killed run had not sent (one sent and not answered
+        # is the unknown its client was left with: c.resume_record).
+        sent = {x["block_id"] for x in c.history.tables["inserts"]}
+        work = [(b, rows) for b, rows in blocks(random.Random(a.seed), a.blocks, a.rows, a.months) if b not in sent]
+
         def loaded(i: int, statuses: dict) -> None:
+            i += a.blocks - len(work)
             if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
                 progress(f"inserted {i}/{a.blocks} blocks; sub-blocks ok {statuses['ok']}, "
-                         f"unknown {statuses['unknown']}, failed {statuses['failed']}")
-        statuses = c.load(blocks(random.Random(a.seed), a.blocks, a.rows, a.months), progress=loaded)
+                         f"unknown {statuses['unknown']}, failed {statuses['failed']}" + (" since the attach" if attach else ""))
+        if phase("load"):
+            if attach:
+                progress(f"attached: {a.blocks - len(work)} of {a.blocks} blocks sent before the kill")
+            c.load(work, progress=loaded)
+            done("load")
+        # The sub-blocks' answers, counted over the whole history (before a kill and after)
+        statuses = {st: len({x["insert_id"] for x in c.history.tables["inserts"] if x["status"] == st})
+                    for st in ("ok", "unknown", "failed")}
         if not statuses["ok"]:
             raise BadInput(f"no INSERT was acknowledged (--fault-rate {a.fault_rate:g}, --blocks {a.blocks}): "
                            "nothing to check")
         c.settle()
-        for r in a.crash or []:
-            c.crash_replica(r)
-        for r in a.lose or []:   # a permanent loss: the replica crashes and is dropped for good (F20)
-            c.crash_replica(r)
-            c.drop_replica(r)
-        for k in range(a.add_replicas):
-            c.add_replica(f"r{a.replicas + k + 1}")
+        if phase("membership"):
+            for r in a.crash or []:
+                if r in c.replicas:   # not crashed already before the kill
+                    c.crash_replica(r)
+            for r in a.lose or []:   # a permanent loss: the replica crashes and is dropped for good (F20)
+                if r in c.replicas:
+                    c.crash_replica(r)
+                if r in c.admin.get_children(c.layout.replicas):
+                    c.drop_replica(r)
+            for k in range(a.add_replicas):
+                if f"r{a.replicas + k + 1}" not in c.replicas:
+                    c.add_replica(f"r{a.replicas + k + 1}")
+            done("membership")
         during = lambda: c.query(interleave=2) if c.rng.random() < a.query_rate else None  # noqa: E731
         before = selective_assignments_rows(c.admin, c.layout) if a.placement_chart else None
-        if a.lose and not a.rebalance:
+        if a.lose and not a.rebalance and phase("repair"):
             repairs = c.repair_all(interleave=during)
             progress(f"REPAIR done: {len(repairs)} partitions back to replication factor {a.replication_factor}")
-        for p, dst in reassigns:
-            c.reassign(p, dst)
-            progress(f"REASSIGN {p} TO {dst}: CLONE started")
+            done("repair")
+        for i, (p, dst) in enumerate(reassigns):
+            if phase(f"reassign {i}"):
+                held = read_assignment(c.admin, c.layout, p) if attach else None
+                if held is not None and dst in held.keepers():
+                    progress(f"REASSIGN {p} TO {dst}: made before the kill")
+                else:
+                    c.reassign(p, dst)
+                    progress(f"REASSIGN {p} TO {dst}: CLONE started")
+                done(f"reassign {i}")
         if reassigns:
             while migrations_in_flight(c.admin, c.layout):
                 during()
                 if not c.background_step():
                     c.settle()
-        if a.rebalance:
+        if a.rebalance and phase("rebalance"):   # the plan is read from Keeper: an attach goes on with it
             moves = c.rebalance(interleave=during)
             progress(f"REBALANCE done: {len(moves)} moves")
-        c.end_of_run(a.restart or [], a.queries, a.history, a.history_format)
+            done("rebalance")
+        c.end_of_run([r for r in a.restart or [] if r not in c.replicas], a.queries, a.history, a.history_format)
+        done("end")
         problems = violations(c.history, c.table.replication_factor)
         tables = all_tables(c.admin, c.layout, c.stores)
         if a.placement_chart:
@@ -222,18 +292,28 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path)
         c.close()
 
 
-def claim(a: argparse.Namespace, connect):
+def claim(a: argparse.Namespace, connect, progress):
     """A session holding --root for this run (registration.claim_root); on the in-memory keeper
-    every run has its own tree, so there is nothing to hold."""
+    every run has its own tree, so there is nothing to hold. An attach knows the killed run's
+    is_active nodes by the identifiers in --data (PartStore.server_uuid) and waits up to
+    ATTACH_WAIT seconds for its `reference_run` node to go with its session."""
     import os
     import socket
 
-    from protocol.registration import check_root_acl, claim_root
+    from protocol.parts import PartStore
+    from protocol.registration import Attach, check_root_acl, claim_root
+    attach = None
+    if a.attach:
+        own = {d.name: PartStore(d).server_uuid() for d in sorted(Path(a.data).iterdir()) if (d / "uuid").exists()}
+        attach = Attach(own, ATTACH_WAIT)
+        progress(f"attaching to {a.root}: replicas {', '.join(sorted(own)) or 'none'} in {a.data}; waiting up to "
+                 f"{ATTACH_WAIT:g} s for the killed run's session to expire")
     k = connect()
     try:
         if check_root_acl(k, Layout(a.root), fix=a.fix_acls):
             print(f"--fix-acls: {a.root} is now changed by these credentials alone", file=sys.stderr)
-        claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "")
+        claim_root(k, Layout(a.root), f"run pid {os.getpid()} on {socket.gethostname()}", a.fresh, a.zk or "",
+                   attach=attach)
     except BaseException:
         k.close()
         raise
@@ -401,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the credentials alone")
     r.add_argument("--fresh", action="store_true",
                    help="clear a table an earlier run left at --root (refused while its replicas are live)")
+    r.add_argument("--attach", action="store_true",
+                   help="carry on a run that was killed (kill -9, a crash): its table at --root on --zk, its parts "
+                        "in --data, its history journaled in --history; its options come from there")
     r.add_argument("--data", type=output_dir, help="folder for the replicas' parts (default: a temporary folder, "
                    "removed after the run unless --keep)")
     r.add_argument("--keep", action="store_true", help="keep the temporary folder of the replicas' parts and name it")
@@ -410,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--placement-chart", type=output_file, metavar="FILE",
                    help="draw each replica's partitions before and after --rebalance/--reassign (.png or .svg)")
     add_format(r)
+    r.set_defaults(run_defaults={k: r.get_default(k) for k in RUN_OPTIONS})
     t = sub.add_parser("tables", help="print the system tables of a table on ZooKeeper")
     t.add_argument("--zk", type=zk_address, required=True, metavar="HOST:PORT")
     t.add_argument("--root", type=znode_path, default=ROOT)
@@ -454,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     # RootInUse: another run is live on the root: the environment, not the input (exit 3).
     return run_main(ap.prog, command,
                     bad_input=(UnknownSwitch, UnknownProfile, BadPartitionId, TableDefinitionError, MigrationError,
-                               GuardFailed, BadPart, LeftoverRoot, UnsafeRootAcl),
+                               GuardFailed, BadPart, LeftoverRoot, UnsafeRootAcl, NothingToAttach),
                     environment=(KeeperUnavailableError, KazooException, RootInUse))
 
 

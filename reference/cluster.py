@@ -23,7 +23,6 @@ import contextlib
 import errno
 import random
 import time
-import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -44,7 +43,7 @@ from protocol.recovery import replica_clone_if_lost
 from protocol.registration import create_table_znodes, register_replica
 from protocol.repair import system_repair
 from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
-from protocol.restart import replica_restart
+from protocol.restart import replica_check_parts, replica_restart
 from protocol.scheduler import Schedule
 from protocol.table import Table
 from reference.nemesis import Nemesis
@@ -95,7 +94,12 @@ class Cluster(Recorder, Nemesis):
                  seed: int = 0, fault_rate: float = 0.0, max_concurrent: int = 4, backend: str = "memory",
                  log: Callable[[str], None] | None = None, schedule: Schedule | None = None,
                  cleanup: CleanupSettings = CleanupSettings(), down_timeout: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, journal: str | Path | None = None,
+                 resume: bool = False):
+        """`journal`: a folder the history is written to as it is recorded (history/journal.py);
+        `resume`: carry on the history a killed run journaled there, `replicas` being the ones it
+        had running, each recorded as crashed (the kill took the whole process) and started
+        again, as a restarted server attaches its tables from Keeper and its disk."""
         self.connect, self.data_dir, self.table = connect, Path(data_dir), table
         self.layout, self.bugs, self.seed = Layout(root), frozenset(bugs), seed
         self.rng, self.fault_rate, self.max_concurrent, self.backend = random.Random(seed), fault_rate, max_concurrent, backend
@@ -117,6 +121,14 @@ class Cluster(Recorder, Nemesis):
         # target limits) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
         self.schedule = (schedule or Schedule()).capped(max_concurrent)
         self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
+        if journal is not None and resume:
+            unanswered = self.resume_record(journal)
+            self.log(f"history resumed from {journal} at step {self.step}: {unanswered} INSERTs sent and not "
+                     f"answered before the kill recorded unknown")
+            for r in replicas:
+                self.history.crash(self.step, r)
+        elif journal is not None:
+            self.history.journal_to(journal)
         self.admin = connect()
         create_table_znodes(self.admin, self.layout, table.replication_factor)
         self.stores: dict[str, PartStore] = {}  # the peers a fetch can reach: live replicas only
@@ -143,7 +155,7 @@ class Cluster(Recorder, Nemesis):
             raise ValueError(f"replica {name!r} was dropped for good (SYSTEM DROP REPLICA); a new one needs a new name")
         store = self.down.pop(name, None) or PartStore(self.data_dir / name)
         keeper = self.connect()
-        active_id = uuid.uuid4().hex.encode()
+        active_id = store.server_uuid()   # a restart takes over the is_active a killed process left
         register_replica(keeper, self.layout, name, active_id)
         self.stores[name] = store
         # Back up: a later stay down is timed from its own start, not from this one's.
@@ -151,6 +163,11 @@ class Cluster(Recorder, Nemesis):
             del self._down_since[key]
         rep = Replica(name, keeper, self.layout, store, self.stores, self.bugs, active_id=active_id)
         try:
+            # A part a killed process wrote and did not commit, or committed and lost: first.
+            detached, refetch = replica_check_parts(rep)
+            if detached or refetch:
+                self.log(f"replica {name}: parts not committed, detached as ignored_: {', '.join(detached) or 'none'}; "
+                         f"registered and not on disk, fetched again: {', '.join(refetch) or 'none'}")
             done, dropped = replica_restart(rep)   # marked lost while down, or new: clone before pulling
         except KEEPER_FAULTS:
             raise
@@ -280,7 +297,7 @@ class Cluster(Recorder, Nemesis):
             yield
 
     def _insert(self, rows: list[dict], block_id: str, tries: int, at: str | None, t_end: float | None) -> dict[str, str]:
-        sent, subs = self.insert_sent(rows)
+        sent, subs = self.insert_sent(rows, block_id)
         status = {p: "failed" for p in subs}
         for attempt in range(tries):
             if attempt and t_end is not None and time.monotonic() >= t_end:
@@ -833,3 +850,5 @@ class Cluster(Recorder, Nemesis):
         for rep in self.replicas.values():
             rep.keeper.close()
         self.admin.close()
+        if self.history.journal is not None:
+            self.history.journal.close()

@@ -18,7 +18,7 @@ import math
 from contextlib import contextmanager
 from pathlib import Path
 
-from history import commands, refusals
+from history import commands, journal, refusals
 from history.lag import in_flight, not_pulled
 from history.record import History
 from protocol.assignment import GuardFailed, selective_assignments_rows
@@ -66,17 +66,44 @@ class Recorder:
         the try (write_path): what InsertRefusalsFollowGuardsInv judges (history/refusals.py)."""
         self.history.insert_refused(refusals.row(self.step, block_id, partition, receiver, why, before, after))
 
-    def insert_sent(self, rows: list[dict]) -> tuple[int, dict[str, list[dict]]]:
+    def insert_sent(self, rows: list[dict], block_id: str = "") -> tuple[int, dict[str, list[dict]]]:
         """A client's INSERT leaves: its step, and its sub-blocks by partition, each one's row_ids
-        noted under its dedup id (the ids a replica's queue names: query_lag reads them)."""
+        noted under its dedup id (the ids a replica's queue names: query_lag reads them). A
+        journaled history (`reference run --history`) records it at once, so a kill before the
+        answer leaves it `unknown` (history/journal.py)."""
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
+        dedup_ids = {}
         for p, sub in subs.items():
             try:
-                self.block_rows[f"{p}_{sub_block_hash(p, sub)}"] = [int(r["row_id"]) for r in sub]
+                dedup_ids[p] = f"{p}_{sub_block_hash(p, sub)}"
+                self.block_rows[dedup_ids[p]] = [int(r["row_id"]) for r in sub]
             except Exception as e:  # noqa: BLE001 - a broken dedup hash (a mutant's): logged, the INSERT goes on
                 self.failed("", "insert", e)
+        self.history.insert_sent(block_id, sent, {p: [int(r["row_id"]) for r in sub] for p, sub in subs.items()},
+                                 dedup_ids)
         return sent, subs
+
+    def resume_record(self, folder: str | Path) -> int:
+        """Carry on the history a killed run journaled in `folder` (history/journal.py): its rows,
+        its INSERTs sent and never answered recorded `unknown` now (what their client was told:
+        the connection broke), the clock after all of them. Returns the unanswered INSERTs."""
+        r = journal.load(folder, list(self.history.tables))
+        self.history.tables = r.tables
+        self.step = r.step
+        self.queries = max((int(q["query_id"][1:]) for q in r.tables["queries"] if q["query_id"][1:].isdigit()),
+                           default=0)
+        for s in r.sent:
+            for p, ids in s["subs"].items():
+                if p in s.get("dedup_ids", {}):
+                    self.block_rows[s["dedup_ids"][p]] = ids
+        self._log_seen = {f"log-{m['log_index']:010d}" for m in r.tables["log_mutations"]}
+        self.history.journal_to(folder)   # appends from here; what was loaded is already there
+        for s in r.unanswered:
+            ack = self.tick()
+            for p, ids in sorted(s["subs"].items()):
+                self.history.insert(s["block_id"], p, [{"row_id": i} for i in ids], "unknown", s["sent_step"], ack)
+        return len(r.unanswered)
 
     def insert_answered(self, block_id: str, subs: dict[str, list[dict]], status: dict[str, str], sent: int) -> None:
         """The client has its answer: each sub-block recorded with what the client was told of it

@@ -97,6 +97,21 @@ CASES = [
          files={"a_file": "x"}),
     Case("data_is_a_file", REF, run("--data", "{home}/a_file"), 2, ["--data", "a_file"], files={"a_file": "x"}),
     # Keeper addresses
+    # --attach (issue 38): what it carries on must be named, and is the killed run's own
+    Case("attach_without_zk", REF, ["run", "--attach", "--data", "{home}/d", "--history", "{home}/h"], 2,
+         ["--attach", "--zk", "in-memory"]),
+    Case("attach_without_history", REF, ["run", "--attach", "--zk", "127.0.0.1:1", "--data", "{home}/d"], 2,
+         ["--attach", "--history", "--data"]),
+    Case("attach_with_fresh", REF, ["run", "--attach", "--fresh", "--zk", "127.0.0.1:1", "--data", "{home}/d",
+                                    "--history", "{home}/h"], 2, ["--attach", "--fresh"]),
+    Case("attach_to_a_folder_no_run_journaled", REF, ["run", "--attach", "--zk", "127.0.0.1:1", "--data", "{home}/d",
+                                                      "--history", "{home}/h"], 2, ["--attach", "run.json", "--history"],
+         files={"h": None}),
+    Case("attach_with_another_workload", REF, ["run", "--attach", "--blocks", "7", "--zk", "127.0.0.1:1", "--data",
+                                               "{home}/d", "--history", "{home}/h"], 2,
+         ["--attach carries on the run", "--blocks 7", "--blocks 40"],
+         files={"h": None, "h/journal": None, "h/journal/run.json": json.dumps(
+             {"options": {"blocks": 40}, "running": ["r1"], "done": []})}),
     Case("zk_without_port", REF, run("--zk", "nohost"), 2, ["--zk", "HOST:PORT", "'nohost'"]),
     Case("zk_port_out_of_range", REF, run("--zk", "127.0.0.1:70000"), 2, ["--zk", "70000"]),
     Case("zk_nobody_listens", REF, run("--zk", "127.0.0.1:{free_port}"), 3,

@@ -101,6 +101,10 @@ EXAMPLES = {
         "long tests the teeth it does not, check-thorough every case, make test the quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
+    "python -m reference run --zk 127.0.0.1:PORT --data /tmp/d --history /tmp/h --blocks 40 --add-replicas 1 "
+    "--rebalance": Covered("tests/reference/test_attach.py (this run killed at four phases)"),
+    "python -m reference run --attach --zk 127.0.0.1:PORT --data /tmp/d --history /tmp/h": Covered(
+        "tests/reference/test_attach.py (attached after each kill, one history judged by the oracle and DuckDB)"),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
     "python -m harness.check_models": Help(["harness.check_models"]),
     "python -m reference run --history DIR": Help(["reference", "run"]),

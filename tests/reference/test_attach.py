@@ -1,0 +1,123 @@
+"""A run killed with kill -9 and carried on (`reference run --attach`, issue 38): the table in
+Keeper, the parts on disk and the journaled history (history/journal.py) are what the attach
+starts from, and one history spans every kill, judged by the oracle and DuckDB.
+
+First what a kill inside a step leaves on a replica's disk, on the in-memory keeper (a part
+written and not committed, a registered part gone), then kills of a real `python -m reference
+run` process on a real ZooKeeper at each phase of a run: while it inserts, in CLONE, after a
+SWITCH, after a CLEANUP.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from checkers.oracle import violations
+from protocol.keeper import MemoryEnsemble
+from protocol.parts import PartName
+from reference.cluster import Cluster
+from reference.workload import blocks
+
+
+def _settled(tmp_path) -> Cluster:
+    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"))
+    c.load(blocks(random.Random(1), 6, 5, 1))
+    c.settle()
+    return c
+
+
+def test_a_part_written_and_never_committed_is_detached_at_start_not_served(tmp_path):
+    c = _settled(tmp_path)
+    try:
+        p = sorted(c.stores["r1"].names())[0].partition
+        c.crash_replica("r1")
+        # What a kill between the part's write and its commit multi leaves: a part Keeper does not name.
+        orphan = c.down["r1"].write(PartName(p, 900, 900, 0), [{"row_id": 10**6}])
+        c.add_replica("r1")
+        assert orphan not in c.stores["r1"].names()
+        assert (tmp_path / "data" / "r1" / "detached" / f"ignored_{orphan}.part").exists()
+        assert c.stores["r1"].detached(p) == []   # ATTACH PARTITION does not take it back
+        c.end_of_run(queries=2)
+        assert violations(c.history, c.table.replication_factor) == []
+    finally:
+        c.close()
+
+
+def test_a_registered_part_gone_from_disk_is_fetched_again(tmp_path):
+    c = _settled(tmp_path)
+    try:
+        lost = sorted(c.stores["r2"].names())[0]
+        c.crash_replica("r2")
+        c.down["r2"].remove(lost)
+        c.add_replica("r2")
+        assert lost not in c.stores["r2"].names()
+        assert [e.new_part_name for _, e in c.replicas["r2"].queue()] == [str(lost)]
+        c.settle()
+        assert lost in c.stores["r2"].names()
+        c.end_of_run(queries=2)
+        assert violations(c.history, c.table.replication_factor) == []
+    finally:
+        c.close()
+
+
+# --- kill -9 of the whole process, on ZooKeeper -------------------------------------------
+
+def _start(args: list[str], out: Path) -> subprocess.Popen:
+    f = open(out, "w")
+    return subprocess.Popen([sys.executable, "-m", "reference", "run", *args], stdout=f, stderr=subprocess.STDOUT,
+                            cwd=Path(__file__).resolve().parents[2])
+
+
+def _kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 120) -> bool:
+    """kill -9 once `marker` is in the output (or False: the run ended first)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        if marker in out.read_text():
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError(f"{marker!r} not seen in {timeout} s:\n{out.read_text()[-2000:]}")
+
+
+@pytest.mark.zookeeper
+def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history_that_holds(zk_chroot, tmp_path):
+    blocks_n = 40
+    where = ["--zk", zk_chroot, "--root", "/t", "--data", str(tmp_path / "data"), "--history", str(tmp_path / "h")]
+    first = [*where, "--blocks", str(blocks_n), "--add-replicas", "1", "--rebalance", "--queries", "2"]
+    kills = []
+    # Each kill where the run is: inserting, a CLONE started, a SWITCH made, a CLEANUP done.
+    for i, marker in enumerate(["inserted 16/", "(CLONE)", "SWITCH", "CLEANUP"]):
+        out = tmp_path / f"run{i}.out"
+        proc = _start(first if i == 0 else [*where, "--attach"], out)
+        if _kill_when(proc, out, marker):
+            kills.append(marker)
+        else:
+            assert proc.returncode == 0, out.read_text()[-2000:]
+    assert len(kills) >= 3, kills   # the later markers come again after an attach: at least three kill
+    out = tmp_path / "final.out"
+    proc = _start([*where, "--attach"], out)
+    assert proc.wait(timeout=300) == 0, out.read_text()[-3000:]   # the oracle's verdict on the whole history
+    text = out.read_text()
+    assert "history check: 0 violations" in text and "history resumed from" in text
+
+    import pyarrow.parquet as pq
+    inserts = pq.read_table(tmp_path / "h" / "inserts.parquet").to_pylist()
+    row_ids = [r["row_id"] for r in inserts]
+    assert len(row_ids) == len(set(row_ids)) == blocks_n * 10   # every block once, across every kill
+    crashes = pq.read_table(tmp_path / "h" / "crashes.parquet").to_pylist()
+    assert len({r["step"] for r in crashes}) == len(kills)     # each kill took every replica at once
+    duck = subprocess.run([sys.executable, "-m", "checkers.duckdb_check", str(tmp_path / "h")],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert duck.returncode == 0, duck.stdout + duck.stderr
