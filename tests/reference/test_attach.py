@@ -1,6 +1,6 @@
 """A run killed with kill -9 and carried on (`reference run --attach`, issue 38): the table in
 Keeper, the parts on disk and the journaled history (history/journal.py) are what the attach
-starts from, and one history spans every kill, judged by the oracle and DuckDB.
+starts from, and one history spans every kill, judged by the oracle, DuckDB and the Spark job.
 
 First what a kill inside a step leaves on a replica's disk, on the in-memory keeper (a part
 written and not committed, a registered part gone), then kills of a real `python -m reference
@@ -10,6 +10,8 @@ SWITCH, after a CLEANUP.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 import signal
@@ -92,7 +94,9 @@ def _kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 
 
 
 @pytest.mark.zookeeper
-def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history_that_holds(zk_chroot, tmp_path):
+@pytest.mark.spark
+def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history_that_holds(zk_chroot, tmp_path,
+                                                                                            spark):
     blocks_n = 40
     where = ["--zk", zk_chroot, "--root", "/t", "--data", str(tmp_path / "data"), "--history", str(tmp_path / "h")]
     first = [*where, "--blocks", str(blocks_n), "--add-replicas", "1", "--rebalance", "--queries", "2"]
@@ -121,3 +125,7 @@ def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history
     duck = subprocess.run([sys.executable, "-m", "checkers.duckdb_check", str(tmp_path / "h")],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert duck.returncode == 0, duck.stdout + duck.stderr
+    from pyspark_jobs.spark_check import check_folder   # the third checker, on the same history
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = check_folder(spark, str(tmp_path / "h"), 3)
+    assert [n for n, r in report["invariants"].items() if not r["holds"]] == [] and len(report["invariants"]) > 10
