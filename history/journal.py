@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -41,7 +41,7 @@ class Resumed:
     tables: dict[str, list[dict]]
     unanswered: list[dict]   # the `sent` records without an answer: {block_id, sent_step, subs: {p: [row_id]}}
     step: int
-    sent: list[dict] = field(default_factory=list)   # every `sent` record (block_rows is rebuilt from them)
+    sent: list[dict]   # every `sent` record (block_rows is rebuilt from them)
 
 
 class Journal:

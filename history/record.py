@@ -22,13 +22,10 @@ class History:
     # Every row also appended to disk as it is recorded (history/journal.py): set by journal_to.
     journal: Journal | None = None
 
-    def journal_to(self, folder: str | Path, copy: bool = False) -> None:
-        """From now on every row recorded is also appended to `folder` (a journal), flushed;
-        `copy`: the rows recorded so far are written there first."""
+    def journal_to(self, folder: str | Path) -> None:
+        """From now on every row recorded is also appended to `folder` (a journal), flushed. The
+        rows recorded before are not: a new run's history is empty, a resumed one read from there."""
         self.journal = Journal(folder)
-        if copy:
-            for name, rows in self.tables.items():
-                self.journal.append(name, rows)
 
     def _add(self, table: str, rows: list[dict]) -> None:
         self.tables[table] += rows

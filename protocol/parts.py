@@ -85,6 +85,18 @@ def _checksum(rows: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
+SERVER_UUID = "uuid"   # in a replica's folder: PartStore.server_uuid
+
+
+def read_server_uuid(folder: str | os.PathLike) -> bytes | None:
+    """The identifier a replica's folder keeps (PartStore.server_uuid), None if it has none yet;
+    read without opening the folder as a part store (which indexes and tidies it)."""
+    try:
+        return (Path(folder) / SERVER_UUID).read_bytes().strip()
+    except FileNotFoundError:
+        return None
+
+
 class PartStore:
     """The parts of one replica: a folder of `<part name>.part` files."""
 
@@ -112,13 +124,12 @@ class PartStore:
         ClickHouse keeps the server's UUID (the `uuid` file of its data path): a restart finds
         its own is_active, left by the session of the process that was killed, by this value
         and takes it over (registration.register_replica) instead of waiting for it to expire."""
-        path = self.folder / "uuid"
-        try:
-            return path.read_bytes().strip()
-        except FileNotFoundError:
-            value = uuid.uuid4().hex
-            self._write_whole(path, value)
-            return value.encode()
+        known = read_server_uuid(self.folder)
+        if known is not None:
+            return known
+        value = uuid.uuid4().hex
+        self._write_whole(self.folder / SERVER_UUID, value)
+        return value.encode()
 
     def load_state(self) -> dict:
         """What the replica applied that must survive a restart (metadata version, drop points)."""

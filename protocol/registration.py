@@ -204,10 +204,8 @@ def claim_root(keeper: Keeper, layout: Layout, holder: str, fresh: bool = False,
             raise RootInUse(f"{name} is in use by {other}{waited}: live replicas {', '.join(live) or 'none yet'} "
                             f"(stop that run or choose another --root)") from None
     live = others_live()   # a replica may have registered between the two reads
-    if attach is not None:
-        leftover = []
-    else:
-        leftover = [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
+    # An attach comes for the earlier table: it is no leftover.
+    leftover = [] if attach else [c for c in keeper.get_children(layout.root) if c != RUN_LOCK]
     if live or (leftover and not fresh):
         keeper.delete(lock)
         if live:

@@ -47,8 +47,7 @@ def replica_check_parts(rep: Replica) -> tuple[list[str], list[str]]:
     for n in unexpected:
         rep.store.detach(n, prefix="ignored_")
     kept = [n for n in local if str(n) in registered]
-    missing = sorted(name for name in registered
-                     if not any(have.covers(PartName.parse(name)) for have in kept))
+    missing = sorted(str(n) for n in map(PartName.parse, registered) if not any(have.covers(n) for have in kept))
     for name in missing:
         entry = rep._entry(GET_PART, new_part_name=name)
         keeper.multi([Delete(f"{layout.parts(rep.name)}/{name}"),

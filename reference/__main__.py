@@ -300,11 +300,11 @@ def claim(a: argparse.Namespace, connect, progress):
     import os
     import socket
 
-    from protocol.parts import PartStore
+    from protocol.parts import read_server_uuid
     from protocol.registration import Attach, check_root_acl, claim_root
     attach = None
     if a.attach:
-        own = {d.name: PartStore(d).server_uuid() for d in sorted(Path(a.data).iterdir()) if (d / "uuid").exists()}
+        own = {d.name: uid for d in sorted(Path(a.data).iterdir()) if (uid := read_server_uuid(d)) is not None}
         attach = Attach(own, ATTACH_WAIT)
         progress(f"attaching to {a.root}: replicas {', '.join(sorted(own)) or 'none'} in {a.data}; waiting up to "
                  f"{ATTACH_WAIT:g} s for the killed run's session to expire")

@@ -73,15 +73,15 @@ class Recorder:
         answer leaves it `unknown` (history/journal.py)."""
         sent = self.tick()
         subs = self.table.split_by_partition(rows)
+        row_ids = {p: [int(r["row_id"]) for r in sub] for p, sub in subs.items()}
         dedup_ids = {}
         for p, sub in subs.items():
             try:
                 dedup_ids[p] = f"{p}_{sub_block_hash(p, sub)}"
-                self.block_rows[dedup_ids[p]] = [int(r["row_id"]) for r in sub]
+                self.block_rows[dedup_ids[p]] = row_ids[p]
             except Exception as e:  # noqa: BLE001 - a broken dedup hash (a mutant's): logged, the INSERT goes on
                 self.failed("", "insert", e)
-        self.history.insert_sent(block_id, sent, {p: [int(r["row_id"]) for r in sub] for p, sub in subs.items()},
-                                 dedup_ids)
+        self.history.insert_sent(block_id, sent, row_ids, dedup_ids)
         return sent, subs
 
     def resume_record(self, folder: str | Path) -> int:
