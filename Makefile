@@ -12,7 +12,7 @@ help:
 	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, long tests; summary table with time and cpu"
 	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite"
 	@echo "make test         the test suite (pytest)"
-	@echo "make faults       the fault suite (ZooKeeper, replicas, disks; root for the disks), then its table (fault x state) into BENCHMARKS.md"
+	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark job held to runs whose verdict is known (lab/spark_runs.py)"

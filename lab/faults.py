@@ -8,7 +8,9 @@ Faults: by the PIDs the harness holds (ensemble members killed with SIGKILL or a
 SIGSTOP for 5, 15 or 25 s, replicas crashed),
 at the keeper layer (a session expired from the server side, a ConnectionLoss injected before or
 after a multi applies), and on the CLONE target's disk (a tmpfs remounted read-only, or full, for
-10 s; mounting needs root: elsewhere those cells are skipped, saying so). States: `clone` (the fault right after REASSIGN), `switched`
+10 s; mounting needs root: elsewhere those cells are skipped, saying so), and the whole process
+killed with SIGKILL and carried on with `reference run --attach` (process_kill: a run of the
+command line, not the live runtime). States: `clone` (the fault right after REASSIGN), `switched`
 (after SWITCH, while a running query's pin holds CLEANUP off), `cleanup` (the pin released in the
 same step as the fault: CLEANUP is the source's next step). A run has recovered when every
 replica thread is alive, the migration has ended and an INSERT is acknowledged; *time to
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -39,7 +42,7 @@ from protocol.keeper.zookeeper import ZooKeeperKeeper
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("leader_kill", "follower_kill", "full_outage", "session_expiry", "multi_loss_before",
           "multi_loss_after", "replica_crash", "coordinator_crash", "stall_5", "stall_15", "stall_25",
-          "disk_read_only", "disk_full")
+          "disk_read_only", "disk_full", "process_kill")
 # stall_N: every ensemble member stopped with SIGSTOP for N seconds, the clients going on (each
 # INSERT bounded by INSERT_DEADLINE); past the session timeout (10 s at tickTime 500 ms) the
 # replicas' sessions expire when ZooKeeper resumes, and each replica re-establishes its own.
@@ -52,6 +55,12 @@ DISK_FAULT_SECONDS = 10.0
 # short there). The latency the table reports runs from the client's call to its answer, the wait
 # for the live runtime's lock included, which the deadline does not bound (issue 38's third item).
 INSERT_DEADLINE = 3.0
+# process_kill: not the live runtime but a whole `python -m reference run` process (3 replicas, a
+# fourth added and rebalanced onto, queries between the migration steps), killed with SIGKILL when
+# its output first shows the state (KILL_AT), then carried on with `run --attach` (issue 38). Time
+# to recover: from the attach's start to its end, the wait for the killed session to expire (about
+# 7 of kazoo's 10 s) included; the attach ends once every migration has ended, settled.
+KILL_AT = {"clone": "(CLONE)", "switched": "SWITCH", "cleanup": "CLEANUP"}
 STATES = ("clone", "switched", "cleanup")
 RF = 2
 
@@ -155,6 +164,8 @@ def _start_cluster(hosts: str, folder: Path, seed: int, keeper, attempts: int = 
 def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Path, timeout: float = 60.0) -> Outcome:
     """One cell run: a table in its own chroot of the ensemble, `fault` injected with the
     migration in `state`; the history written into `folder`."""
+    if fault == "process_kill":
+        return run_killed(hosts, state, seed, folder)
     from checkers.oracle import check
     from harness.tmpfs import MountRefused
     from protocol.migration import read_migration
@@ -238,6 +249,42 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
         for d in (disks or {}).values():
             d.unmount()
         ensemble.start()
+
+
+def run_killed(hosts: str, state: str, seed: int, folder: Path, timeout: float = 300.0) -> Outcome:
+    """The process_kill cell: a `reference run` on the ensemble killed with SIGKILL in `state`
+    (KILL_AT), then `run --attach` on the same root, data and history; the oracle's verdict on the
+    one history both wrote."""
+    from checkers.oracle import check
+    from harness.killed_run import kill_when, start_run
+    from history.record import History
+    from lab.down_wait import read_history
+    folder.mkdir(parents=True, exist_ok=True)
+    where = ["--zk", hosts, "--root", f"/faults/{uuid.uuid4().hex[:12]}", "--data", str(folder / "data"),
+             "--history", str(folder / "history")]
+    try:
+        run = start_run([*where, "--seed", str(seed), "--blocks", "30", "--add-replicas", "1", "--rebalance",
+                         "--query-rate", "0.3", "--queries", "2"], folder / "run.out")
+        if not kill_when(run, folder / "run.out", KILL_AT[state], timeout):
+            return Outcome("process_kill", state, seed, False, None, -1, -1,
+                           note=f"the run ended (exit {run.returncode}) before {KILL_AT[state]!r}")
+        t0 = time.monotonic()
+        attach = start_run([*where, "--attach"], folder / "attach.out")
+        code = attach.wait(timeout)
+        seconds = time.monotonic() - t0
+        tail = (folder / "attach.out").read_text()[-300:].strip().replace("\n", " / ")
+        if code not in (0, 1):   # 1: the attach ran to its end and its check found a violation (below)
+            return Outcome("process_kill", state, seed, False, None, -1, -1, note=f"attach exit {code}: {tail}")
+        history = History(tables=read_history(folder / "history"))
+        lost, duplicated = _lost_and_duplicated(history)
+        verdict = check(history, RF)
+        # The attach's progress line when its history resumed: after the killed session expired.
+        waited = re.search(r"\[\s*([\d.]+)s\] history resumed", (folder / "attach.out").read_text())
+        return Outcome("process_kill", state, seed, True, seconds, lost, duplicated,
+                       {k: not v for k, v in verdict.items()}, history=str(folder / "history"),
+                       note=f"{float(waited[1]):.1f} s of it waiting for the killed session" if waited else "")
+    except Exception as e:   # as run_one's: a cell that breaks did not recover, with the reason
+        return Outcome("process_kill", state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e}")
 
 
 def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round, disks: dict | None = None) -> float:
@@ -461,7 +508,12 @@ def main(argv: list[str] | None = None) -> int:
                           f"*INSERT s*: each client INSERT from its call to its answer (its deadline "
                           f"{INSERT_DEADLINE:g} s bounds its Keeper calls, not its wait for the runtime's lock); "
                           "*checkers agree*: the oracle and the Spark job give the same verdict on every "
-                          "invariant.", "", *lines, ""])
+                          "invariant. *process_kill*: not the live runtime but a `python -m reference run` "
+                          "(3 replicas, a fourth added and rebalanced onto, queries between steps) killed with "
+                          "SIGKILL when its output first shows the state, then `run --attach`: recovered when "
+                          "the attach runs to its end, its time from its start to its end (the rest of the "
+                          "rebalance and the wait, 7-10 s, for the killed session to expire included); no "
+                          "client INSERT runs through the kill, so no latency.", "", *lines, ""])
         path = Path(a.markdown)
         path.write_text(splice(path.read_text() if path.exists() else "", "faults", body + "\n"))
     return 0 if passed(outcomes) else 1

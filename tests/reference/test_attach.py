@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from checkers.oracle import violations
+from harness.killed_run import kill_when, start_run
 from protocol.keeper import MemoryEnsemble
 from protocol.parts import PartName
 from reference.cluster import Cluster
@@ -72,27 +70,6 @@ def test_a_registered_part_gone_from_disk_is_fetched_again(tmp_path):
 
 # --- kill -9 of the whole process, on ZooKeeper -------------------------------------------
 
-def _start(args: list[str], out: Path) -> subprocess.Popen:
-    f = open(out, "w")
-    return subprocess.Popen([sys.executable, "-m", "reference", "run", *args], stdout=f, stderr=subprocess.STDOUT,
-                            cwd=Path(__file__).resolve().parents[2])
-
-
-def _kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 120) -> bool:
-    """kill -9 once `marker` is in the output (or False: the run ended first)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        if marker in out.read_text():
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.02)
-    proc.kill()
-    raise AssertionError(f"{marker!r} not seen in {timeout} s:\n{out.read_text()[-2000:]}")
-
-
 @pytest.mark.zookeeper
 @pytest.mark.spark
 def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history_that_holds(zk_chroot, tmp_path,
@@ -104,14 +81,14 @@ def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history
     # Each kill where the run is: inserting, a CLONE started, a SWITCH made, a CLEANUP done.
     for i, marker in enumerate(["inserted 16/", "(CLONE)", "SWITCH", "CLEANUP"]):
         out = tmp_path / f"run{i}.out"
-        proc = _start(first if i == 0 else [*where, "--attach"], out)
-        if _kill_when(proc, out, marker):
+        proc = start_run(first if i == 0 else [*where, "--attach"], out)
+        if kill_when(proc, out, marker):
             kills.append(marker)
         else:
             assert proc.returncode == 0, out.read_text()[-2000:]
     assert len(kills) >= 3, kills   # the later markers come again after an attach: at least three kill
     out = tmp_path / "final.out"
-    proc = _start([*where, "--attach"], out)
+    proc = start_run([*where, "--attach"], out)
     assert proc.wait(timeout=300) == 0, out.read_text()[-3000:]   # the oracle's verdict on the whole history
     text = out.read_text()
     assert "history check: 0 violations" in text and "history resumed from" in text
