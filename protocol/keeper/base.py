@@ -9,6 +9,7 @@ that raises `BadVersionError`, a CAS-create is `create` that raises `NodeExistsE
 from __future__ import annotations
 
 import contextlib
+import threading
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
@@ -131,11 +132,22 @@ class Keeper(ABC):
     `deadline`: the monotonic time by which the caller wants an answer (an INSERT's own deadline,
     `answer_by`), or None. A backend that waits for Keeper (ZooKeeperKeeper) retries a call only
     until the sooner of it and its own retry deadline, then raises KeeperUnavailableError; one that
-    never waits (MemoryKeeper) has nothing to cut short."""
+    never waits (MemoryKeeper) has nothing to cut short. The deadline is the calling thread's: in
+    the live runtime a replica's session serves its own background thread and the clients' INSERTs
+    it receives at once (as a ClickHouse server's one ZooKeeper session does), and one INSERT's
+    deadline must not cut short another thread's calls."""
 
     def __init__(self) -> None:
         self.ops: Counter[str] = Counter()
-        self.deadline: float | None = None
+        self._local = threading.local()
+
+    @property
+    def deadline(self) -> float | None:
+        return getattr(self._local, "deadline", None)
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._local.deadline = value
 
     @contextlib.contextmanager
     def answer_by(self, deadline: float | None):
@@ -156,6 +168,12 @@ class Keeper(ABC):
 
     @abstractmethod
     def get(self, path: str) -> tuple[bytes, Stat]: ...
+
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, Stat]]:
+        """`get` of each path, in order (NoNodeError if one is missing). A backend that waits for
+        answers sends them all before it waits (ZooKeeperKeeper), as ClickHouse's
+        pullLogsToQueue reads the new log entries with one batch of asynchronous gets."""
+        return [self.get(p) for p in paths]
 
     @abstractmethod
     def set(self, path: str, value: bytes, version: int = -1) -> Stat:

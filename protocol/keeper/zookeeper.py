@@ -29,6 +29,11 @@ Faults, as a ClickHouse replica meets them:
       A multi of only deletes, checks and unversioned sets is sent again (the checks decide);
     * a delete that finds nothing on its retry is done (by us or by another client: the node is
       gone either way; ClickHouse's tryRemove after a connection loss reads it the same way).
+  A witness is conclusive when found. When it is not found and the write sent again then
+  conflicts (BadVersion, NodeExists, NoNode), the conflict may be the lost write itself, moved
+  on since by another writer (a versioned set overwritten, a created node rewritten: the live
+  runtime's threads write the same nodes between the loss and the read-back). The outcome is
+  then unknown (`KeeperUnavailableError`, `outcome_unknown`), not a refusal.
   The read-back goes through the same session's request queue after the lost request, so a
   request still queued in kazoo when its answer timed out is applied (or not) before it is read.
   What is not covered: a request the old server forwarded to the leader and the leader commits
@@ -66,6 +71,19 @@ def _mapped(e: Exception) -> KeeperError:
         if isinstance(e, kz):
             return ours(str(e) or type(e).__name__)
     return KeeperError(f"{type(e).__name__}: {e}")
+
+
+def _witnessed(ops: list[Op]) -> bool:
+    """Whether _read_back has a witness for the multi (a create, or a versioned set)."""
+    return any(isinstance(o, Create) or isinstance(o, SetData) and o.version >= 0 for o in ops)
+
+
+def _unknown_conflict(kind: str, e: Exception) -> KeeperUnavailableError:
+    """A write sent again after its answer was lost, and no witness found, conflicted: the conflict
+    may be with the lost write itself (see the module docstring)."""
+    return KeeperUnavailableError(f"a {kind} whose answer was lost was sent again and conflicted "
+                                  f"({type(e).__name__}): its first sending may have been applied, its outcome is unknown",
+                                  outcome_unknown=True)
 
 
 def _stat(zs: ZnodeStat) -> Stat:
@@ -197,7 +215,11 @@ class ZooKeeperKeeper(Keeper):
                 raise KeeperUnavailableError(f"session of {self.hosts} expired after a {kind} went out: its "
                                              f"outcome is unknown", outcome_unknown=True) from e
             raise SessionExpiredError(f"session of {self.hosts} expired") from e
-        except (KzNodeExists, KzNoNode, KzBadVersion, KzNotEmpty, KzNoAuth) as e:
+        except (KzNodeExists, KzNoNode, KzBadVersion) as e:
+            if lost[0]:   # sent again after a loss the read-back could not witness: maybe our own write
+                raise _unknown_conflict(kind, e) from e
+            raise _mapped(e) from e
+        except (KzNotEmpty, KzNoAuth) as e:
             raise _mapped(e) from e
 
     # --- resolving a write whose answer was lost ----------------------------------------------
@@ -296,6 +318,24 @@ class ZooKeeperKeeper(Keeper):
         value, zs = self._call("get", lambda stop, lost: self._send(stop, self.client.get_async, path), write=False)
         return value, _stat(zs)
 
+    def get_many(self, paths):
+        for path in paths:
+            check_path(path)
+
+        def attempt(stop, lost):
+            if self._expired:
+                raise KzSessionExpired()
+            if not self.client.connected:
+                raise _NotSent("no connection to ZooKeeper")
+            sent = [self.client.get_async(path) for path in paths]   # pipelined: one round trip for all
+            try:
+                return [a.get(timeout=max(0.05, stop - time.monotonic())) for a in sent]
+            except self.client.handler.timeout_exception as e:
+                raise OperationTimeoutError("no answer from ZooKeeper within the retry deadline") from e
+        if len(paths) < 2:   # nothing to pipeline: a plain get (and counted as one)
+            return [self.get(p) for p in paths]
+        return [(value, _stat(zs)) for value, zs in self._call("get_many", attempt, write=False)]
+
     def set(self, path, value, version=-1):
         check_path(path)
         op = SetData(path, bytes(value), version)
@@ -367,12 +407,16 @@ class ZooKeeperKeeper(Keeper):
                 done = self._read_back(stop, ops)
                 if done is not None:
                     return ("applied", done)
+                if _witnessed(ops):   # no witness found: sent again, its conflict may be ours
+                    return ("resent", self._send(stop, self._transaction(ops).commit_async))
             return ("sent", self._send(stop, self._transaction(ops).commit_async))
         how, results = self._call("multi", attempt)
         if how == "applied":
             return results
         for i, r in enumerate(results):
             if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
+                if how == "resent" and isinstance(r, (KzNodeExists, KzNoNode, KzBadVersion)):
+                    raise _unknown_conflict("multi", r)
                 raise MultiError(i, _mapped(r))
         out: list = []
         for op, r in zip(ops, results):
