@@ -29,6 +29,7 @@ and REFUSED (still importable from conformance.spec_system).
 from __future__ import annotations
 
 import copy
+import threading
 
 from protocol.assignment import GuardFailed
 from protocol.crash import fail_served, replica_crash
@@ -37,7 +38,7 @@ from protocol.layout import Layout
 from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch,
                                 read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                                 replica_clone_fetch, replica_take_over_migration)
-from protocol.parts import BadPart, PartName, PartStore
+from protocol.parts import BadPart, PartGone, PartName, PartStore
 from protocol.query import client_query_fails
 from protocol.rebalance import RebalanceError
 from protocol.replica import InsertRejected, Replica
@@ -53,6 +54,7 @@ class MemoryPartStore(PartStore):
     def __init__(self, name: str):
         self.folder = name
         self._index = {}
+        self._index_lock = threading.Lock()   # PartStore.names takes it
         self.files: dict[str, list] = {}
         self.state: dict = {}
 
@@ -73,7 +75,7 @@ class MemoryPartStore(PartStore):
         try:
             return [dict(r) for r in self.files[str(name)]]
         except KeyError:
-            raise BadPart(f"part {name} not found on {self.folder}") from None
+            raise PartGone(f"part {name} not found on {self.folder}") from None
 
     def remove(self, name: PartName) -> None:
         self.files.pop(str(name), None)

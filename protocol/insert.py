@@ -58,36 +58,45 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
     rng = rng or random.Random(0)
     out = {} if out is None else out
     for partition, sub in sorted(table.split_by_partition(rows).items()):
-        if partition not in receiver.cache:
-            receiver.learn(partition, replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
-                                                       table.replication_factor, receiver.bugs, rng))
-        writer = receiver
-        if receiver.name not in receiver.cache[partition].owners:
-            writer = replica_forward_insert(receiver, partition, replicas, rng)
-            if writer.cache.get(partition) is None:
-                writer.replica_refresh_cache(partition)
+        # Each replica's part of the work under that replica's lock (Replica.lock), one at a time:
+        # the receiver's routing, then the owner's write, as each server serves its share.
+        with receiver.lock:
+            if partition not in receiver.cache:
+                receiver.learn(partition, replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
+                                                           table.replication_factor, receiver.bugs, rng))
+            writer = receiver
+            if receiver.name not in receiver.cache[partition].owners:
+                writer = replica_forward_insert(receiver, partition, replicas, rng)
+        if writer is not receiver:
+            with writer.lock:
+                if writer.cache.get(partition) is None:
+                    writer.replica_refresh_cache(partition)
         if faults:
             faults("before_write", partition)
         tried = {writer.name}
         while True:
             try:
-                written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
+                with writer.lock:
+                    if writer.cache.get(partition) is None:
+                        writer.replica_refresh_cache(partition)
+                    written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
                 break
             except GuardFailed as e:
-                writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
+                with writer.lock:
+                    writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
                 raise InsertRejected(str(e)) from e
             except (KeeperUnavailableError, SessionExpiredError) as e:
                 # The owner is read-only (its session expired, or its Keeper is away): as a
                 # Distributed INSERT does, the sub-block goes to another owner the map names,
                 # unless the write may have been applied (then the client must be told "unknown").
-                others = [o for o in receiver.cache[partition].owners
+                with receiver.lock:
+                    owners = receiver.cache[partition].owners
+                others = [o for o in owners
                           if o not in tried and o in replicas and not replicas[o].keeper.expired]
                 if not _unavailable_before_commit(e) or not others:
                     raise
                 writer = replicas[rng.choice(sorted(others))]
                 tried.add(writer.name)
-                if writer.cache.get(partition) is None:
-                    writer.replica_refresh_cache(partition)
         if faults:
             faults("after_write", partition)
         out[partition] = written  # only once the client has seen it

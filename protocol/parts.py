@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,12 @@ _NAME = re.compile(r"^(?:patch-(?P<patch>[0-9a-f]+)-)?(?P<p>all|-?\d+(?:--?\d+)*
 
 class BadPart(ValueError):
     """A part name or file that is not a valid part (bad name, bad checksum, unreadable)."""
+
+
+class PartGone(BadPart):
+    """The part is not (or no longer) on this replica's disk: a fetch that listed it and then found
+    it removed by a merge or a fetch that replaced it, as ClickHouse's interserver handler answers
+    "No part ... in table", tries another holder or later."""
 
 
 @dataclass(frozen=True, order=True)
@@ -106,6 +113,9 @@ class PartStore:
         # The folder is read once; afterwards only this object writes it, so an index of the
         # names it holds stays exact and saves a directory listing per lookup.
         self._index: dict[str, set[PartName]] = {}
+        # The index is read by the replicas that fetch from this one while this one's own thread
+        # writes it (the live runtime, reference/runtime.py): a leaf lock, held for no I/O.
+        self._index_lock = threading.Lock()
         for p in self.folder.glob("*.part"):
             n = PartName.parse(p.name[:-5])
             self._index.setdefault(n.partition, set()).add(n)
@@ -152,9 +162,12 @@ class PartStore:
             raise
 
     def names(self, partition: str | None = None) -> list[PartName]:
-        if partition is not None:
-            return sorted(self._index.get(partition, ()))
-        return sorted(n for names in self._index.values() for n in names)
+        with self._index_lock:
+            if partition is not None:
+                names = list(self._index.get(partition, ()))
+            else:
+                names = [n for names in self._index.values() for n in names]
+        return sorted(names)
 
     def write(self, name: PartName, rows: list[dict[str, Any]]) -> PartName:
         check_partition_id(name.partition)
@@ -162,7 +175,8 @@ class PartStore:
             raise BadPart(f"part {name} already exists on {self.folder}: parts are immutable")
         body = json.dumps({"name": str(name), "checksum": _checksum(rows), "rows": rows}, default=str)
         self._write_whole(self._path(name), body)  # visible only once complete
-        self._index.setdefault(name.partition, set()).add(name)
+        with self._index_lock:
+            self._index.setdefault(name.partition, set()).add(name)
         return name
 
     def read(self, name: PartName) -> list[dict[str, Any]]:
@@ -170,7 +184,7 @@ class PartStore:
         try:
             obj = json.loads(path.read_text())
         except FileNotFoundError:
-            raise BadPart(f"part {name} not found on {self.folder}") from None
+            raise PartGone(f"part {name} not found on {self.folder}") from None
         except ValueError:
             raise BadPart(f"part {name} on {self.folder} is not readable (truncated or corrupted)") from None
         if obj.get("checksum") != _checksum(obj.get("rows", [])) or obj.get("name") != str(name):
@@ -184,7 +198,8 @@ class PartStore:
         detached = self.folder / "detached"
         detached.mkdir(exist_ok=True)
         os.replace(self._path(name), detached / f"{prefix}{name}.part")
-        self._index.get(name.partition, set()).discard(name)
+        with self._index_lock:
+            self._index.get(name.partition, set()).discard(name)
 
     def detached(self, partition: str) -> list[tuple[PartName, list[dict[str, Any]]]]:
         """The detached parts of a partition with their rows (checksums verified)."""
@@ -211,7 +226,8 @@ class PartStore:
 
     def remove(self, name: PartName) -> None:
         self._path(name).unlink(missing_ok=True)
-        self._index.get(name.partition, set()).discard(name)
+        with self._index_lock:
+            self._index.get(name.partition, set()).discard(name)
 
     def commit_replacing(self, new: PartName, old: list[PartName], commit: Callable[[PartName], None] | None) -> None:
         """`new` is on disk: `commit` it (the Keeper multi that registers it), then remove `old`, as

@@ -13,6 +13,7 @@ their PartStores: it stands in for the interserver HTTP port that fetches go thr
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -25,12 +26,17 @@ from protocol.log_entry import (ALTER_METADATA, CLEAR_COLUMN, CLEAR_INDEX, DROP_
                                 LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
                                 ReplaceRange, drop_range_name)
 from protocol.mutations import MutationEntry, desired_version, mutate_rows, owed, row_function
-from protocol.parts import PartName, PartStore, covers_as_new
+from protocol.parts import PartGone, PartName, PartStore, covers_as_new
 from protocol.table import check_partition_id
 
 
 class InsertRejected(Exception):
     """The INSERT failed before it was committed (the client may retry it)."""
+
+
+# The most log entries one pullLogsToQueue multi moves into the queue (ClickHouse's MAX_MULTI_OPS in
+# ReplicatedMergeTreeQueue::pullLogsToQueue: ZooKeeper's 1 MB request limit with a margin).
+PULL_BATCH = 100
 
 
 @dataclass
@@ -49,6 +55,13 @@ class Replica:
     pins: dict[str, int] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # create_time of the entries it writes
     _log_listing: list[str] = field(default_factory=list, repr=False)
+    # The queue entries read so far, by node name: a queue node is never written after it is
+    # created and its sequential name is never reused under the same queue, so each is read once
+    # (ClickHouse keeps the whole queue in memory); the listing still comes from Keeper each time.
+    # Without it every execute step read every entry again, and a queue that grew under a steady
+    # INSERT stream made each step slower, so it grew faster (issue 38).
+    _queue_entries: dict[str, LogEntry] = field(default_factory=dict, repr=False)
+    _log_entries: dict[str, LogEntry] = field(default_factory=dict, repr=False)   # beyond log_pointer (caught_up_here)
     _ptr: tuple[int, int] | None = field(default=None, repr=False)
     _mutations: dict[str, MutationEntry] = field(default_factory=dict, repr=False)
     # is_lost, read at the first pull: only a replica that is down is marked lost, so one that
@@ -67,6 +80,12 @@ class Replica:
     active_id: bytes = b""
     # Partitions whose map version is in the cache but not yet published (Keeper went away).
     _unpublished: set[str] = field(default_factory=set, repr=False)
+    # What ClickHouse's parts and queue mutexes guard: this replica's memory (map, queue cursor,
+    # pins, outdated parts) and its disk, against the other threads that act on it at once in the
+    # live runtime (its background thread, the INSERTs it writes, the queries it serves). A thread
+    # holds at most one replica's lock, or every replica's in name order (reference/runtime.py);
+    # the deterministic driver runs on one thread and never waits for it.
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Applied ALTER_METADATA and DROP_RANGE survive a crash (the spec's meta[r]): on disk.
@@ -208,7 +227,7 @@ class Replica:
         work (both read memory; this reads the queue and the log tail from Keeper, so it comes
         last): caught up on the partition (its parts are then what the whole log makes of it, as
         ClickHouse's "virtual parts" are), and with BlockDuringClone, not a partition in CLONE."""
-        if not caught_up(self.keeper, self.layout, self.name, partition):
+        if not self.caught_up_here(partition):
             raise GuardFailed(action, f"{self.name} is not caught up on {partition}")
         if block_during_clone:
             if _migration_state(self.keeper, self.layout, partition) == "clone":
@@ -260,6 +279,29 @@ class Replica:
         self.keeper.create(f"{self.layout.log}/log-", entry.format(), sequential=True)
         return entry
 
+    def caught_up_here(self, partition: str) -> bool:
+        """caught_up (below) for this replica itself, as its merge selection asks it: the same
+        reads of the queue's and the log's listings, but each entry read once (queue(),
+        _log_entry), not at every selection: a replica behind under a steady INSERT stream would
+        otherwise read its whole backlog at each merge selection (issue 38). The log_pointer is
+        its own, which only it writes (_log_pointer)."""
+        if any(e.partition == partition for _, e in self.queue()):
+            return False
+        ptr, _ = self._log_pointer()
+        for n in list(self._log_entries):   # what it has pulled since is not needed again
+            if log_number(n) < ptr:
+                del self._log_entries[n]
+        return all(self._log_entry(n).partition != partition
+                   for n in self.keeper.get_children(self.layout.log) if log_number(n) >= ptr)
+
+    def _log_entry(self, name: str, data: bytes | None = None) -> LogEntry:
+        """A log entry by name, read from Keeper once (log entries are never rewritten)."""
+        entry = self._log_entries.get(name)
+        if entry is None:
+            path = f"{self.layout.log}/{name}"
+            entry = self._log_entries[name] = LogEntry.parse(self.keeper.get(path)[0] if data is None else data, path)
+        return entry
+
     # --- ReplicaPullLog ------------------------------------------------------------------
     def _log_pointer(self) -> tuple[int, int]:
         # Only this replica writes its log_pointer: after the first read, memory knows it (the
@@ -296,30 +338,53 @@ class Replica:
         """Pull the next log entry: queue it or skip it by the filter; log_pointer (the next
         entry's sequence number, as ClickHouse keeps it) advances either way. Returns the entry and
         whether it was queued, or raises when caught up."""
+        return self.replica_pull_logs(1)[0]
+
+    def replica_pull_logs(self, most: int = PULL_BATCH) -> list[dict]:
+        """ClickHouse's pullLogsToQueue: ReplicaPullLog for each entry from log_pointer on, as far
+        as the log is listed and at most `most`, in one multi (the queue entries and log_pointer
+        moved past them), after one batch of reads (Keeper.get_many). It is that many ReplicaPullLog
+        steps of this replica in a row with nothing of its own between them (it holds its lock),
+        each state between them one the spec allows, none of them seen by anyone: the pulls of a
+        replica behind by n entries cost n/most multis instead of n. A gap in the numbers (entries
+        trimmed before it pulled them) ends the batch before it; raises GuardFailed as
+        replica_pull_log when there is nothing to pull or the first is gone. Returns each entry
+        pulled, as replica_pull_log does."""
         if self._lost is None:
             self._lost = self.keeper.get(self.layout.is_lost(self.name))[0] == b"1"
         if self._lost:
             raise GuardFailed("ReplicaPullLog", f"{self.name} is lost and must clone before it pulls the log")
         ptr, ptr_version = self._log_pointer()
-        name = self._entry_at(ptr)
-        if name is None:
+        first = self._entry_at(ptr)
+        if first is None:
             raise GuardFailed("ReplicaPullLog", f"{self.name} has pulled every log entry (log_pointer {ptr})")
-        if log_number(name) != ptr:
-            raise GuardFailed("ReplicaPullLog", f"log entries {ptr}..{log_number(name) - 1} were removed before "
+        if log_number(first) != ptr:
+            raise GuardFailed("ReplicaPullLog", f"log entries {ptr}..{log_number(first) - 1} were removed before "
                                                 f"{self.name} pulled them: it is lost and must clone")
-        data = self.keeper.get(f"{self.layout.log}/{name}")[0]
-        entry = LogEntry.parse(data, f"{self.layout.log}/{name}")
-        take = self.keeps(entry)
-        ops = [SetData(self.layout.log_pointer(self.name), str(ptr + 1).encode(), ptr_version)]
-        if take:  # the queue entry is the log entry's text, as pullLogsToQueue copies it
-            ops.append(Create(f"{self.layout.queue(self.name)}/queue-", data, sequential=True))
+        names: list[str] = []
+        for n in self._log_listing:   # sorted: the names are zero-padded sequence numbers
+            if log_number(n) < ptr:
+                continue
+            if log_number(n) != ptr + len(names) or len(names) == most:
+                break
+            names.append(n)
+        paths = [f"{self.layout.log}/{n}" for n in names]
+        ops: list = [SetData(self.layout.log_pointer(self.name), str(ptr + len(names)).encode(), ptr_version)]
+        out = []
+        for n, path, (data, _) in zip(names, paths, self.keeper.get_many(paths)):
+            entry = LogEntry.parse(data, path)
+            self._log_entries.pop(n, None)
+            take = self.keeps(entry)
+            if take:
+                ops.append(Create(f"{self.layout.queue(self.name)}/queue-", data, sequential=True))
+            out.append({"entry": entry, "type": entry.type, "queued": take, "log": n})
         try:
             self.keeper.multi(ops)
         except Exception:
             self._ptr = None  # read it again next time
             raise
-        self._ptr = (ptr + 1, ptr_version + 1)
-        return {"entry": entry, "type": entry.type, "queued": take, "log": name}
+        self._ptr = (ptr + len(names), ptr_version + 1)
+        return out
 
     def pull_whole_log(self) -> int:
         """ReplicaPullLog until the log is used up; returns the entries pulled."""
@@ -337,12 +402,18 @@ class Replica:
         meanwhile, or cleared by a CLEANUP or a clone run again after a restart) is skipped: every
         caller is a step that must be safe to take again."""
         q = self.layout.queue(self.name)
+        listed = self.keeper.get_children(q)
+        seen = self._queue_entries
+        for n in [n for n in seen if n not in set(listed)]:
+            del seen[n]
         out = []
-        for n in self.keeper.get_children(q):
-            try:
-                out.append((n, LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")))
-            except NoNodeError:
-                continue
+        for n in listed:
+            if n not in seen:
+                try:
+                    seen[n] = LogEntry.parse(self.keeper.get(f"{q}/{n}")[0], f"{q}/{n}")
+                except NoNodeError:
+                    continue
+            out.append((n, seen[n]))
         return out
 
     def _is_dropped(self, part: PartName) -> bool:
@@ -399,7 +470,10 @@ class Replica:
                 replaced = [n for n in self.store.names(want.partition) if have.covers(n)]
                 # A part at an older mutation than what it would replace here would undo a mutation.
                 if serves(have) and all(n.mutation <= have.mutation for n in replaced):
-                    got = self.store.fetch_from(store, have, commit=self._commit(path))
+                    try:
+                        got = self.store.fetch_from(store, have, commit=self._commit(path))
+                    except PartGone:
+                        continue   # the peer replaced it since it listed it (a live runtime's race): next holder
                     self._outdate(replaced)
                     return f"fetched {got} from {peer}"
         raise GuardFailed("ReplicaExecuteEntry", f"no replica has a part covering {want} yet")

@@ -211,6 +211,64 @@ def test_pull_log_moves_the_pointer_only_from_the_version_it_read(make_cluster):
     assert r2.replica_pull_log()["log"] == "log-0000000002"   # from the pointer read again
 
 
+def test_a_pull_batch_is_the_pulls_one_by_one_in_one_multi(make_cluster, connect):
+    # pullLogsToQueue: the entries from log_pointer on, kept or skipped by the same filter, in one
+    # multi; the queue and the pointer end as the single pulls leave them. r2 owns P and pulls
+    # one by one; r3 owns nothing of P and pulls the same log in batches of two and then one.
+    admin, reps = make_cluster()
+    r1, r2, r3 = reps["r1"], reps["r2"], reps["r3"]
+    for r in (r1, r2, r3):
+        r.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    client_alter_metadata(admin, LAYOUT, "`x` UInt8", source_replica="r1")   # a global entry
+    singles = [r2.replica_pull_log() for _ in range(4)]
+    before = dict(r3.keeper.ops)
+    batch = r3.replica_pull_logs(2)
+    spent = {k: v - before.get(k, 0) for k, v in r3.keeper.ops.items() if v != before.get(k, 0)}
+    assert spent.get("multi") == 1 and admin.get(LAYOUT.log_pointer("r3"))[0] == b"2"
+    batch += r3.replica_pull_logs(100)
+    assert [(e["log"], e["type"]) for e in batch] == [(e["log"], e["type"]) for e in singles]
+    assert [e["queued"] for e in singles] == [True, True, True, True]
+    assert [e["queued"] for e in batch] == [False, False, False, True]   # r3 keeps only the global entry
+    assert admin.get(LAYOUT.log_pointer("r2"))[0] == admin.get(LAYOUT.log_pointer("r3"))[0] == b"4"
+    assert [e.format() for _, e in r3.queue()] == [e.format() for _, e in r2.queue()][3:]
+    with pytest.raises(GuardFailed, match="has pulled every log entry"):
+        r3.replica_pull_logs(100)
+
+
+def test_a_pull_batch_stops_before_entries_trimmed_under_it(make_cluster):
+    # The numbers must follow one another: a gap (entries the cleanup thread removed) ends the
+    # batch before it, and the next pull finds the replica lost, as a single pull would.
+    admin, reps = make_cluster()
+    r1 = reps["r1"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3", "h4"):
+        r1.replica_write_insert(P, ROWS, h)
+    admin.delete(f"{LAYOUT.log}/log-0000000002")
+    assert [e["log"] for e in reps["r2"].replica_pull_logs(100)] == ["log-0000000000", "log-0000000001"]
+    with pytest.raises(GuardFailed, match="were removed before r2 pulled them"):
+        reps["r2"].replica_pull_logs(100)
+
+
+def test_the_queue_is_listed_each_time_and_each_entry_read_once(make_cluster):
+    # A queue node is never rewritten: queue() lists the queue from Keeper every time (an entry
+    # done or cleared by someone else is gone from it) and reads only the entries it has not seen.
+    admin, reps = make_cluster()
+    r1, r2 = reps["r1"], reps["r2"]
+    r1.load_map()
+    for h in ("h1", "h2", "h3"):
+        r1.replica_write_insert(P, ROWS, h)
+    r2.pull_whole_log()
+    first = r2.queue()
+    before = dict(r2.keeper.ops)
+    assert r2.queue() == first
+    spent = {k: v - before.get(k, 0) for k, v in r2.keeper.ops.items() if v != before.get(k, 0)}
+    assert spent == {"get_children": 1}
+    admin.delete(f"{LAYOUT.queue('r2')}/{first[0][0]}")   # executed or cleared elsewhere
+    assert r2.queue() == first[1:]
+
+
 def test_a_replica_whose_log_entries_were_trimmed_must_clone(make_cluster):
     admin, reps = make_cluster()
     r1 = reps["r1"]
