@@ -7,6 +7,7 @@ require).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,9 @@ class History:
     tables: dict[str, list[dict]] = field(default_factory=lambda: {t: [] for t in HISTORY})
     # Every row also appended to disk as it is recorded (history/journal.py): set by journal_to.
     journal: Journal | None = None
+    # The live runtime's threads record at once (reference/runtime.py): a row is appended whole,
+    # to memory and to the journal in the same order. A leaf lock: nothing is taken under it.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def journal_to(self, folder: str | Path) -> None:
         """From now on every row recorded is also appended to `folder` (a journal), flushed. The
@@ -28,17 +32,19 @@ class History:
         self.journal = Journal(folder)
 
     def _add(self, table: str, rows: list[dict]) -> None:
-        self.tables[table] += rows
-        if self.journal is not None:
-            self.journal.append(table, rows)
+        with self._lock:
+            self.tables[table] += rows
+            if self.journal is not None:
+                self.journal.append(table, rows)
 
     def insert_sent(self, block_id: str, sent: int, subs: dict[str, list[int]], dedup_ids: dict[str, str]) -> None:
         """An INSERT left the client at `sent` (its sub-blocks' row_ids and dedup ids by partition):
         journaled only, so a run killed before the answer records it as `unknown` when it resumes
         (history/journal.py). In memory the answer (`insert`) is the only record."""
         if self.journal is not None:
-            self.journal.append(SENT, [{"block_id": block_id, "sent_step": sent, "subs": subs,
-                                        "dedup_ids": dedup_ids}])
+            with self._lock:
+                self.journal.append(SENT, [{"block_id": block_id, "sent_step": sent, "subs": subs,
+                                            "dedup_ids": dedup_ids}])
 
     def insert(self, block_id: str, partition: str, rows: list[dict], status: str, sent: int, ack: int) -> None:
         if status not in INSERT_STATUSES:

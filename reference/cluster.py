@@ -113,6 +113,9 @@ class Cluster(Recorder, Nemesis):
         # of the same seed whatever the machine's load.
         self.down_timeout, self.clock = down_timeout, clock
         self.settle_budget: int | None = None   # steps one settle may take (None: no bound; races.py sets one)
+        # Log entries a "pull" step moves into the queue: 1, the spec's ReplicaPullLog, unless a
+        # driver asks for ClickHouse's batches (Replica.replica_pull_logs; the live runtime does).
+        self.pull_batch = 1
         self._down_since: dict[tuple[str, str], float] = {}
         # down_timeout is a number of the history's steps (count_steps): the history records it
         # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
@@ -400,6 +403,10 @@ class Cluster(Recorder, Nemesis):
         is postponed and tried again (DISK_POSTPONE_CAP)."""
         if kind not in STEP_KINDS:
             raise ValueError(f"unknown step kind {kind!r}")
+        with rep.lock:   # the live runtime's other threads act on this replica too (Replica.lock)
+            return self._try_locked(kind, rep, random_choice)
+
+    def _try_locked(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
         key = (rep.name, kind)
         if self.step_errors.get(key, 0) >= MAX_STEP_ERRORS:
             return None
@@ -452,6 +459,9 @@ class Cluster(Recorder, Nemesis):
                         changed.append(p)
                 return f"ReplicaRefreshCache({rep.name}, {','.join(changed)})" if changed else None
             if kind == "pull":
+                if self.pull_batch > 1:
+                    done = rep.replica_pull_logs(self.pull_batch)
+                    return f"ReplicaPullLog({rep.name}) x{len(done)}: {sum(e['queued'] for e in done)} queued"
                 e = rep.replica_pull_log()
                 return f"ReplicaPullLog({rep.name}) {e['type']} {'queued' if e['queued'] else 'skipped'}"
             if kind == "execute":
@@ -607,6 +617,10 @@ class Cluster(Recorder, Nemesis):
         A GET_PART it cannot execute (no running replica has the part: its only holder is down)
         leaves it without a committed part: ReplicaNotInSync, and the read goes to another owner
         or the query fails, as select_sequential_consistency makes it, rather than miss a row."""
+        with rep.lock:
+            self._sync_locked(rep, partition)
+
+    def _sync_locked(self, rep: Replica, partition: str) -> None:
         while self._try("pull", rep):
             pass
         for node, e in rep.queue():
@@ -654,7 +668,9 @@ class Cluster(Recorder, Nemesis):
                 while self._try("pull", self.replicas[at]):
                     pass
             try:
-                q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader, replicas=self.replicas)
+                with self.every_replica_locked():   # it pins each replica it routes to
+                    q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader,
+                                           replicas=self.replicas)
             except GuardFailed:
                 if not self.replicas[at].keeper.expired:
                     raise
@@ -675,7 +691,8 @@ class Cluster(Recorder, Nemesis):
                 else:
                     lag[p] = lag.get(p, set()) | self.in_flight_lag(q.routes[p], p)
                 routes[p] = q.routes[p]
-                got[p] = replica_read_partition(q, p, self.replicas)
+                with self.replicas[q.routes[p]].lock:
+                    got[p] = replica_read_partition(q, p, self.replicas)
                 read_done(q, p)
         except (KeeperUnavailableError, SessionExpiredError, ReplicaNotInSync):
             return self._query_failed(q, at, start, routes, got, partitions)
@@ -684,10 +701,20 @@ class Cluster(Recorder, Nemesis):
             return self._query_failed(q, at, start, routes, got, partitions)
         except BaseException:
             if q is not None:
-                client_query_fails(q, self.replicas)
+                with self.every_replica_locked():
+                    client_query_fails(q, self.replicas)
             raise
         self.query_answered(at, start, routes, got, "complete", partitions, lag)
         return q
+
+    @contextlib.contextmanager
+    def every_replica_locked(self):
+        """Every running replica's lock, in name order (Replica.lock): for a step that acts on
+        several replicas at once, as a query's start pins each replica it routes to."""
+        with contextlib.ExitStack() as stack:
+            for name in sorted(self.replicas):
+                stack.enter_context(self.replicas[name].lock)
+            yield
 
     def _choose_reader(self, at: str, candidates: set[str]) -> str:
         """prefer_local among the owners whose session has not expired (a crashed one stays a
@@ -712,15 +739,18 @@ class Cluster(Recorder, Nemesis):
                                 and not self.replicas[o].keeper.expired)
                 if not others:
                     raise
-                unpin(self.replicas[reader], partition)
+                with self.replicas[reader].lock:
+                    unpin(self.replicas[reader], partition)
                 q.routes[partition] = others[0]
-                pins = self.replicas[others[0]].pins
-                pins[partition] = pins.get(partition, 0) + 1
+                with self.replicas[others[0]].lock:
+                    pins = self.replicas[others[0]].pins
+                    pins[partition] = pins.get(partition, 0) + 1
 
     def _query_failed(self, q, at: str, start: int, routes: dict, got: dict, partitions):
         if q is not None:
             try:
-                client_query_fails(q, self.replicas)
+                with self.every_replica_locked():
+                    client_query_fails(q, self.replicas)
             except KEEPER_FAULTS:
                 raise
             except Exception as e:  # noqa: BLE001 - its pins may stay; the query failed all the same

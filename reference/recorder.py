@@ -15,6 +15,7 @@ state (Cluster.__init__ calls it before any replica starts).
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,6 +39,9 @@ class Recorder:
         # Per migration, the steps of its CLONE start, fetch, SWITCH and CLEANUP (for gantt.py).
         self.timeline: list[dict] = []
         self.step = 0  # the logical clock of the history
+        # The clock and the query counter move under a leaf lock: the live runtime's threads tick
+        # at once, and two events must never share a step (the checkers order events by it).
+        self._clock_lock = threading.Lock()
         self.history = History(run_id=run_id)
         self.queries = 0
         self.block_rows: dict[str, list[int]] = {}  # block id -> its row_ids (for query_lag)
@@ -46,8 +50,9 @@ class Recorder:
 
     def tick(self) -> int:
         """The clock moves one step (a step taken, an event recorded); the new step."""
-        self.step += 1
-        return self.step
+        with self._clock_lock:
+            self.step += 1
+            return self.step
 
     def failed(self, replica: str, action: str, e: Exception) -> None:
         """An unexpected exception of `replica`'s `action` ("" for the administrator's): logged in
@@ -119,8 +124,10 @@ class Recorder:
         """The client has its answer: the query recorded with its reads, rows and lag, for the
         checkers (and, failed by a crash, whose and where its unread partitions were routed).
         Shared by every way a client reads (Cluster.query, races.py's select_all and open queries)."""
-        self.queries += 1
-        self.history.query(f"q{self.queries}", at, start, self.tick(), routes, got, status, partitions, lag,
+        with self._clock_lock:
+            self.queries += 1
+            query_id = f"q{self.queries}"
+        self.history.query(query_id, at, start, self.tick(), routes, got, status, partitions, lag,
                            failed_by, pending_at)
 
     def unpulled_lag(self, at: str, routes: dict[str, str], partitions: set[str] | None) -> dict[str, set[int]]:

@@ -12,12 +12,14 @@ import random
 import time
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from checkers.oracle import violations
 from lab.faults import LosingKeeper
-from protocol.keeper import Create, Delete, KeeperUnavailableError, SetData
+from protocol.keeper import Create, Delete, KeeperUnavailableError, MultiError, SetData
 from protocol.keeper.zookeeper import ZooKeeperKeeper
 from protocol.layout import Layout
+from protocol.migration import read_migration
 from reference.cluster import Cluster
 from reference.runtime import LiveCluster
 from reference.workload import blocks
@@ -78,6 +80,48 @@ def test_connection_loss_inside_a_multi_is_resolved_by_reading_back(zk_chroot, w
         k.close()
 
 
+class OvertakenKeeper(ZooKeeperKeeper):
+    """Its next write is applied, then `overtake` runs (another client writes the same nodes, as
+    the live runtime's threads do), then the answer is lost (ConnectionLoss)."""
+
+    def __init__(self, hosts: str, **kw):
+        super().__init__(hosts, **kw)
+        self.overtake = None
+
+    def _send(self, stop, async_fn, *args, **kwargs):
+        if self.overtake is not None and getattr(async_fn, "__name__", "") in LosingKeeper.WRITES:
+            overtake, self.overtake = self.overtake, None
+            super()._send(stop, async_fn, *args, **kwargs)
+            overtake()
+            raise ConnectionLoss("injected: the answer lost after another client overtook the write")
+        return super()._send(stop, async_fn, *args, **kwargs)
+
+
+def test_a_lost_write_overtaken_before_its_read_back_is_unknown_not_refused(zk_chroot):
+    """The read-back's witness (our value, at our version) is gone once another client wrote the
+    node after us: the write is sent again and conflicts, maybe with itself. That is an unknown
+    outcome (an operator looks), not a refusal (a REASSIGN refused although it was applied)."""
+    k, other = OvertakenKeeper(zk_chroot), ZooKeeperKeeper(zk_chroot)
+    try:
+        k.create("/asg", b"v0")
+        k.overtake = lambda: other.set("/asg", b"theirs", 1)
+        with pytest.raises(KeeperUnavailableError) as unknown:
+            k.set("/asg", b"ours", 0)
+        assert unknown.value.outcome_unknown and other.get("/asg")[0] == b"theirs"
+        # A multi whose witness is a created node that another client rewrote (the migration
+        # znode a CLONE's fetch moved on): the same.
+        k.overtake = lambda: other.set("/mig", b"fetched")
+        with pytest.raises(KeeperUnavailableError) as unknown:
+            k.multi([SetData("/asg", b"clone", 2), Create("/mig", b"clone")])
+        assert unknown.value.outcome_unknown and other.get("/asg")[0] == b"clone"
+        # A conflict at the first sending is still the refusal it is.
+        with pytest.raises(MultiError):
+            k.multi([SetData("/asg", b"late", 2), Create("/mig2", b"x")])
+    finally:
+        k.close()
+        other.close()
+
+
 def test_connection_loss_inside_multis_under_the_live_runtime(zk_chroot, tmp_path):
     """Every replica's writes lose their connection at random (5%), before or after they apply,
     while the live runtime inserts and migrates: no thread dies, no entry is written twice, the
@@ -131,12 +175,30 @@ def _inserts_with_a_migration(live: LiveCluster, c: Cluster, rng: random.Random,
                 moves = {p: next(r for r in sorted(c.replicas) if r not in c.replicas["r1"].replica_refresh_cache(p).owners)
                          for p in partitions}
             for p, dst in moves.items():
-                live.reassign(p, dst)
-            assert live.migrations_in_flight() == sorted(moves)
+                _reassign(live, c, p, dst)
+            with live.lock:   # started (the replica threads may have carried one to its end already)
+                assert {p: read_migration(c.admin, c.layout, p)[0]["dst"] for p in moves} == moves
         if during and i >= n // 3:
             during(i)
         statuses.append(live.insert(rows, block_id))
     return statuses
+
+
+def _reassign(live: LiveCluster, c: Cluster, partition: str, dst: str, tries: int = 5) -> None:
+    """REASSIGN as an operator sends it: an answer lost to a Keeper fault (outcome unknown: its
+    multi was sent again and conflicted, maybe with itself, while the replica threads moved the
+    migration on) is looked up, and the command sent again only if it did not happen."""
+    for _ in range(tries):
+        try:
+            live.reassign(partition, dst)
+            return
+        except KeeperUnavailableError as e:
+            with live.lock:
+                mig, _ = read_migration(c.admin, c.layout, partition)
+            if mig and mig["dst"] == dst:
+                print(f"REASSIGN {partition} -> {dst}: {e}; it had been applied")
+                return
+    raise AssertionError(f"REASSIGN {partition} -> {dst} not applied in {tries} tries")
 
 
 def _settle_live(live: LiveCluster, c: Cluster, timeout: float = 40.0) -> float:
