@@ -12,7 +12,7 @@ help:
 	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, long tests; summary table with time and cpu"
 	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite"
 	@echo "make test         the test suite (pytest)"
-	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) into BENCHMARKS.md"
+	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) and the load sweep's (clients x replicas) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark job held to runs whose verdict is known (lab/spark_runs.py)"
@@ -49,6 +49,7 @@ test: setup
 faults: setup
 	@$(PY) -m pytest -m faults $(ARGS)
 	@$(PY) -m lab.faults
+	@$(PY) -m lab.load_sweep
 
 check-spec: setup
 	@$(PY) -m harness.check_models $(ARGS)

@@ -164,6 +164,12 @@ CASES = [
          ["--svg", "a_file"], files={"f.json": json.dumps({**ASSIGNMENT_WALK, "steps": []}), "a_file": "x"}),
     Case("replay_svg_without_its_file", CONF, ["replay", "{home}/f.json", "--svg"], 2, ["--svg", "a file to write"],
          files={"f.json": json.dumps({**ASSIGNMENT_WALK, "steps": []})}),
+    # python -m lab.load_sweep: refused before a server or Spark starts
+    Case("load_sweep_clients_0", "lab.load_sweep", ["--clients", "4,0"], 2, ["--clients", ">= 1", "'4,0'"]),
+    Case("load_sweep_clients_not_numbers", "lab.load_sweep", ["--clients", "many"], 2, ["--clients", "'many'"]),
+    Case("load_sweep_two_replicas", "lab.load_sweep", ["--replicas", "2"], 2, ["--replicas", "at least 3", "not 2"]),
+    Case("load_sweep_seconds_too_short", "lab.load_sweep", ["--seconds", "1"], 2, ["--seconds", "at least 4"]),
+    Case("load_sweep_seconds_nan", "lab.load_sweep", ["--seconds", "nan"], 2, ["--seconds", "nan"]),
     # python -m harness.zookeeper
     Case("zookeeper_unknown_option", ZK, ["--port", "2181"], 2, ["--port"]),
     Case("zookeeper_home_without_jars", ZK, [], 3, ["ZOOKEEPER_HOME", "no zookeeper jar"],

@@ -109,6 +109,7 @@ EXAMPLES = {
     "python -m harness.check_models": Help(["harness.check_models"]),
     "python -m reference run --history DIR": Help(["reference", "run"]),
     "python -m harness.long_tests": Help(["harness.long_tests"]),
+    "python -m lab.load_sweep": Help(["lab.load_sweep"]),
     ".venv/bin/python -m agreement [--write-readme]": Help(["agreement"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
