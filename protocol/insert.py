@@ -9,8 +9,10 @@ tests break a forward before or after the remote write: the client only sees an 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
+import time
 from typing import Callable
 
 from protocol.assignment import GuardFailed, replica_allocate
@@ -49,6 +51,31 @@ def _unavailable_before_commit(e: Exception) -> bool:
     return isinstance(e, SessionExpiredError) or (isinstance(e, KeeperUnavailableError) and not e.outcome_unknown)
 
 
+class ReplicaBusy(KeeperUnavailableError):
+    """The caller's deadline passed while it waited for a replica busy with another step: the
+    client's timeout, answered as a replica without Keeper is (failed, nothing written there), and
+    not a refusal the protocol chose (the history records no refusal for it)."""
+
+
+@contextlib.contextmanager
+def _working_at(rep: Replica):
+    """`rep`'s lock (Replica.lock), waited for no longer than the calling thread's deadline (an
+    INSERT's answer_by, Keeper.deadline): a replica busy past it is answered as one whose Keeper is
+    away, nothing written (the client is told failed; a forward tries another owner), as a client's
+    own timeout cuts a wait on a busy server short."""
+    deadline = rep.keeper.deadline
+    if deadline is None:
+        with rep.lock:
+            yield
+        return
+    if not rep.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        raise ReplicaBusy(f"{rep.name} was busy past the INSERT's deadline: nothing written there")
+    try:
+        yield
+    finally:
+        rep.lock.release()
+
+
 def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: dict[str, Replica],
                  rng: random.Random | None = None,
                  faults: Callable[[str, str], None] | None = None, out: dict[str, str] | None = None) -> dict[str, str]:
@@ -60,7 +87,7 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
     for partition, sub in sorted(table.split_by_partition(rows).items()):
         # Each replica's part of the work under that replica's lock (Replica.lock), one at a time:
         # the receiver's routing, then the owner's write, as each server serves its share.
-        with receiver.lock:
+        with _working_at(receiver):
             if partition not in receiver.cache:
                 receiver.learn(partition, replica_allocate(receiver.keeper, receiver.layout, receiver.name, partition,
                                                            table.replication_factor, receiver.bugs, rng))
@@ -68,7 +95,7 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
             if receiver.name not in receiver.cache[partition].owners:
                 writer = replica_forward_insert(receiver, partition, replicas, rng)
         if writer is not receiver:
-            with writer.lock:
+            with _working_at(writer):
                 if writer.cache.get(partition) is None:
                     writer.replica_refresh_cache(partition)
         if faults:
@@ -76,20 +103,20 @@ def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: di
         tried = {writer.name}
         while True:
             try:
-                with writer.lock:
+                with _working_at(writer):
                     if writer.cache.get(partition) is None:
                         writer.replica_refresh_cache(partition)
                     written = writer.replica_write_insert(partition, sub, sub_block_hash(partition, sub))
                 break
             except GuardFailed as e:
-                with writer.lock:
+                with _working_at(writer):
                     writer.replica_refresh_cache(partition)  # its map was stale: it refuses, the client retries
                 raise InsertRejected(str(e)) from e
             except (KeeperUnavailableError, SessionExpiredError) as e:
                 # The owner is read-only (its session expired, or its Keeper is away): as a
                 # Distributed INSERT does, the sub-block goes to another owner the map names,
                 # unless the write may have been applied (then the client must be told "unknown").
-                with receiver.lock:
+                with _working_at(receiver):
                     owners = receiver.cache[partition].owners
                 others = [o for o in owners
                           if o not in tried and o in replicas and not replicas[o].keeper.expired]

@@ -29,7 +29,7 @@ from typing import Callable
 from history import commands
 from protocol.assignment import Assignment, GuardFailed, NotEnoughActiveReplicas
 from protocol.cleanup_thread import CleanupSettings, cleanup_clear_old_blocks, cleanup_clear_old_logs
-from protocol.insert import InsertOutcomeUnknown, route_insert
+from protocol.insert import InsertOutcomeUnknown, ReplicaBusy, route_insert
 from protocol.keeper import Keeper, KeeperError, KeeperUnavailableError, SessionExpiredError
 from protocol.layout import Layout
 from protocol.log_entry import GET_PART
@@ -340,7 +340,9 @@ class Cluster(Recorder, Nemesis):
             for p in done:
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
-            if error == "failed" and pending:   # refused at pending[0]: route_insert goes in partition order
+            # Refused at pending[0] (route_insert goes in partition order); a try its deadline cut
+            # short while it waited for a busy replica was not refused by the protocol.
+            if error == "failed" and pending and not isinstance(why, ReplicaBusy):
                 after = self.write_path(receiver.name, pending[0])
                 if before[pending[0]] is not None and after is not None:
                     self.insert_refused(block_id, pending[0], receiver.name, why, before[pending[0]], after)
@@ -403,8 +405,19 @@ class Cluster(Recorder, Nemesis):
         is postponed and tried again (DISK_POSTPONE_CAP)."""
         if kind not in STEP_KINDS:
             raise ValueError(f"unknown step kind {kind!r}")
-        with rep.lock:   # the live runtime's other threads act on this replica too (Replica.lock)
+        # The live runtime's other threads act on this replica too (Replica.lock). A step taken on
+        # an INSERT's or a SELECT's behalf (its deadline set: Keeper.answer_by) waits for the lock no
+        # longer than that deadline, and is then not enabled.
+        deadline = rep.keeper.deadline
+        if deadline is None:
+            with rep.lock:
+                return self._try_locked(kind, rep, random_choice)
+        if not rep.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return None
+        try:
             return self._try_locked(kind, rep, random_choice)
+        finally:
+            rep.lock.release()
 
     def _try_locked(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
         key = (rep.name, kind)

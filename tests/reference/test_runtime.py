@@ -1,6 +1,7 @@
 """The live cluster: replica threads interleave steps in an order nobody chose while the test
 inserts, queries, crashes a replica and rebalances. Afterwards the history must be exact."""
 
+import contextlib
 import random
 import threading
 import time
@@ -57,6 +58,35 @@ def test_live_cluster_with_a_crash_and_a_rebalance(connect, tmp_path):
 def _row(row_id: int, bucket: int) -> dict:
     return {"date": "2024-01-05", "user_id": bucket, "row_id": row_id, "event": "view"}   # partition 202401-<bucket>
 
+@contextlib.contextmanager
+def _held_in_a_long_step(rep):
+    """`rep` busy in one step (a fetch of a large part, say) until the block ends."""
+    held, release = threading.Event(), threading.Event()
+
+    def long_step():
+        with rep.lock:
+            held.set()
+            release.wait(120)
+    stepper = threading.Thread(target=long_step)
+    stepper.start()
+    assert held.wait(30)
+    try:
+        yield
+    finally:
+        release.set()
+        stepper.join()
+
+
+def _answer_in_a_thread(send) -> list:
+    """send() from a client thread; its answer, [] if it has not come in 60 s (a bound on a hang,
+    not a speed target: the long step lasts 120 s)."""
+    answered: list = []
+    client = threading.Thread(target=lambda: answered.append(send()), daemon=True)
+    client.start()
+    client.join(60)
+    return answered
+
+
 
 def test_an_insert_waits_only_for_the_replicas_it_works_at(connect, tmp_path):
     """No cluster-wide lock on the INSERT path: with the replica that neither receives nor owns
@@ -68,25 +98,9 @@ def test_an_insert_waits_only_for_the_replicas_it_works_at(connect, tmp_path):
             with live.lock:
                 owners = c.replicas["r1"].replica_refresh_cache("202401-0").owners
             busy = next(r for r in sorted(c.replicas) if r not in owners)
-            held, release = threading.Event(), threading.Event()
-
-            def long_step():   # a step of `busy` (a fetch of a large part, say) that lasts until released
-                with c.replicas[busy].lock:
-                    held.set()
-                    release.wait(120)
-            stepper = threading.Thread(target=long_step)
-            stepper.start()
-            assert held.wait(30)
-            answered: list[dict] = []
-            client = threading.Thread(target=lambda: answered.append(live.insert([_row(1, 0)], "second", at=owners[0])))
-            try:
-                client.start()
-                client.join(60)   # a bound on a hang, not a speed target: it returns or the test fails
+            with _held_in_a_long_step(c.replicas[busy]):
+                answered = _answer_in_a_thread(lambda: live.insert([_row(1, 0)], "second", at=owners[0]))
                 assert answered == [{"202401-0": "ok"}], f"the INSERT waited for {busy}, which it does not write at"
-            finally:
-                release.set()
-                stepper.join()
-                client.join()
         c.settle()
         c.snapshot()
         assert violations(c.history, 2) == []
@@ -165,3 +179,24 @@ def test_membership_held_shared_cannot_be_taken_exclusively():
             pass
     with m.exclusive(), m.shared():   # the writer may read
         pass
+
+
+def test_an_insert_does_not_wait_past_its_deadline_for_a_busy_replica(connect, tmp_path):
+    """The deadline bounds the wait for a replica's lock too (protocol/insert.py _working_at): an
+    INSERT sent to an owner held in a long step answers `failed`, nothing written, while that step
+    goes on, rather than after it."""
+    c = Cluster(connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=7)
+    try:
+        with LiveCluster(c) as live:
+            assert live.insert([_row(0, 0)], "first") == {"202401-0": "ok"}
+            with live.lock:
+                owners = c.replicas["r1"].replica_refresh_cache("202401-0").owners
+            with _held_in_a_long_step(c.replicas[owners[0]]):
+                answered = _answer_in_a_thread(lambda: live.insert([_row(1, 0)], "second", deadline=1.0, at=owners[0]))
+                assert answered == [{"202401-0": "failed"}]   # without the deadline it waits for the step
+        c.settle()
+        c.snapshot()
+        assert 1 not in {x["row_id"] for x in c.history.tables["parts"]}   # nothing of it was written
+        assert violations(c.history, 2) == []
+    finally:
+        c.close()
