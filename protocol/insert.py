@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
-import time
 from typing import Callable
 
 from protocol.assignment import GuardFailed, replica_allocate
@@ -59,21 +58,13 @@ class ReplicaBusy(KeeperUnavailableError):
 
 @contextlib.contextmanager
 def _working_at(rep: Replica):
-    """`rep`'s lock (Replica.lock), waited for no longer than the calling thread's deadline (an
-    INSERT's answer_by, Keeper.deadline): a replica busy past it is answered as one whose Keeper is
-    away, nothing written (the client is told failed; a forward tries another owner), as a client's
-    own timeout cuts a wait on a busy server short."""
-    deadline = rep.keeper.deadline
-    if deadline is None:
-        with rep.lock:
-            yield
-        return
-    if not rep.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-        raise ReplicaBusy(f"{rep.name} was busy past the INSERT's deadline: nothing written there")
-    try:
+    """`rep`'s lock within the INSERT's deadline (Replica.locked_by_deadline): a replica busy past
+    it is answered as one whose Keeper is away, nothing written (the client is told failed; a
+    forward tries another owner), as a client's own timeout cuts a wait on a busy server short."""
+    with rep.locked_by_deadline() as got:
+        if not got:
+            raise ReplicaBusy(f"{rep.name} was busy past the INSERT's deadline: nothing written there")
         yield
-    finally:
-        rep.lock.release()
 
 
 def route_insert(receiver: Replica, table: Table, rows: list[dict], replicas: dict[str, Replica],

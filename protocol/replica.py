@@ -12,6 +12,7 @@ their PartStores: it stands in for the interserver HTTP port that fetches go thr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -92,6 +93,19 @@ class Replica:
         state = self.store.load_state()
         self.metadata_version = state.get("metadata_version", self.metadata_version)
         self.dropped = {**state.get("dropped", {}), **self.dropped}
+
+    @contextlib.contextmanager
+    def locked_by_deadline(self):
+        """This replica's lock, waited for no longer than the calling thread's deadline (an INSERT's
+        or a SELECT's answer_by, Keeper.deadline; none: as long as it takes). Yields whether it got
+        it; the caller decides what a replica busy past the deadline means."""
+        deadline = self.keeper.deadline
+        got = self.lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:
+            yield got
+        finally:
+            if got:
+                self.lock.release()
 
     def _save_state(self) -> None:
         self.store.save_state({"metadata_version": self.metadata_version, "dropped": self.dropped})

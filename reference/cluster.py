@@ -408,16 +408,8 @@ class Cluster(Recorder, Nemesis):
         # The live runtime's other threads act on this replica too (Replica.lock). A step taken on
         # an INSERT's or a SELECT's behalf (its deadline set: Keeper.answer_by) waits for the lock no
         # longer than that deadline, and is then not enabled.
-        deadline = rep.keeper.deadline
-        if deadline is None:
-            with rep.lock:
-                return self._try_locked(kind, rep, random_choice)
-        if not rep.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return None
-        try:
-            return self._try_locked(kind, rep, random_choice)
-        finally:
-            rep.lock.release()
+        with rep.locked_by_deadline() as got:
+            return self._try_locked(kind, rep, random_choice) if got else None
 
     def _try_locked(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
         key = (rep.name, kind)

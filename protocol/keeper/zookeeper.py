@@ -164,12 +164,18 @@ class ZooKeeperKeeper(Keeper):
     # --- one request, and the retry around it --------------------------------------------
     def _send(self, stop: float, async_fn, *args, **kwargs):
         """One attempt: sent only on a live connection, its answer awaited until `stop`."""
+        return self._send_all(stop, [lambda: async_fn(*args, **kwargs)])[0]
+
+    def _send_all(self, stop: float, requests):
+        """`_send` for several requests (each a call that sends one), all sent before any answer is
+        awaited: pipelined on the session's connection, one round trip for the lot."""
         if self._expired:
             raise KzSessionExpired()
         if not self.client.connected:
             raise _NotSent("no connection to ZooKeeper")
+        sent = [send() for send in requests]
         try:
-            return async_fn(*args, **kwargs).get(timeout=max(0.05, stop - time.monotonic()))
+            return [a.get(timeout=max(0.05, stop - time.monotonic())) for a in sent]
         except self.client.handler.timeout_exception as e:
             raise OperationTimeoutError("no answer from ZooKeeper within the retry deadline") from e
 
@@ -323,15 +329,7 @@ class ZooKeeperKeeper(Keeper):
             check_path(path)
 
         def attempt(stop, lost):
-            if self._expired:
-                raise KzSessionExpired()
-            if not self.client.connected:
-                raise _NotSent("no connection to ZooKeeper")
-            sent = [self.client.get_async(path) for path in paths]   # pipelined: one round trip for all
-            try:
-                return [a.get(timeout=max(0.05, stop - time.monotonic())) for a in sent]
-            except self.client.handler.timeout_exception as e:
-                raise OperationTimeoutError("no answer from ZooKeeper within the retry deadline") from e
+            return self._send_all(stop, [lambda path=path: self.client.get_async(path) for path in paths])
         if len(paths) < 2:   # nothing to pipeline: a plain get (and counted as one)
             return [self.get(p) for p in paths]
         return [(value, _stat(zs)) for value, zs in self._call("get_many", attempt, write=False)]

@@ -81,9 +81,7 @@ def _answer_in_a_thread(send) -> list:
     """send() from a client thread; its answer, [] if it has not come in 60 s (a bound on a hang,
     not a speed target: the long step lasts 120 s)."""
     answered: list = []
-    client = threading.Thread(target=lambda: answered.append(send()), daemon=True)
-    client.start()
-    client.join(60)
+    _in_thread(lambda: answered.append(send())).join(60)
     return answered
 
 
@@ -153,6 +151,7 @@ def test_membership_lets_a_waiting_writer_in_before_new_readers():
             first_out.wait(30)
     r1 = _in_thread(first_reader)
     assert first_in.wait(30)
+
     def writer():
         with m.exclusive():
             order.append("writer")
