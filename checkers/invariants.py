@@ -277,8 +277,11 @@ INVARIANTS = {i.name: i for i in (
     Invariant(
         "DownWaitBoundedProp", "no migration is seen waiting on the same down replica (its leaver, once every "
         "active map saw the assignment; a CLONE's coordinator) at consecutive snapshots spanning more than "
-        "run.down_timeout + DOWN_WAIT_GRACE steps (tables run, migrations, metadata)", None,
-        ("run", "migrations", "metadata"),
+        "run.down_timeout + DOWN_WAIT_GRACE steps, unless a switched one's down source may hold the only copy of "
+        "a part: a row of the partition acknowledged by the snapshot, not dropped, that no running replica holds "
+        "then (F23's cost; the spec's MigrationsEndOrWaitOnOnlyCopyProp) (tables run, migrations, metadata, "
+        "inserts, drops, parts)", None,
+        ("run", "migrations", "metadata", "inserts", "drops", "parts"),
         """WITH observed AS (SELECT DISTINCT snapshot_step FROM {metadata}),
                 m AS (SELECT partition_id, snapshot_step, state, src, dst,
                              CASE WHEN state = 'switched' AND len(maps_behind) = 0 THEN src
@@ -298,7 +301,14 @@ INVARIANTS = {i.name: i for i in (
                           PARTITION BY partition_id ORDER BY snapshot_step ROWS UNBOUNDED PRECEDING) AS wait FROM l),
                 s AS (SELECT *, min(snapshot_step) OVER (PARTITION BY partition_id, wait) AS since FROM i)
            SELECT partition_id, snapshot_step, state, src, dst, who, since FROM s WHERE waits
-           AND snapshot_step - since > (SELECT max(down_timeout) FROM {run}) + {grace}""",
+           AND snapshot_step - since > (SELECT max(down_timeout) FROM {run}) + {grace}
+           AND NOT (state = 'switched' AND EXISTS (
+               SELECT 1 FROM {inserts} x WHERE x.status = 'ok' AND x.partition_id = s.partition_id
+               AND x.ack_step <= s.snapshot_step
+               AND NOT EXISTS (SELECT 1 FROM {drops} d WHERE d.partition_id = x.partition_id
+                               AND d.row_id = x.row_id AND d.drop_step <= s.snapshot_step)
+               AND NOT EXISTS (SELECT 1 FROM {parts} h WHERE h.snapshot_step = s.snapshot_step
+                               AND h.partition_id = x.partition_id AND h.row_id = x.row_id)))""",
         spark_note="DataFrame windows: the SQL's IN subquery in a select list and len() are DuckDB's"),
     Invariant(
         "InsertRefusalsFollowGuardsInv", "an INSERT try was refused only when the write path of its sub-block was "

@@ -69,7 +69,8 @@ whose coordinator is down, acts without it once it has been down for the timeout
 its behalf, a take-over): seen so at every snapshot over a span of more than
 down_timeout + DOWN_WAIT_GRACE steps (checkers/invariants.py, where the figures it is chosen
 from are), it waited too long (`down_waits`). Down is what the
-history can show: not among the snapshot's running replicas (table metadata).
+history can show: not among the snapshot's running replicas (table metadata). Unless a switched
+migration's down source may hold the only copy of a part (F23's cost, `only_copies_down`).
 """
 
 from __future__ import annotations
@@ -467,18 +468,55 @@ def down_wait_limit(t: dict) -> int | None:
     return None if timeout is None else timeout + DOWN_WAIT_GRACE
 
 
+def only_copies_down(t: dict, waits: list[dict]) -> set[tuple[str, int]]:
+    """(partition_id, snapshot_step) of the switched waits at which the down source may hold the
+    only copy of a part (F23's cost, the spec's MigrationsEndOrWaitOnOnlyCopyProp: CLEANUP on its
+    behalf waits for an owner that stays to hold every part it has). Seen in the history as a row
+    of the partition acknowledged by the snapshot's step, not dropped by then, that no running
+    replica holds at the snapshot (`parts` lists running replicas only): its copy is on a down one.
+    Broader than the spec's ~LeaverRedundant where a down owner other than the source holds it
+    too; narrower where the source's only part is of an INSERT never acknowledged (not judged)."""
+    asked = {(w["partition_id"], w["snapshot_step"]) for w in waits if w["state"] == "switched"}
+    if not asked:
+        return set()
+    steps = {s for _, s in asked}
+    held: dict[tuple[str, int], set[int]] = {}
+    for x in t.get("parts", ()):
+        if x["snapshot_step"] in steps:
+            held.setdefault((x["partition_id"], x["snapshot_step"]), set()).add(x["row_id"])
+    dropped: dict[tuple[str, int], int] = {}
+    for x in t.get("drops", ()):
+        key = (x["partition_id"], x["row_id"])
+        dropped[key] = min(x["drop_step"], dropped.get(key, x["drop_step"]))
+    out = set()
+    for x in t.get("inserts", ()):
+        if x["status"] != "ok":
+            continue
+        for p, s in asked:
+            gone = dropped.get((p, x["row_id"]))
+            if (x["partition_id"] == p and x["ack_step"] <= s and (gone is None or gone > s)
+                    and x["row_id"] not in held.get((p, s), ())):
+                out.add((p, s))
+    return out
+
+
 def down_waits_too_long(t: dict) -> list[str]:
     """DownWaitBoundedProp: one line per migration snapshot at which the migration has been seen
     waiting on the same down replica (down_waits) for more than down_timeout + DOWN_WAIT_GRACE
-    steps: its CLEANUP on the leaver's behalf, or the CLONE's take-over, is overdue."""
+    steps: its CLEANUP on the leaver's behalf, or the CLONE's take-over, is overdue. Unless the
+    source of a switched migration may hold the only copy of a part (only_copies_down): then the
+    CLEANUP must wait for it to come back or be dropped (SYSTEM DROP REPLICA), as the spec's
+    MigrationsEndOrWaitOnOnlyCopyProp allows."""
     limit = down_wait_limit(t)
     if limit is None:
         return []
+    over = [w for w in down_waits(t) if w["snapshot_step"] - w["since"] > limit]
+    excused = only_copies_down(t, over)
     return [f"{w['partition_id']}'s migration {w['src'] or '(repair)'} -> {w['dst']} is {w['state']} at step "
             f"{w['snapshot_step']}, waiting on {'its coordinator' if w['state'] == 'clone' else 'its leaver'} "
             f"{w['who']}, down at every snapshot since step {w['since']}: {w['snapshot_step'] - w['since']} steps, "
             f"over down_timeout + grace = {limit}"
-            for w in down_waits(t) if w["snapshot_step"] - w["since"] > limit]
+            for w in over if (w["partition_id"], w["snapshot_step"]) not in excused]
 
 
 def violations(history: History, rf: int) -> list[str]:

@@ -25,7 +25,7 @@ from protocol.layout import Layout
 from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MUTATE_PART, PART_PRODUCING, LogEntry
 from protocol.migration import migrations_in_flight, read_migration
 from protocol.mutations import owed
-from protocol.parts import PartName, PartStore
+from protocol.parts import PartName, PartStore, active_set
 from protocol.query import client_query_fails, client_start_query, replica_read_partition
 from protocol.rebalance import RebalanceError, system_rebalance
 from protocol.registration import create_table_znodes, declare_replicas, register_replica
@@ -447,8 +447,9 @@ class ProtocolSystem(RFCBridge):
 def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     """The instances of an action whose spec guard holds on the reference's state (the guards of
     spec/rfc/SelectiveReplication.tla, read through the reference; bounds as in s.bounds)."""
-    from protocol.migration import caught_up
+    from protocol.migration import caught_up, leaver_unique_parts
     from protocol.rebalance import plan_rebalance
+    from protocol.replica import caught_up_to
     up = sorted(s.reps)
     P = s.DOMAINS["Partitions"]
     out: list[tuple] = []
@@ -561,7 +562,8 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
             if action == "ReplicaCloneFetch" and st == "clone" and not mig["fetched"] and mig["dst"] in s.reps:
                 out.append((p,))
             elif action == "CoordinatorSwitch" and st == "clone" and mig["fetched"] and coord_up \
-                    and ("switch_without_catchup" in s.bugs or caught_up(s.admin, LAYOUT, mig["dst"], PIDS[p])):
+                    and ("switch_without_catchup" in s.bugs
+                         or caught_up_to(s.admin, LAYOUT, mig["dst"], PIDS[p], mig["catchup_to"])):
                 out.append((p,))
             elif action == "CoordinatorCancel" and st == "clone" and coord_up:
                 out.append((p,))
@@ -573,11 +575,16 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                 seen = all(s.reps[r].cache.get(PIDS[p]) is not None and s.reps[r].cache[PIDS[p]].version >= a.version
                            for r in s.active() if r in s.reps)
                 routed = s.routed(PIDS[p], leaver)
-                if leaver not in s.reps and (seen or "down_leaver_cleanup_ignores_maps" in s.bugs) and not routed:
+                held = [PartName.parse(n) for n in s.admin.get_children(LAYOUT.parts(leaver))]
+                redundant = not leaver_unique_parts(s.admin, LAYOUT, PIDS[p], mig,
+                                                    active_set(n for n in held if n.partition == PIDS[p]), s.bugs)
+                if leaver not in s.reps and (seen or "down_leaver_cleanup_ignores_maps" in s.bugs) and not routed \
+                        and redundant:
                     out += [(p, r) for r in up]
             elif action == "ReplicaCleanup" and st in ("switched", "cancelling"):
                 leaver = mig["src"] if st == "switched" else mig["dst"]
-                if leaver not in s.reps:
+                if leaver not in s.reps or leaver_unique_parts(s.admin, LAYOUT, PIDS[p], mig,
+                                                               s.reps[leaver].store.names(PIDS[p]), s.bugs):
                     continue
                 if "cleanup_no_delay" in s.bugs:
                     out.append((p,))

@@ -247,8 +247,8 @@ class SpecSystem(RFCBridge, Attempts):
         for p, pid in self.pid.items():
             x = read_migration(self.admin, LAYOUT, pid)[0]
             mig[p] = Fn({"st": x["state"], "src": self.mv.get(x["src"], NONE), "dst": self.mv[x["dst"]],
-                         "coord": self.mv[x["coord"]], "fetched": x["fetched"]} if x else
-                        {"st": "none", "src": NONE, "dst": NONE, "coord": NONE, "fetched": False})
+                         "coord": self.mv[x["coord"]], "fetched": x["fetched"], "pos": x.get("catchup_to", 0)} if x else
+                        {"st": "none", "src": NONE, "dst": NONE, "coord": NONE, "fetched": False, "pos": 0})
         return {
             "active": active, "asg": seq_or_fn(asg), "cache": seq_or_fn(cache), "log": log,
             "ptr": seq_or_fn(ptr), "queue": seq_or_fn(queue), "parts": seq_or_fn(parts), "meta": seq_or_fn(meta),

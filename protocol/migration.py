@@ -17,7 +17,7 @@ from protocol.keeper import BadVersionError, Create, Keeper, MultiError, NoNodeE
 from protocol.layout import Layout
 from protocol.log_entry import DROP_RANGE, GET_PART, MUTATE_PART, LogEntry
 from protocol.parts import PartName, active_set
-from protocol.replica import Replica, _children, caught_up, log_number
+from protocol.replica import Replica, _children, caught_up, caught_up_to, log_number
 
 IN_FLIGHT = ("clone", "switched", "cancelling")
 
@@ -127,8 +127,21 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
         for data in dict.fromkeys(texts):
             if data not in queued:
                 keeper.create(f"{layout.queue(dst.name)}/queue-", data, sequential=True)
-    keeper.set(layout.migration(partition), json.dumps({**mig, "fetched": True}).encode(), mig_version)
+    # The catch-up position SWITCH waits for (F23), the log's length now: what the spec's
+    # ReplicaCloneFetch fixes as mig.pos.
+    fetched = {**mig, "fetched": True, "catchup_to": log_head(keeper, layout)}
+    keeper.set(layout.migration(partition), json.dumps(fetched).encode(), mig_version)
     return len(names)
+
+
+def log_head(keeper: Keeper, layout: Layout) -> int:
+    """The number the next log entry will take (the spec's Len(log)): one past the newest entry's,
+    or, once the cleanup thread has trimmed every entry, the furthest log_pointer (it trims only
+    what every replica has pulled)."""
+    numbers = [log_number(n) for n in keeper.get_children(layout.log)]
+    if numbers:
+        return max(numbers) + 1
+    return max((int(keeper.get(layout.log_pointer(r))[0]) for r in keeper.get_children(layout.replicas)), default=0)
 
 
 def _skipped_entries(dst: Replica, partition: str, a: Assignment) -> list[tuple[bytes, LogEntry]]:
@@ -174,8 +187,9 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,
     _require_live_coordinator(keeper, layout, "CoordinatorSwitch", partition, mig)
     if dst != mig["dst"]:
         raise GuardFailed("CoordinatorSwitch", f"{dst} is not the target of {partition}'s migration ({mig['dst']} is)")
-    if "switch_without_catchup" not in bugs and not caught_up(keeper, layout, dst, partition):
-        raise GuardFailed("CoordinatorSwitch", f"target {dst} has not caught up on {partition}")
+    if "switch_without_catchup" not in bugs and not _caught_up_for_switch(keeper, layout, dst, partition, mig):
+        raise GuardFailed("CoordinatorSwitch", f"target {dst} has not caught up on {partition} to log entry "
+                                               f"{mig.get('catchup_to', 'the end')}")
     a = read_assignment(keeper, layout, partition)
     owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
     # A repair (no source: protocol/repair.py, F20) only adds the target: nothing leaves, no CLEANUP.
@@ -184,6 +198,37 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,
     new = Assignment(owners, target=None, leaving=leaving)
     _write(keeper, layout, partition, a, new, {**mig, "state": "done" if repair else "switched"}, mig_version)
     return new
+
+
+def _caught_up_for_switch(keeper: Keeper, layout: Layout, dst: str, partition: str, mig: dict) -> bool:
+    """The spec's CaughtUpTo(dst, p, mig.pos): up to the position the fetch fixed. A migration
+    fetched before positions were fixed has none: caught up to the end, as then."""
+    if mig.get("catchup_to") is None:
+        return caught_up(keeper, layout, dst, partition)
+    return caught_up_to(keeper, layout, dst, partition, mig["catchup_to"])
+
+
+def leaver_unique_parts(keeper: Keeper, layout: Layout, partition: str, mig: dict, leaver_parts: list[PartName],
+                        bugs: frozenset[str] = frozenset()) -> list[PartName]:
+    """The spec's LeaverRedundant, its negation: the parts of the partition a switched source
+    holds that no owner staying (not lost) has a part covering, by the parts the owners have
+    registered in Keeper. SWITCH waits for the target only up to the position the fetch fixed
+    (F23), so what the source wrote after it may be the source's alone until an owner fetches it:
+    its CLEANUP must not delete that. None to wait for after a CANCEL (the target only copied),
+    nor with switch_without_catchup or cleanup_without_catchup."""
+    if mig["state"] != "switched" or "switch_without_catchup" in bugs or "cleanup_without_catchup" in bugs:
+        return []
+    a = read_assignment(keeper, layout, partition)
+    staying = [o for o in a.owners if not _is_lost(keeper, layout, o)]
+    held = [PartName.parse(n) for o in staying for n in _children(keeper, layout.parts(o))]
+    return [x for x in leaver_parts if not any(y.covers(x) for y in held if y.partition == partition)]
+
+
+def _is_lost(keeper: Keeper, layout: Layout, r: str) -> bool:
+    try:
+        return keeper.get(layout.is_lost(r))[0] == b"1"
+    except NoNodeError:
+        return False
 
 
 def coordinator_cancel(keeper: Keeper, layout: Layout, partition: str, target: Replica | None = None,
@@ -244,6 +289,10 @@ def replica_cleanup(leaver: Replica, partition: str, bugs: frozenset[str] = froz
     who = mig["src"] if mig["state"] == "switched" else mig["dst"]
     if who != leaver.name:
         raise GuardFailed("ReplicaCleanup", f"{leaver.name} is not the replica leaving {partition} ({who} is)")
+    unique = leaver_unique_parts(keeper, layout, partition, mig, leaver.store.names(partition), bugs)
+    if unique:
+        raise GuardFailed("ReplicaCleanup", f"{leaver.name} holds {', '.join(map(str, unique))} of {partition}, which "
+                                            f"no owner staying has yet")
     a = read_assignment(keeper, layout, partition)
     if "cleanup_no_delay" not in bugs:
         if leaver.pins.get(partition):
@@ -285,6 +334,11 @@ def replica_cleanup_for_down_leaver(rep: Replica, partition: str, bugs: frozense
     who = mig["src"] if mig["state"] == "switched" else mig["dst"]
     if keeper.exists(layout.is_active(who)) is not None:
         raise GuardFailed("ReplicaCleanupForDownLeaver", f"leaver {who} of {partition} is active: it cleans up itself")
+    registered = active_set(n for n in map(PartName.parse, _children(keeper, layout.parts(who))) if n.partition == partition)
+    unique = leaver_unique_parts(keeper, layout, partition, mig, registered, bugs)
+    if unique:
+        raise GuardFailed("ReplicaCleanupForDownLeaver", f"{who} holds {', '.join(map(str, unique))} of {partition}, "
+                                                         f"which no owner staying has yet")
     a = read_assignment(keeper, layout, partition)
     stale = [] if "down_leaver_cleanup_ignores_maps" in bugs else _maps_not_seen(keeper, layout, partition, a.version)
     if stale:

@@ -645,6 +645,39 @@ def caught_up(keeper: Keeper, layout: Layout, r: str, partition: str) -> bool:
                for n in keeper.get_children(layout.log) if log_number(n) >= ptr)
 
 
+def caught_up_to(keeper: Keeper, layout: Layout, r: str, partition: str, upto: int) -> bool:
+    """The spec's CaughtUpTo(r, p, upto): nothing of the partition numbered below `upto` in r's
+    queue, nor in the log between r's log_pointer and `upto`. A queue entry is the text of the log
+    entry it was pulled from (pullLogsToQueue copies it), so its number is that log entry's; one a
+    CLONE queued, or whose log entry the cleanup thread has trimmed since, counts as below (it is
+    waited for: never too early). `upto` is a log number as log_pointer counts: the log's length
+    when it was fixed (migration.log_head)."""
+    ptr = int(keeper.get(layout.log_pointer(r))[0])
+    names = keeper.get_children(layout.log)
+    if any(ptr <= log_number(n) < upto and LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition == partition
+           for n in names):
+        return False
+    queue = layout.queue(r)
+    pending = []
+    for n in _children(keeper, queue):
+        try:
+            text = keeper.get(f"{queue}/{n}")[0]
+        except NoNodeError:
+            continue  # executed between the listing and the read
+        if LogEntry.parse(text).partition == partition:
+            pending.append(text)
+    if not pending:
+        return True
+    after = set()
+    for n in names:
+        if log_number(n) >= upto:
+            try:
+                after.add(keeper.get(f"{layout.log}/{n}")[0])
+            except NoNodeError:
+                continue  # trimmed since the listing: its queue copy counts as below
+    return all(text in after for text in pending)
+
+
 def log_number(name: str) -> int:
     """log-0000000012 -> 12: a log entry's sequence number, what log_pointer counts."""
     return int(name.rsplit("-", 1)[1])

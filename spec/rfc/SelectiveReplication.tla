@@ -60,7 +60,7 @@ VARIABLES
     trimmed,  \* log entries 1..trimmed are gone: the cleanup thread removed them (log stays as history)
     lost,     \* replicas whose is_lost is 1: down while the log moved on, they must clone before pulling
     ins,      \* insert id -> [st, at, tries] as the client and the routing replica see it
-    mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched]
+    mig,      \* p -> selective/migrations/{p}: [st, src, dst, coord, fetched, pos]
     qry,      \* query id -> [st, at, routes, pending, expected, seen, dup, lost]
     inv_acked,         \* blocks whose INSERT the client saw acknowledged
     inv_read_cleaned,  \* TRUE once CLEANUP removed data an in-flight query was routed to
@@ -167,14 +167,19 @@ LiveAcked == {i \in inv_acked : Live(i)}
 
 Running(q) == qry[q].st = "running"
 
-\* r is caught up on p: nothing for p in its queue or in the log beyond its log_pointer. SWITCH
-\* waits for it on the target; merges and mutations are selected only by an owner caught up on
-\* the partition, whose parts are then what the whole log makes of it (ClickHouse selects from
+\* r is caught up on p: nothing for p in its queue or in the log beyond its log_pointer. Merges
+\* and mutations are selected only by an owner caught up on the partition, whose parts are then what the whole log makes of it (ClickHouse selects from
 \* its "virtual parts" and creates the entry with a check on the log's version, so no two
 \* selections overlap).
 CaughtUp(r, p) ==
     /\ \A e \in queue[r] : e.p # p
     /\ \A k \in (ptr[r] + 1)..Len(log) : log[k].p # p
+\* r is caught up on p as far as log index n: nothing of p numbered up to n in its queue (an entry
+\* a CLONE queued has no log index: 0), nor in the log between its log_pointer and n. SWITCH waits
+\* for it at the position the CLONE's fetch fixed (F23): entries of p after it do not hold it up.
+CaughtUpTo(r, p, n) ==
+    /\ \A e \in queue[r] : e.p = p => e.k > n
+    /\ \A k \in (ptr[r] + 1)..n : log[k].p # p
 MigrationsInFlight == {p \in Partitions : mig[p].st \in {"clone", "switched", "cancelling"}}
 
 \* The log and parts of a table whose InitBlocks were inserted and replicated before the model starts.
@@ -198,7 +203,7 @@ Init ==
     /\ trimmed = 0
     /\ lost = {}
     /\ ins = [i \in Inserts |-> [st |-> IF i \in InitBlocks THEN "acked" ELSE "idle", at |-> None, tries |-> 0]]
-    /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE]]
+    /\ mig = [p \in Partitions |-> [st |-> "none", src |-> None, dst |-> None, coord |-> None, fetched |-> FALSE, pos |-> 0]]
     /\ qry = [q \in Queries |-> [st |-> "idle", at |-> None, routes |-> <<>>, pending |-> {},
                                  expected |-> {}, seen |-> {}, dup |-> FALSE, lost |-> {}]]
     /\ inv_acked = InitBlocks
@@ -496,7 +501,7 @@ StartMigration(p, src, dst) ==
     /\ Cardinality(MigrationsInFlight) < MaxConcurrentMigrations
     /\ aux_counts.migrations < MaxMigrations
     /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
-    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE]]
+    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> src, dst |-> dst, coord |-> src, fetched |-> FALSE, pos |-> 0]]
     /\ aux_counts' = [aux_counts EXCEPT !.migrations = @ + 1]
     /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, gone>>
 
@@ -518,7 +523,7 @@ RepairStart(p, c, dst) ==
     /\ AllowedOwner(p, None, dst)
     /\ Cardinality(MigrationsInFlight) < MaxConcurrentMigrations
     /\ asg' = [asg EXCEPT ![p].target = dst, ![p].version = @ + 1]
-    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> None, dst |-> dst, coord |-> c, fetched |-> FALSE]]
+    /\ mig' = [mig EXCEPT ![p] = [st |-> "clone", src |-> None, dst |-> dst, coord |-> c, fetched |-> FALSE, pos |-> 0]]
     /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* ALTER TABLE t REASSIGN PARTITION p TO REPLICA dst (refused for a replica that is not active).
@@ -583,7 +588,9 @@ ReplicaCloneFetch(p) ==
        ELSE /\ cache' = [cache EXCEPT ![dst][p] = asg[p]]
             /\ queue' = [queue EXCEPT ![dst] = @ \cup {Entry("GET", p, x, 0) : x \in ActiveU} \cup requeue]
             /\ UNCHANGED parts
-    /\ mig' = [mig EXCEPT ![p].fetched = TRUE]
+    \* The catch-up position: SWITCH waits for the target to have done the partition's entries up
+    \* to here, not for it to have nothing pending (a stream of inserts need never let it: F23).
+    /\ mig' = [mig EXCEPT ![p].fetched = TRUE, ![p].pos = Len(log)]
     /\ UNCHANGED <<active, asg, log, ptr, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* SWITCH: CAS the assignment to replace the source with the target. Fixed: the source stays
@@ -595,7 +602,7 @@ CoordinatorSwitch(p) ==
     LET repair == mig[p].src = None IN
     /\ mig[p].st = "clone" /\ mig[p].fetched
     /\ mig[p].coord \in active
-    /\ Bug("switch_without_catchup") \/ CaughtUp(mig[p].dst, p)
+    /\ Bug("switch_without_catchup") \/ CaughtUpTo(mig[p].dst, p, mig[p].pos)
     /\ asg' = [asg EXCEPT ![p] = [owners |-> (@.owners \ {mig[p].src}) \cup {mig[p].dst}, target |-> None,
                                   leaving |-> IF Bug("source_stops_at_switch") \/ repair THEN None ELSE mig[p].src,
                                   version |-> @.version + 1]]
@@ -605,6 +612,16 @@ CoordinatorSwitch(p) ==
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
 Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
 
+\* A switched source holds no part of p that no staying owner has: its CLEANUP deletes no only
+\* copy. SWITCH waits for the target only up to mig.pos (F23), so a part the source wrote after
+\* that, before SWITCH, may be the source's alone until an owner fetches it. A CANCEL's leaver,
+\* the target, only ever copied. Off with switch_without_catchup (no catch-up anywhere, as the
+\* RFC has none) and with cleanup_without_catchup (this wait alone left out).
+LeaverRedundant(p) ==
+    \/ mig[p].st # "switched"
+    \/ Bug("switch_without_catchup") \/ Bug("cleanup_without_catchup")
+    \/ \A x \in NoEmpty(PartsOf(Leaver(p), p)) : \E o \in asg[p].owners \ lost : HasCovering(o, x)
+
 \* CLEANUP on the leaving replica after old_parts_lifetime. The delay is modelled by what it
 \* must outlast: every active replica's map has seen the new assignment, and no running query
 \* is routed to the leaver for p. With cleanup_no_delay the data goes right after SWITCH.
@@ -613,6 +630,7 @@ ReplicaCleanup(p) ==
         routedHere == \E q \in Queries : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = r IN
     /\ mig[p].st \in {"switched", "cancelling"}
     /\ r \in active
+    /\ LeaverRedundant(p)
     /\ \/ Bug("cleanup_no_delay")
        \/ /\ \A a \in active : cache[a][p].version >= asg[p].version
           /\ ~routedHere
@@ -640,6 +658,7 @@ ReplicaCleanupForDownLeaver(p, r) ==
     /\ mig[p].st \in {"switched", "cancelling"}
     /\ l \notin active
     /\ r \in active
+    /\ LeaverRedundant(p)
     /\ Bug("down_leaver_cleanup_ignores_maps") \/ \A a \in active : cache[a][p].version >= asg[p].version
     /\ ~routedThere
     /\ asg' = [asg EXCEPT ![p].leaving = None, ![p].version = @ + 1]
@@ -1028,6 +1047,17 @@ LiveSpecWithoutRestart == Spec /\ NoRestartFairness /\ MigrationFairness /\ Quer
 \* Every started migration ends, DONE or CANCELLED.
 MigrationsEndProp ==
     \A p \in Partitions : (mig[p].st = "clone") ~> (mig[p].st \in {"done", "cancelled"})
+
+\* Every started migration ends, or waits for a switched source that is down and holds the only
+\* copy of a part (F23): SWITCH waits for the target only up to the position the fetch fixed, so
+\* a part the source wrote after it may be the source's alone, and ending the migration would make
+\* the source drop it when it comes back. It comes back under LiveSpec (MigrationsEndProp holds
+\* there); under LiveSpecWithoutRestart it may not, and the operator's SYSTEM DROP REPLICA
+\* (DropReplica) is what ends the migration, with the part.
+MigrationsEndOrWaitOnOnlyCopyProp ==
+    \A p \in Partitions :
+        (mig[p].st = "clone") ~> \/ mig[p].st \in {"done", "cancelled"}
+                                 \/ mig[p].st = "switched" /\ Leaver(p) \notin active /\ ~LeaverRedundant(p)
 
 \* Every partition a permanent loss left short of RF gets back to RF owners (while replicas
 \* enough are left: the repair models drop one of three at RF 2).

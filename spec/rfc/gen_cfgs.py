@@ -82,12 +82,17 @@ MODELS: dict[str, tuple[str, dict, bool]] = {
         dict(MIGRATION, Bugs='"cancel_drops_target_at_once"'), False),
     "MCMigrationWrites": ("An insert racing a migration: stale maps of writer, source and target, fixed.",
                           MIGRATION_WRITES, False),
+    "MCMigrationWrites_cleanup_without_catchup": (
+        "Broken variant (F23's fix half left out): SWITCH catches up to the position the fetch fixed, CLEANUP does not "
+        "wait for an owner to have what the source wrote after it.",
+        dict(MIGRATION_WRITES, Bugs='"cleanup_without_catchup"'), False),
     "MCMigrationWrites_clone_from_source_only": (
         "RFC as written: CLONE fetches only the source's parts; parts the source has not fetched yet are missed.",
         dict(MIGRATION_WRITES, Bugs='"clone_from_source_only"'), False),
     "MCMigrationWrites_insert_without_assignment_check": (
-        "RFC as written: a replica writes locally when its map says it owns the partition, even after SWITCH.",
-        dict(MIGRATION_WRITES, Bugs='"insert_without_assignment_check"'), False),
+        "RFC as written: a replica writes locally when its map says it owns the partition, even after SWITCH, and "
+        "CLEANUP does not wait for an owner to have it (the RFC has neither check; F23's wait alone keeps the block).",
+        dict(MIGRATION_WRITES, Bugs='"insert_without_assignment_check", "cleanup_without_catchup"'), False),
     "MCMigrationCrash": ("A replica crash anywhere in a migration, the coordinator's included, and takeover, fixed.",
                          CRASH, False),
     "MCMergeDuringClone": ("Merges of the partition in CLONE applied on source and target alike (RFC open question).",
@@ -210,8 +215,8 @@ MODELS["MCFullOnePartition"] = (
     "The full model on one partition (allocation, forwarding, stale maps, a merge, a migration or its cancel, "
     "two inserts racing them), fixed, exhaustively.", FULL_ONE_PARTITION, True)
 MODELS["MCFullOnePartition_insert_without_assignment_check"] = (
-    "F4 in the full model on one partition, exhaustively.",
-    dict(FULL_ONE_PARTITION, Bugs='"insert_without_assignment_check"'), True)
+    "F4 in the full model on one partition, exhaustively (with cleanup_without_catchup: the RFC has neither check).",
+    dict(FULL_ONE_PARTITION, Bugs='"insert_without_assignment_check", "cleanup_without_catchup"'), True)
 MODELS["MCFullOnePartition_switch_without_catchup"] = (
     "Broken variant switch_without_catchup in the full model on one partition, exhaustively.",
     dict(FULL_ONE_PARTITION, Bugs='"switch_without_catchup"'), True)
@@ -254,7 +259,12 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     "MCLivenessCrash": ("As MCLiveness, with a replica crash anywhere (the coordinator's included) and its restart.",
                         dict(LIVENESS, MaxCrashes="1"), "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
     "MCLivenessCrashNoRestart": (
-        "As MCLivenessCrash, but the crashed replica may stay down for good: every migration still ends, by the down timeouts.",
+        "As MCLivenessCrash, but the crashed replica may stay down for good: every migration still ends, by the down "
+        "timeouts, or waits for a switched source down for good with the only copy of a part (F23).",
+        dict(LIVENESS, MaxCrashes="1"), "LiveSpecWithoutRestart", ["MigrationsEndOrWaitOnOnlyCopyProp"]),
+    "MCLivenessCrashNoRestart_only_copy": (
+        "F23's cost: a switched source that stays down with the only copy of a part it wrote after the catch-up "
+        "position holds its migration open for good (ended by SYSTEM DROP REPLICA only).",
         dict(LIVENESS, MaxCrashes="1"), "LiveSpecWithoutRestart", ["MigrationsEndProp"]),
     "MCLivenessRepair": ("Every partition a permanent loss left short of RF is repaired, under fairness of the repair.",
                          dict(REPAIR, MaxMigrations="1", Queries="NoQueries"), "LiveRepairSpec",

@@ -5,8 +5,9 @@ import pytest
 from cluster_helpers import LAYOUT, P, drain
 
 from protocol.assignment import Assignment, GuardFailed, read_assignment
-from protocol.migration import (MigrationError, admin_reassign, coordinator_cancel, coordinator_switch, migrations_rows,
-                                replica_cleanup, replica_cleanup_for_down_leaver, replica_clone_fetch)
+from protocol.migration import (MigrationError, admin_reassign, caught_up, coordinator_cancel, coordinator_switch,
+                                migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
+                                replica_clone_fetch)
 
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
@@ -128,10 +129,52 @@ def test_switch_waits_for_catch_up_unless_the_variant_is_on(make_cluster):
         coordinator_switch(admin, LAYOUT, P, "r3")
     coordinator_switch(admin, LAYOUT, P, "r3", frozenset({"switch_without_catchup"}))
     refresh_all(reps)
-    replica_cleanup(reps["r1"], P)  # the only copy goes: r2 never fetched, r3 had not yet
+    with pytest.raises(GuardFailed, match="which no owner staying has yet"):
+        replica_cleanup(reps["r1"], P)   # F23's wait at CLEANUP would still keep the only copy
+    replica_cleanup(reps["r1"], P, frozenset({"switch_without_catchup"}))  # the only copy goes: r2 never fetched, r3 had not yet
     survivors = [r for r in ("r2", "r3") if reps[r].has_rows_of(P)]
     drain(reps["r3"])
     assert survivors == [] and reps["r3"].has_rows_of(P) == []  # NoAckedBlockLostInv broken
+
+
+def _switch_with_a_part_written_after_the_catch_up_position(admin, reps):
+    """F23's race: the CLONE's fetch fixes the catch-up position, the target catches up to it, then
+    the source writes another part of P, which neither the target nor r2 has pulled at SWITCH."""
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    assert read_migration(admin, LAYOUT, P)[0]["catchup_to"] == 1   # the log's length at the fetch
+    reps["r1"].replica_refresh_cache(P)   # the writer's map has the CLONE (its commit checks the version)
+    late = reps["r1"].replica_write_insert(P, [{**ROWS[0], "user_id": 37}], "h2")
+    assert not caught_up(admin, LAYOUT, "r3", P)   # drained it must not be: the stream moved on
+    coordinator_switch(admin, LAYOUT, P, "r3")      # caught up to the position is enough (F23)
+    refresh_all(reps)
+    return late
+
+
+def test_switch_waits_up_to_the_fetchs_position_and_cleanup_for_what_the_source_wrote_after(make_cluster):
+    """F23's fix, as MCMigrationWrites holds it: SWITCH does not wait for what came after the
+    position; the source's CLEANUP waits until an owner staying has it."""
+    admin, reps = make_cluster()
+    late = _switch_with_a_part_written_after_the_catch_up_position(admin, reps)
+    with pytest.raises(GuardFailed, match=f"r1 holds {late} of {P}, which no owner staying has yet"):
+        replica_cleanup(reps["r1"], P)
+    drain(reps["r2"])   # r2, an owner before and after, fetches it from r1
+    replica_cleanup(reps["r1"], P)
+    drain(reps["r3"])
+    assert len(reps["r2"].has_rows_of(P)) == len(reps["r3"].has_rows_of(P)) == 2
+
+
+def test_cleanup_without_catchup_deletes_the_only_copy_of_what_the_source_wrote_after_the_position(make_cluster):
+    """The broken variant, as MCMigrationWrites_cleanup_without_catchup: NoAckedBlockLostInv broken."""
+    admin, reps = make_cluster()
+    _switch_with_a_part_written_after_the_catch_up_position(admin, reps)
+    replica_cleanup(reps["r1"], P, frozenset({"cleanup_without_catchup"}))
+    for r in ("r2", "r3"):
+        drain(reps[r])
+    held = [row["user_id"] for r in ("r2", "r3") for row in reps[r].has_rows_of(P)]
+    assert held == [21, 21]   # h1 on both owners; h2's row (user 37), acknowledged, is nowhere
 
 
 def test_after_switch_a_second_switch_or_a_cancel_is_refused(make_cluster):
