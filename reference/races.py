@@ -664,12 +664,22 @@ class Race(RaceFaults):
             return
         flying = sorted(migrations_in_flight(c.admin, c.layout))   # most retries meet a migration in flight
         p = self.rng.choice(flying if flying and self.rng.random() < 0.7 else partitions)
-        # A fetched CLONE lasts a few steps (its SWITCH comes soon): when there is one, half the
-        # retries go to it, where only a SWITCH to another replica than the target is refused.
+        # A fetched CLONE lasts a few steps (its SWITCH comes soon, sooner since F23's fix waits
+        # only up to the fetch's position): when there is one, half the retries go to it, and
+        # every one until its refusal has been met once, where only a SWITCH to another replica
+        # than the target is refused.
         migs = {x: read_migration(c.admin, c.layout, x)[0] or {} for x in flying}
         fetched = [x for x, m in migs.items() if m.get("state") == "clone" and m.get("fetched")]
-        if fetched and self.rng.random() < 0.5:
+        unmet = self.counts.get("retried switch to another replica than the target refused", 0) == 0
+        if fetched and (unmet or self.rng.random() < 0.5):
             p = self.rng.choice(fetched)
+        # Likewise a SWITCHed or cancelling migration, until a CLEANUP for a down leaver that is
+        # up has been refused once: its leaver is live, and the window lasts as long as CLEANUP's
+        # waits (maps, queries, and since F23 an owner holding what the source wrote).
+        left = [x for x, m in migs.items() if m.get("state") in ("switched", "cancelling")]
+        if left and not (fetched and unmet) and \
+                self.counts.get("retried cleanup for a down leaver that is up refused", 0) == 0:
+            p = self.rng.choice(left)
         # So does a CLONE whose coordinator is down (until a replica takes it over): the tasks it
         # queued before its crash meet the live-coordinator guard.
         live = lambda name: name is not None and c.admin.exists(c.layout.is_active(name)) is not None  # noqa: E731

@@ -995,6 +995,18 @@ TrimmedMonotonicProp == [][trimmed' >= trimmed]_vars
 \* them only as the model's history). The replicas not lost are at or past `trimmed`.
 LostReplicaClonesProp == [][\A r \in lost : ptr'[r] # ptr[r] => r \notin lost']_vars
 
+\* The RFC's promise for reads after SWITCH ("Full speed: data is on local disk, no cold cache"):
+\* the step that makes a CLONE's target an owner finds it holding every live acknowledged block of
+\* p whose entry is at or before the position its fetch fixed (mig.pos). Blocks written after the
+\* position may still be on their way (F23); CLEANUP's wait (LeaverRedundant) keeps their copy.
+\* Not the SWITCH guard restated: the guard reads the target's queue and log_pointer, this the
+\* parts it holds.
+SwitchTargetHoldsFetchedProp ==
+    [][\A p \in Partitions :
+         (mig[p].st = "clone" /\ mig'[p].st \in {"switched", "done"}) =>
+            \A i \in LiveAcked : InsertPartition[i] = p /\ 0 < FirstIdx(i) /\ FirstIdx(i) <= mig[p].pos
+                                 => HasBlock(mig[p].dst, i)]_vars
+
 -----------------------------------------------------------------------------
 (* Liveness, under weak fairness of the background work a replica does by   *)
 (* itself (pulling, executing its queue, refreshing its map, restarting)    *)

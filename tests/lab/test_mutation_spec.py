@@ -1,6 +1,8 @@
 """lab.mutation_spec (issue 18): guard mutants come from the real spec, spec/ is never written,
-and a known-bad mutant (CoordinatorSwitch without its catch-up guard, F-switch_without_catchup)
-is killed by a small model."""
+and two known-bad mutants are killed by a small model: CoordinatorSwitch without its catch-up
+guard (by SwitchTargetHoldsFetchedProp: since F23's fix CLEANUP's own wait keeps the data, so
+the target short at SWITCH loses nothing) and ReplicaCleanup without that wait (LeaverRedundant,
+by NoAckedBlockLostInv: F23's second half)."""
 
 import json
 from pathlib import Path
@@ -53,8 +55,16 @@ def test_dropping_the_switch_catch_up_guard_is_killed(tmp_path):
     models = ms.holding_models(["MCMigrationWrites"])
     verdict = ms.run_mutant(mutant, models, budget=240, workdir=tmp_path, workers=2)
     assert verdict.status == "killed", verdict
-    assert verdict.killed_by.startswith("MCMigrationWrites: ")
+    assert verdict.killed_by == "MCMigrationWrites: SwitchTargetHoldsFetchedProp", verdict
     assert list(tmp_path.iterdir()) == []   # the mutant's copy of spec/ is gone
+
+
+@pytest.mark.tlc
+def test_dropping_cleanups_wait_for_an_owner_to_hold_the_sources_parts_is_killed(tmp_path):
+    mutant = next(m for m in _mutants(["ReplicaCleanup"]) if m.original == "LeaverRedundant(p)" and m.kind == "drop")
+    verdict = ms.run_mutant(mutant, ms.holding_models(["MCMigrationWrites"]), budget=240, workdir=tmp_path, workers=2)
+    assert verdict.status == "killed", verdict
+    assert verdict.killed_by == "MCMigrationWrites: NoAckedBlockLostInv", verdict
 
 
 # ---- bounds, witnesses and survivor reasons
