@@ -8,9 +8,12 @@ Faults: by the PIDs the harness holds (ensemble members killed with SIGKILL or a
 SIGSTOP for 5, 15 or 25 s, replicas crashed),
 at the keeper layer (a session expired from the server side, a ConnectionLoss injected before or
 after a multi applies), and on the CLONE target's disk (a tmpfs remounted read-only, or full, for
-10 s; mounting needs root: elsewhere those cells are skipped, saying so), and the whole process
-killed with SIGKILL and carried on with `reference run --attach` (process_kill: a run of the
-command line, not the live runtime). States: `clone` (the fault right after REASSIGN), `switched`
+10 s; mounting needs root: elsewhere those cells are skipped, saying so), a network partition
+(partition_N: the cell run in a network namespace of its own, its ensemble and runtime inside,
+and the namespace's loopback taken down for N s: every packet between the replicas and ZooKeeper,
+and between the members, dropped, not refused; `ip netns` needs root, skipped elsewhere), and the
+whole process killed with SIGKILL and carried on with `reference run --attach` (process_kill: a
+run of the command line, not the live runtime). States: `clone` (the fault right after REASSIGN), `switched`
 (after SWITCH, while a running query's pin holds CLEANUP off), `cleanup` (the pin released in the
 same step as the fault: CLEANUP is the source's next step). A run has recovered when every
 replica thread is alive, the migration has ended and an INSERT is acknowledged; *time to
@@ -42,7 +45,7 @@ from protocol.keeper.zookeeper import ZooKeeperKeeper
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("leader_kill", "follower_kill", "full_outage", "session_expiry", "multi_loss_before",
           "multi_loss_after", "replica_crash", "coordinator_crash", "stall_5", "stall_15", "stall_25",
-          "disk_read_only", "disk_full", "process_kill")
+          "disk_read_only", "disk_full", "partition_5", "partition_15", "process_kill")
 # stall_N: every ensemble member stopped with SIGSTOP for N seconds, the clients going on (each
 # INSERT bounded by INSERT_DEADLINE); past the session timeout (10 s at tickTime 500 ms) the
 # replicas' sessions expire when ZooKeeper resumes, and each replica re-establishes its own.
@@ -51,9 +54,16 @@ FAULTS = ("leader_kill", "follower_kill", "full_outage", "session_expiry", "mult
 # a 10-second fault stopped replication for good before its steps were retried).
 DISK_FAULTS = ("disk_read_only", "disk_full")
 DISK_FAULT_SECONDS = 10.0
-# Each client INSERT's own deadline (Cluster.insert's `deadline`: every Keeper call it makes is cut
-# short there). The latency the table reports runs from the client's call to its answer, the wait
-# for the live runtime's lock included, which the deadline does not bound (issue 38's third item).
+# partition_N: the loopback of the cell's network namespace down for N s, below and above the
+# 10 s session timeout. Unlike a member killed (the kernel answers RST: kazoo moves to the next
+# server at once) or stopped (connections accepted, never answered), a packet to a link that is
+# down is dropped: a request hangs until the client's own timeout, a connect too. The members
+# lose each other as well, so the ensemble elects again once the link is back. The cell runs in a
+# child process (`--cell`), since a namespace is a process's; the Spark job judges its history here.
+PARTITION_CELL_TIMEOUT_S = 300.0
+# Each client INSERT's own deadline (Cluster.insert's `deadline`: every Keeper call it makes, and
+# its wait for a busy replica's lock, is cut short there). The latency the table reports runs from
+# the client's call to its answer.
 INSERT_DEADLINE = 3.0
 # process_kill: not the live runtime but a whole `python -m reference run` process (3 replicas, a
 # fourth added and rebalanced onto, queries between the migration steps), killed with SIGKILL when
@@ -109,6 +119,7 @@ class Outcome:
     duplicated: int                # rows held twice by a replica, or returned twice by a query
     oracle: dict = field(default_factory=dict)   # invariant -> holds
     spark: dict = field(default_factory=dict)
+    duckdb: dict = field(default_factory=dict)   # the third checker's verdicts (checkers/duckdb_check.py)
     note: str = ""
     history: str = ""
     skipped: bool = False          # the fault cannot be dealt here (mount refused): no verdict
@@ -117,7 +128,8 @@ class Outcome:
 
     @property
     def agree(self) -> bool:
-        return bool(self.spark) and self.oracle == self.spark
+        """All three checkers give the same verdict on every invariant."""
+        return bool(self.spark) and self.oracle == self.spark == self.duckdb
 
 
 def _wait(cond, timeout: float, step: float = 0.05) -> bool:
@@ -287,6 +299,58 @@ def run_killed(hosts: str, state: str, seed: int, folder: Path, timeout: float =
         return Outcome("process_kill", state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e}")
 
 
+def run_partitioned(fault: str, state: str, seed: int, folder: Path) -> Outcome:
+    """A partition_N cell: a network namespace of its own (`ip netns add`, loopback up), and in it a
+    child `python -m lab.faults --cell` that starts its own ensemble and runs the cell (run_one),
+    writing the Outcome and the history into `folder`. The namespace is deleted whatever happens;
+    a child past PARTITION_CELL_TIMEOUT_S is killed with its process group (its ZooKeepers too).
+    Where `ip netns add` is refused the cell is skipped, saying why."""
+    import json
+    import os
+    import signal
+    import subprocess
+    name = f"faults-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        return Outcome(fault, state, seed, False, None, -1, -1, skipped=True,
+                       note=f"skipped: ip netns add refused ({made.stderr.strip() or made.returncode}): "
+                            "a network partition needs root")
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, capture_output=True)
+        with open(folder / "cell.out", "w") as out:
+            child = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-m", "lab.faults", "--cell",
+                                      f"{fault}:{state}:{seed}", "--cell-folder", str(folder)],
+                                     cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = child.wait(PARTITION_CELL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                return Outcome(fault, state, seed, False, None, -1, -1,
+                               note=f"the cell's process ran past {PARTITION_CELL_TIMEOUT_S:.0f} s and was killed")
+        result = folder / "outcome.json"
+        if code != 0 or not result.exists():
+            tail = (folder / "cell.out").read_text()[-300:].strip().replace("\n", " / ")
+            return Outcome(fault, state, seed, False, None, -1, -1, note=f"the cell's process exited {code}: {tail}")
+        return Outcome(**json.loads(result.read_text()))
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def run_cell(cell: str, folder: Path) -> int:
+    """The child of run_partitioned, inside the namespace: its own ensemble, one cell, its
+    Outcome as JSON in `folder`. No Spark here: the parent judges the history."""
+    import json
+    from harness.zookeeper import ZooKeeperEnsemble, interrupt_on_ctrl_c_and_kill
+    fault, state, seed = cell.split(":")
+    interrupt_on_ctrl_c_and_kill()
+    with ZooKeeperEnsemble(size=3) as ensemble:
+        o = run_one(ensemble, ensemble.hosts, fault, state, int(seed), folder)
+    (folder / "outcome.json").write_text(json.dumps(o.__dict__))
+    return 0
+
+
 def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round, disks: dict | None = None) -> float:
     """Inject `fault`, with the client going on; returns when the fault ended (monotonic)."""
     def go_on(seconds: float):
@@ -334,6 +398,13 @@ def inject(fault: str, ensemble, live, c, src: str, dst: str, client_round, disk
         filler = disks[dst].fill()
         go_on(DISK_FAULT_SECONDS)
         filler.unlink()
+    elif fault.startswith("partition_"):   # only inside the cell's own namespace (run_partitioned)
+        import subprocess
+        subprocess.run(["ip", "link", "set", "lo", "down"], check=True, capture_output=True)
+        try:
+            go_on(float(fault.split("_")[1]))
+        finally:
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True)
     else:
         raise ValueError(f"unknown fault {fault!r}; faults are {', '.join(FAULTS)}")
     return time.monotonic()
@@ -355,6 +426,12 @@ def _lost_and_duplicated(h) -> tuple[int, int]:
         returned.setdefault(x["query_id"], []).append(x["row_id"])
     dup += sum(len(rows) - len(set(rows)) for rows in returned.values())
     return len(lost), dup
+
+
+def duckdb_verdicts(folder: str) -> dict:
+    """invariant -> holds, from DuckDB's SQL (checkers/invariants.py) on a written history."""
+    from checkers.duckdb_check import check
+    return {k: n == 0 for k, n in check(folder).items()}
 
 
 def spark_verdicts(spark, folder: str) -> dict:
@@ -423,9 +500,12 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
             for s in states:
                 for seed in seeds:
                     t0 = time.monotonic()
-                    o = run_one(ensemble, ensemble.hosts, f, s, seed, folder / f"{f}-{s}-{seed}")
+                    cell = folder / f"{f}-{s}-{seed}"
+                    o = (run_partitioned(f, s, seed, cell) if f.startswith("partition_")
+                         else run_one(ensemble, ensemble.hosts, f, s, seed, cell))
                     if o.history:
                         o.spark = spark_verdicts(spark, o.history)
+                        o.duckdb = duckdb_verdicts(o.history)
                         if not (o.agree and all(o.oracle.values())):   # kept for whoever looks into it
                             import shutil
                             kept = ROOT / "build" / "faults" / f"{f}-{s}-{seed}"
@@ -440,7 +520,7 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
                         + (f" in {o.seconds:.1f} s" if o.seconds is not None else "")
                         + f", lost {o.lost}, duplicated {o.duplicated}"
                         + (f", {o.disk_faults} steps the disk failed" if f in DISK_FAULTS else "") + ", checkers "
-                        + ("agree" if o.agree else f"DISAGREE (oracle {o.oracle}, spark {o.spark})")
+                        + ("agree" if o.agree else f"DISAGREE (oracle {o.oracle}, spark {o.spark}, duckdb {o.duckdb})")
                         + "".join(f"; {name} VIOLATED" for name, holds in o.oracle.items() if not holds)
                         + (f"; {o.note}" if o.note else "") + f" [{time.monotonic() - t0:.0f} s]")
                     outcomes.append(o)
@@ -454,7 +534,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--states", default=",".join(STATES))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
     ap.add_argument("--report", help="JSON report with a one-line summary (make check's table)")
+    # run_partitioned's child, inside its network namespace: not for people
+    ap.add_argument("--cell", help=argparse.SUPPRESS)
+    ap.add_argument("--cell-folder", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.cell:
+        return run_cell(a.cell, Path(a.cell_folder))
     faults, states = a.faults.split(","), a.states.split(",")
     for name, given, known in (("--faults", faults, FAULTS), ("--states", states, STATES)):
         bad = [x for x in given if x not in known]
@@ -506,9 +591,12 @@ def main(argv: list[str] | None = None) -> int:
                           "thread alive, the migration ended, an INSERT acknowledged; *time to recover* from "
                           "the fault's end. Rows lost / duplicated from the final state and the queries; "
                           f"*INSERT s*: each client INSERT from its call to its answer (its deadline "
-                          f"{INSERT_DEADLINE:g} s bounds its Keeper calls, not its wait for the runtime's lock); "
-                          "*checkers agree*: the oracle and the Spark job give the same verdict on every "
-                          "invariant. *process_kill*: not the live runtime but a `python -m reference run` "
+                          f"{INSERT_DEADLINE:g} s bounds its Keeper calls and its waits for a replica's lock); "
+                          "*checkers agree*: the oracle, DuckDB and the Spark job give the same verdict on every "
+                          "invariant. *partition_N*: the cell in a network namespace of its own (its ensemble "
+                          "and runtime inside), the namespace's loopback down for N s: packets dropped, not "
+                          "refused, between the replicas and ZooKeeper and between the members. "
+                          "*process_kill*: not the live runtime but a `python -m reference run` "
                           "(3 replicas, a fourth added and rebalanced onto, queries between steps) killed with "
                           "SIGKILL when its output first shows the state, then `run --attach`: recovered when "
                           "the attach runs to its end, its time from its start to its end (the rest of the "

@@ -10,7 +10,7 @@ after a quarter of the time, REASSIGN of the partition that has received the mos
 replica that does not own it. Sampled every SAMPLE_EVERY s while the stream runs: the log's head,
 every replica's log_pointer and the migration's state. Then the stream stops, the migration is
 given MIGRATION_AFTER s to end, the threads stop, the cluster settles, a final query reads every
-partition, and the oracle and the Spark job judge the history.
+partition, and the oracle, DuckDB and the Spark job judge the history.
 
 Columns: *lag*, the log's head minus the slowest replica's log_pointer (entries), its largest and
 at the stream's end; *lag s*, for how long the oldest entry the slowest replica had not pulled
@@ -70,11 +70,13 @@ class Cell:
     duplicated: int = -1
     oracle: dict = field(default_factory=dict)
     spark: dict = field(default_factory=dict)
+    duckdb: dict = field(default_factory=dict)
     note: str = ""
 
     @property
     def agree(self) -> bool:
-        return bool(self.spark) and self.oracle == self.spark
+        """All three checkers give the same verdict on every invariant."""
+        return bool(self.spark) and self.oracle == self.spark == self.duckdb
 
     @property
     def held(self) -> bool:
@@ -92,7 +94,7 @@ def _lag_seconds(heads: list[tuple[float, int]], t: float, slowest: int) -> floa
 
 def run_cell(hosts: str, clients: int, replicas: int, seconds: float, folder: Path, spark, seed: int = 1) -> Cell:
     from checkers.oracle import check
-    from lab.faults import _lost_and_duplicated, spark_verdicts
+    from lab.faults import _lost_and_duplicated, duckdb_verdicts, spark_verdicts
     from protocol.assignment import read_assignment
     from protocol.keeper.zookeeper import ZooKeeperKeeper
     from protocol.migration import read_migration
@@ -176,6 +178,7 @@ def run_cell(hosts: str, clients: int, replicas: int, seconds: float, folder: Pa
         cell.oracle = {k: not v for k, v in check(c.history, RF).items()}
         cell.lost, cell.duplicated = _lost_and_duplicated(c.history)
         cell.spark = spark_verdicts(spark, str(folder / "history"))
+        cell.duckdb = duckdb_verdicts(str(folder / "history"))
     finally:
         c.close()
     return cell
