@@ -40,6 +40,13 @@ class PartGone(BadPart):
     "No part ... in table", tries another holder or later."""
 
 
+class CommitMayHaveApplied(Exception):
+    """What a `commit` callable raises when its Keeper write went out and no answer came back: the
+    part may be registered or not. The store keeps the new part and drops what it replaces, as
+    ClickHouse's transaction commits locally before its part check decides, then raises the
+    Keeper error again (the __cause__), so the caller sees what Keeper did."""
+
+
 @dataclass(frozen=True, order=True)
 class PartName:
     partition: str
@@ -233,10 +240,17 @@ class PartStore:
         """`new` is on disk: `commit` it (the Keeper multi that registers it), then remove `old`, as
         ClickHouse's transaction keeps the parts a new one replaces until it is committed. A kill
         before the commit leaves `new` unregistered and `old` whole (restart.replica_check_parts
-        detaches the one and keeps the other); a commit that raises takes `new` off again."""
+        detaches the one and keeps the other); a commit that raises takes `new` off again, unless
+        it may have gone through (CommitMayHaveApplied): then `new` stays and `old` goes, and the
+        committer decides it once Keeper answers. Taking it off then would leave Keeper listing a
+        part the disk lacks, whose queue entry is gone if the commit applied."""
         if commit is not None:
             try:
                 commit(new)
+            except CommitMayHaveApplied as e:
+                for o in old:
+                    self.remove(o)
+                raise (e.__cause__ or e) from None
             except BaseException:
                 self.remove(new)
                 raise

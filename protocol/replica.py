@@ -27,7 +27,7 @@ from protocol.log_entry import (ALTER_METADATA, CLEAR_COLUMN, CLEAR_INDEX, DROP_
                                 LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
                                 ReplaceRange, drop_range_name)
 from protocol.mutations import MutationEntry, desired_version, mutate_rows, owed, row_function
-from protocol.parts import PartGone, PartName, PartStore, covers_as_new
+from protocol.parts import CommitMayHaveApplied, PartGone, PartName, PartStore, covers_as_new
 from protocol.table import check_partition_id
 
 
@@ -77,6 +77,10 @@ class Replica:
     # Commits Keeper could not confirm or deny (it went away during the commit multi): part ->
     # its block-number lock. Decided by resolve_unknown_commits once Keeper answers.
     unknown_commits: dict[PartName, str] = field(default_factory=dict)
+    # The same for the commits of queue entries (a fetch, a merge, a mutation): part -> (the queue
+    # entry's path, the parts it replaced here). The part stays on disk meanwhile (the store's
+    # CommitMayHaveApplied); resolve_unknown_commits finishes or confirms each.
+    unknown_entry_commits: dict[PartName, tuple[str, list[PartName]]] = field(default_factory=dict)
     # What this running replica writes into its is_active (registration.register_replica).
     active_id: bytes = b""
     # Partitions whose map version is in the cache but not yet published (Keeper went away).
@@ -219,6 +223,17 @@ class Replica:
                 release_lock(self.keeper, lock)
                 removed.append(str(name))
             del self.unknown_commits[name]
+        # A queue entry's part is kept either way: not registered, the multi did not apply (it is
+        # atomic), so its entry is still queued and the part is made already: the multi is done
+        # now. The parts it replaced here, gone from the disk, are outdated as after a commit.
+        for name, (queue_path, replaced) in list(self.unknown_entry_commits.items()):
+            if self.keeper.exists(f"{self.layout.parts(self.name)}/{name}") is None:
+                ops = [Create(f"{self.layout.parts(self.name)}/{name}", b"")]
+                if self.keeper.exists(queue_path) is not None:
+                    ops.append(Delete(queue_path))
+                self.keeper.multi(ops)
+            self._outdate(replaced)
+            del self.unknown_entry_commits[name]
         return removed
 
     def _refused(self, failed, partition: str, e: MultiError) -> str:
@@ -525,8 +540,22 @@ class Replica:
 
     def _commit(self, queue_path: str):
         """The multi that registers a part this replica made and removes the queue entry that made
-        it, run by the part store between writing the part and removing what it replaces."""
-        return lambda got: self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(queue_path)])
+        it, run by the part store between writing the part and removing what it replaces. Keeper
+        gone before it answered (not a MultiError, which applied nothing): the part may be
+        registered, so the store keeps it (CommitMayHaveApplied) and resolve_unknown_commits
+        decides. Taking it off left Keeper listing a part the disk lacked once the multi had
+        applied, and a second entry for it (a CLONE's GET beside the log's) failing for ever on
+        the registration (the fault suite's full_outage x cleanup)."""
+        def commit(got: PartName) -> None:
+            replaced = [n for n in self.store.names(got.partition) if n != got and got.covers(n)]
+            try:
+                self.keeper.multi([Create(f"{self.layout.parts(self.name)}/{got}", b""), Delete(queue_path)])
+            except MultiError:
+                raise
+            except KeeperError as e:
+                self.unknown_entry_commits[got] = (queue_path, replaced)
+                raise CommitMayHaveApplied(f"the commit of {got} went unanswered") from e
+        return commit
 
     def _outdate(self, names) -> None:
         now = self.clock()

@@ -459,7 +459,7 @@ class Cluster(Recorder, Nemesis):
         return done
 
     def _run_step(self, kind: str, rep: Replica, random_choice: bool) -> str | None:
-        if rep.unknown_commits:  # Keeper answers again: first decide the commits it could not confirm
+        if rep.unknown_commits or rep.unknown_entry_commits:  # Keeper answers again: first decide the commits it could not confirm
             removed = rep.resolve_unknown_commits()
             if removed:
                 self.log(f"replica {rep.name}: commits not applied, parts removed: {', '.join(removed)}")

@@ -348,3 +348,47 @@ def test_a_read_only_replica_refuses_a_select_its_stale_map_would_route_to_an_em
         _exact(c)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_a_fetch_whose_commit_went_unanswered_keeps_its_part_until_keeper_decides(connect, tmp_path, applied):
+    """The multi that registers a fetched part and removes its GET_PART from the queue goes out
+    and no answer comes back (Keeper away): the part stays on the disk, not taken off as after a
+    MultiError, and once Keeper answers resolve_unknown_commits decides. Applied: it is
+    registered and the entry gone, and a second GET of the same part (a CLONE's beside the
+    log's) is covered, where a part taken off left that entry failing on the registration for
+    ever (the fault suite's full_outage x cleanup, 2026-11-29). Not applied: the registration
+    and the entry's removal are done then."""
+    from cluster_helpers import LAYOUT, P, build_cluster
+
+    from protocol.keeper import Create, KeeperUnavailableError
+    from protocol.replica import GET_PART
+    admin, reps = build_cluster(connect, tmp_path)
+    r1, r2 = reps["r1"], reps["r2"]
+    name = r1.replica_write_insert(P, [{"date": "2024-01-15", "user_id": 21, "event": "click"}], "h1")
+    r2.pull_whole_log()
+    (node, entry), = r2.queue()
+    assert entry.type == GET_PART and str(entry.part) == name
+    second = admin.create(f"{LAYOUT.queue('r2')}/queue-", entry.format(), sequential=True)
+    real = r2.keeper.multi
+
+    def unanswered(ops):
+        if isinstance(ops[0], Create) and ops[0].path.startswith(LAYOUT.parts("r2") + "/"):
+            r2.keeper.multi = real   # once
+            if applied:
+                real(ops)
+            raise KeeperUnavailableError("injected: no answer to the commit", outcome_unknown=True)
+        return real(ops)
+    r2.keeper.multi = unanswered
+    with pytest.raises(KeeperUnavailableError):
+        r2.replica_execute_entry(node)
+    assert [str(n) for n in r2.store.names(P)] == [name] and [str(n) for n in r2.unknown_entry_commits] == [name]
+    registered = lambda: admin.get_children(LAYOUT.parts("r2"))   # noqa: E731
+    queued = lambda: sorted(admin.get_children(LAYOUT.queue("r2")))   # noqa: E731
+    assert (registered(), queued()) == (([name], [second.rsplit("/", 1)[1]]) if applied
+                                        else ([], sorted([node, second.rsplit("/", 1)[1]])))
+    assert r2.resolve_unknown_commits() == [] and r2.unknown_entry_commits == {}
+    assert registered() == [name] and [str(n) for n in r2.store.names(P)] == [name]
+    assert queued() == [second.rsplit("/", 1)[1]]
+    assert r2.replica_execute_entry(second.rsplit("/", 1)[1]) == "covered"
+    assert queued() == [] and registered() == [name]
