@@ -253,14 +253,21 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
         return Outcome(fault, state, seed, recovered, seconds, lost, duplicated,
                        {k: not v for k, v in verdict.items()}, note=note, history=str(folder / "history"),
                        disk_faults=len(c.disk_faults), insert_seconds=latencies)
-    except Exception as e:   # a run that breaks is a cell that did not recover, with the reason
-        return Outcome(fault, state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e}")
+    except Exception as e:   # a run that breaks is a cell that did not recover, with the reason and where
+        return Outcome(fault, state, seed, False, None, -1, -1, note=f"{type(e).__name__}: {e} ({_where(e)})")
     finally:
         with contextlib.suppress(Exception):
             c.close()
         for d in (disks or {}).values():
             d.unmount()
         ensemble.start()
+
+
+def _where(e: BaseException) -> str:
+    """The innermost frames of the project's own code an exception passed: where a cell broke."""
+    import traceback
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(ROOT) in f.filename and ".venv" not in f.filename]
+    return " < ".join(f"{Path(f.filename).relative_to(ROOT)}:{f.lineno} {f.name}" for f in reversed(frames[-3:]))
 
 
 def run_killed(hosts: str, state: str, seed: int, folder: Path, timeout: float = 300.0) -> Outcome:
@@ -492,6 +499,41 @@ def passed(outcomes: list[Outcome]) -> bool:
                for o in outcomes if not o.skipped)
 
 
+def _serving_or_restarted(ensemble, cell: str, say, within: float = 30.0) -> None:
+    """Before a cell: the ensemble gives a session within `within` s, or its members' logs are kept
+    (build/faults/zk-before-CELL) and every member is restarted, as an operator restarts a wedged
+    ZooKeeper; said in a line. The cell before it has already answered for itself."""
+    import shutil
+    try:
+        ZooKeeperKeeper(ensemble.hosts, timeout=within / 2).close()
+        return
+    except Exception as e:   # noqa: BLE001 - any failure to get a session is the same news
+        why = f"{type(e).__name__}: {e}"
+    kept = ROOT / "build" / "faults" / f"zk-before-{cell}"
+    shutil.rmtree(kept, ignore_errors=True)
+    for m in ensemble.members:
+        with contextlib.suppress(Exception):
+            shutil.copytree(m.dir, kept / m.dir.name, ignore=shutil.ignore_patterns("version-2"))
+    for m in ensemble.members:
+        ensemble.stop_member(m.myid)
+    ensemble.start()
+    say(f"  the ensemble gave no session before {cell} ({why}): its members restarted, their logs in {kept}")
+
+
+def _forget_cells(hosts: str) -> None:
+    """Delete the cells' chroots (/faults) once a cell is over: its history is on disk, and a data
+    tree that grows cell after cell makes every follower's resync after a fault longer (a
+    snapshot of all of it), which the ensemble's initLimit bounds. Best effort: a cell that
+    left Keeper away is no reason to stop the suite here."""
+    with contextlib.suppress(Exception):
+        k = ZooKeeperKeeper(hosts, retry_deadline=10.0)
+        try:
+            if k.exists("/faults") is not None:
+                k.delete("/faults", recursive=True)
+        finally:
+            k.close()
+
+
 def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: print(line, flush=True)) -> list[Outcome]:
     from harness.zookeeper import ZooKeeperEnsemble
     outcomes = []
@@ -501,8 +543,10 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
                 for seed in seeds:
                     t0 = time.monotonic()
                     cell = folder / f"{f}-{s}-{seed}"
+                    _serving_or_restarted(ensemble, f"{f}-{s}-{seed}", say)
                     o = (run_partitioned(f, s, seed, cell) if f.startswith("partition_")
                          else run_one(ensemble, ensemble.hosts, f, s, seed, cell))
+                    _forget_cells(ensemble.hosts)
                     if o.history:
                         o.spark = spark_verdicts(spark, o.history)
                         o.duckdb = duckdb_verdicts(o.history)
