@@ -514,10 +514,23 @@ def _serving_or_restarted(ensemble, cell: str, say, within: float = 30.0) -> Non
     for m in ensemble.members:
         with contextlib.suppress(Exception):
             shutil.copytree(m.dir, kept / m.dir.name, ignore=shutil.ignore_patterns("version-2"))
+    # Whose fault: a session from another process (the ensemble serves others?), the members'
+    # own answer to srvr, and every thread of this process (one stuck or spinning here?).
+    import faulthandler
+    import subprocess
+    other = subprocess.run([sys.executable, "-c", "import sys; from protocol.keeper.zookeeper import ZooKeeperKeeper; "
+                            "ZooKeeperKeeper(sys.argv[1], timeout=10).close(); print('a session')", ensemble.hosts],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    (kept / "diagnosis.txt").write_text(f"another process: exit {other.returncode} {other.stdout.strip()} "
+                                        f"{other.stderr.strip()[-300:]}\nmodes: {ensemble.modes()}\n")
+    with open(kept / "threads.txt", "w") as out:
+        faulthandler.dump_traceback(out, all_threads=True)
     for m in ensemble.members:
         ensemble.stop_member(m.myid)
     ensemble.start()
-    say(f"  the ensemble gave no session before {cell} ({why}): its members restarted, their logs in {kept}")
+    say(f"  the ensemble gave no session before {cell} ({why}; another process: "
+        f"{'a session' if other.returncode == 0 else 'none either'}): its members restarted, their logs, "
+        f"this process's threads and the diagnosis in {kept}")
 
 
 def _forget_cells(hosts: str) -> None:

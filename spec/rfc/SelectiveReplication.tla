@@ -615,8 +615,8 @@ Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
 \* A switched source holds no part of p that no staying owner has: its CLEANUP deletes no only
 \* copy. SWITCH waits for the target only up to mig.pos (F23), so a part the source wrote after
 \* that, before SWITCH, may be the source's alone until an owner fetches it. A CANCEL's leaver,
-\* the target, only ever copied. Off with switch_without_catchup (no catch-up anywhere, as the
-\* RFC has none) and with cleanup_without_catchup (this wait alone left out).
+\* the target, only ever copied. Off with switch_without_catchup (no catch-up anywhere; the RFC
+\* has none at CLEANUP) and with cleanup_without_catchup (this wait alone left out).
 LeaverRedundant(p) ==
     \/ mig[p].st # "switched"
     \/ Bug("switch_without_catchup") \/ Bug("cleanup_without_catchup")
