@@ -352,7 +352,7 @@ def run_cell(cell: str, folder: Path) -> int:
     from harness.zookeeper import ZooKeeperEnsemble, interrupt_on_ctrl_c_and_kill
     fault, state, seed = cell.split(":")
     interrupt_on_ctrl_c_and_kill()
-    with ZooKeeperEnsemble(size=3) as ensemble:
+    with ZooKeeperEnsemble(size=3, log_level="INFO") as ensemble:
         o = run_one(ensemble, ensemble.hosts, fault, state, int(seed), folder)
     (folder / "outcome.json").write_text(json.dumps(o.__dict__))
     return 0
@@ -550,7 +550,7 @@ def _forget_cells(hosts: str) -> None:
 def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: print(line, flush=True)) -> list[Outcome]:
     from harness.zookeeper import ZooKeeperEnsemble
     outcomes = []
-    with ZooKeeperEnsemble(size=3) as ensemble:
+    with ZooKeeperEnsemble(size=3, log_level="INFO") as ensemble:
         for f in faults:
             for s in states:
                 for seed in seeds:
