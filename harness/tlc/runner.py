@@ -270,6 +270,19 @@ def private_tmpdir(folder: str | os.PathLike) -> list[str]:
     return [f"-Djava.io.tmpdir={folder}"]
 
 
+def module_library(spec: Path) -> list[str]:
+    """The JVM option that lets a module of one family of spec/ EXTEND a module of another
+    (spec/parallel_replicas/ParallelReplicas.tla extends spec/rfc/SelectiveReplication.tla): TLC
+    looks for a module beside the spec it runs and then on TLA-Library. Only for a spec in a family
+    folder of a spec root, one that holds models.json (spec/, or a mutation run's copy of it): a
+    spec anywhere else resolves as before."""
+    families = spec.parent.parent
+    if not (families / "models.json").is_file():
+        return []
+    others = sorted(str(d) for d in families.iterdir() if d.is_dir() and d != spec.parent)
+    return [f"-DTLA-Library={os.pathsep.join(others)}"] if others else []
+
+
 def run_tlc(
     spec: str | os.PathLike,
     config: str | os.PathLike | None = None,
@@ -297,7 +310,7 @@ def run_tlc(
         raise TLCSetupError("java not found on PATH: TLC needs Java >= 17 (apt-get install openjdk-17-jre-headless)")
     jar = find_jar()
     metadir = tempfile.mkdtemp(prefix=f"tlc-{spec.stem}-")  # own metadir: parallel runs collide otherwise
-    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
+    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *module_library(spec), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
            "-tool",
            "-workers", str(workers), "-metadir", metadir,
            # TLC 2.15 resolves -config against the spec's folder: pass it relative to that.

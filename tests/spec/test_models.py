@@ -24,11 +24,12 @@ def test_small_model_behaves_as_recorded(model):
     assert check_models.judge(model, res) == [], res.summary()
 
 
-def test_generated_cfgs_match_their_table():
+@pytest.mark.parametrize("family", ["rfc", "parallel_replicas"])
+def test_generated_cfgs_match_their_table(family):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, str(check_models.SPEC_DIR / "rfc" / "gen_cfgs.py"), "--check"],
+    r = subprocess.run([sys.executable, str(check_models.SPEC_DIR / family / "gen_cfgs.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 

@@ -1,0 +1,100 @@
+"""Write the MC*.cfg files of ParallelReplicas from one table, as spec/rfc/gen_cfgs.py does for
+SelectiveReplication, whose constants, invariants and action properties every model here keeps
+(read from that file, not copied). `python spec/parallel_replicas/gen_cfgs.py` rewrites them;
+`--check` exits 1 when a committed cfg differs from what the table gives (a test runs it).
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+RFC = runpy.run_path(str(HERE.parent / "rfc" / "gen_cfgs.py"))   # spec/ is no package
+
+BASE = dict(RFC["BASE"], PRQueries="OnePRQuery", MaxParallelReplicas="3", Coordinator='"partition_snapshot"')
+SUBSTITUTED = RFC["SUBSTITUTED"] | {"PRQueries"}
+INVARIANTS = ["PRTypeOKInv", *(i for i in RFC["SAFETY"] if i != "TypeOKInv"), "PRQueryNoMissingInv",
+              "PRQueryNoDuplicateInv"]
+PROPERTIES = RFC["ACTION_PROPERTIES"]
+
+# A plain ReplicatedMergeTree table, p1 on all three replicas: ClickHouse's own guarantee. A block
+# already there and a second INSERT racing the query (replicas lag on the insert), or two blocks
+# there and a merge of them (replicas announce different merge states); both at once is the large
+# MCPRPlainWhole.
+PLAIN = dict(RF="3", InitOwners="P1OnAll", InsertPartition="TwoInsertsP1", InitBlocks="{1}")
+PLAIN_MERGE = dict(PLAIN, InitBlocks="{1, 2}", MaxMerges="1")
+# A selective table at rest: p1 on r1 and r2, p2 on r2 and r3, a block of each already there.
+SELECTIVE = dict(Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR2R3", InsertPartition="InsertsP1P2",
+                 InitBlocks="{1, 2}", MaxCrashes="1")
+# p1's block on r1 and r2, p1 migrating to r3 (CLONE, SWITCH, CLEANUP, or CANCEL), the query on
+# two of the three replicas (so the owner that stays may not be among them).
+MIGRATION = dict(InitOwners="P1OnR1R2", InsertPartition="OneInsertP1", InitBlocks="{1}", MaxMigrations="1",
+                 MaxParallelReplicas="2")
+
+# name -> (what the model is for, constants that differ from BASE, symmetry: "ReplicaSymmetry",
+# "OwnerSymmetry" or None)
+MODELS: dict[str, tuple[str, dict, str | None]] = {
+    "MCPRPlain": ("A plain table, an INSERT racing the query, read by ClickHouse master's coordinator (the first "
+                  "announcement is the working set): R2 modulo lag and R3 hold.",
+                  dict(PLAIN, Coordinator='"snapshot_replica"'), "ReplicaSymmetry"),
+    "MCPRPlain_union": ("A plain table, an INSERT racing the query, read by the 2023 coordinator (the union of "
+                        "announcements, a later overlapping part skipped): R2 modulo lag and R3 hold.",
+                        dict(PLAIN, Coordinator='"union"'), "ReplicaSymmetry"),
+    "MCPRPlainMerge": ("A plain table whose replicas announce different merge states, master's coordinator: R2 and "
+                       "R3 hold.", dict(PLAIN_MERGE, Coordinator='"snapshot_replica"'), "ReplicaSymmetry"),
+    "MCPRPlainMerge_union": ("A plain table whose replicas announce different merge states, the 2023 coordinator: "
+                             "a merged part overlapping a known one is skipped, R2 and R3 hold.",
+                             dict(PLAIN_MERGE, Coordinator='"union"'), "ReplicaSymmetry"),
+    "MCPRPlainWhole": ("A plain table, an INSERT racing the query and a merge, master's coordinator (large).",
+                       dict(PLAIN, MaxMerges="1", Coordinator='"snapshot_replica"'), "ReplicaSymmetry"),
+    "MCPRSelective": ("PR #102244 as its code is: parallel replicas turn selective routing off, and master's "
+                      "coordinator reads the first announcer's partitions only (PR-F11).",
+                      dict(SELECTIVE, Coordinator='"snapshot_replica"'), None),
+    "MCPRSelective_union": ("The 2023 coordinator on a selective table: the union of announcements misses a "
+                            "partition whose owners are all down.",
+                            dict(SELECTIVE, Coordinator='"union"', MaxCrashes="2"), None),
+    "MCPRSelective_partition_snapshot": (
+        "The fix on a selective table: each partition's parts from the first announcer that serves it by its own "
+        "map, the query failed when one has none: R2 and R3 hold with two replicas down.",
+        dict(SELECTIVE, MaxCrashes="2"), None),
+    "MCPRMigration": ("The fix across CLONE -> SWITCH -> CLEANUP: announcements straddling the migration, "
+                      "R2 and R3 hold.", MIGRATION, "OwnerSymmetry"),
+    "MCPRMigration_union": ("The 2023 coordinator across a migration: the target announces before its fetch, "
+                            "the source after its CLEANUP, and the partition falls between them.",
+                            dict(MIGRATION, Coordinator='"union"'), "OwnerSymmetry"),
+}
+
+
+def render(name: str) -> str:
+    purpose, diff, symmetry = MODELS[name]
+    lines = [f"\\* {purpose}", "\\* Generated by spec/parallel_replicas/gen_cfgs.py from its MODELS table; edit there.",
+             "CONSTANTS", "    r1 = r1  r2 = r2  r3 = r3  p1 = p1  p2 = p2", "    Replicas <- MCReplicas"]
+    for k, v in {**BASE, **diff}.items():
+        lines.append(f"    Bugs = {{{v}}}" if k == "Bugs" else f"    {k} {'<-' if k in SUBSTITUTED else '='} {v}")
+    if symmetry:
+        lines.append(f"SYMMETRY {symmetry}")
+    lines += ["INIT PRInit", "NEXT PRNext", "INVARIANTS", *[f"    {i}" for i in INVARIANTS],
+              "PROPERTIES", *[f"    {p}" for p in PROPERTIES], ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name in MODELS:
+        path = HERE / f"{name}.cfg"
+        text = render(name)
+        if "--check" in argv:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"out of date (run python spec/parallel_replicas/gen_cfgs.py): {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
