@@ -16,7 +16,7 @@ import pytest
 from cli_runner import ROOT, no_traceback, run_cli
 
 READMES = ["README.md", "protocol/README.md", "history/README.md", "reference/README.md", "conformance/README.md",
-           "checkers/README.md", "agreement/README.md", "spec/README.md"]
+           "checkers/README.md", "agreement/README.md", "spec/README.md", "spec/parallel_replicas/README.md"]
 COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
 
 
@@ -73,6 +73,9 @@ EXAMPLES = {
     "make test ARGS=tests/protocol": Make("test"), "make help": Make("help"),
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
     "make faults": Make("faults"), "make mutation": Make("mutation"),
+    'make check-spec ARGS="--only MCPRSelective"': Make("check-spec"),
+    "python -m harness.check_models --finding F24": Run(0, ["F24: MCPRSelective_union", "F24: MCPRMigration_union",
+                                                            "PRAnnounce", "2/2 models as expected"]),
     "python -m harness.check_models --finding F3": Run(0, ["F3: MCMigrationWrites_clone_from_source_only",
                                                            "CoordinatorSwitch", "1/1 models as expected"]),
     "python -m reference run --profile racing --history DIR": Help(["reference", "run"]),
