@@ -35,6 +35,7 @@ from protocol.bugs import UnknownSwitch
 from protocol.keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from protocol.layout import Layout
 from protocol.migration import MigrationError, migrations_in_flight
+from protocol.parallel_replicas import COORDINATORS
 from protocol.parts import BadPart
 from protocol.registration import LeftoverRoot, NothingToAttach, RootInUse, UnsafeRootAcl
 from protocol.scheduler import Schedule
@@ -147,6 +148,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise BadInput("--reading is a reading of PR #102244's text: use it with --design pr102244")
     if a.as_code and a.design != "pr102244":
         raise BadInput("--as-code runs PR #102244's code: use it with --design pr102244")
+    if a.parallel_replicas and a.profile == "quiet":
+        raise BadInput("--parallel-replicas picks the coordinator of a racing profile's parallel-replicas SELECTs: "
+                       "use it with --profile parallel")
     bugs = switches(a.bug, a.design)
     if a.as_code:
         from protocol.pr102244 import code_switches   # the PR design's own module
@@ -328,6 +332,8 @@ def run_profile(a, bugs, connect, backend, data, progress, out) -> int:
     profile = profile_of(a.profile)
     c = racing_cluster(connect, data, profile, a.seed, bugs, replicas=a.replicas, buckets=a.buckets,
                        rf=a.replication_factor, root=a.root, backend=backend, log=progress)
+    if a.parallel_replicas:
+        c.coordinator = a.parallel_replicas
     try:
         counts = race(c, profile, a.seed, blocks=a.blocks, rows=a.rows, months=a.months, steps=a.steps)
         progress(f"profile {a.profile}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
@@ -472,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
                    "synced queries) or a racing profile of reference/profiles.py: " + ", ".join(PROFILES))
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
+    r.add_argument("--parallel-replicas", choices=COORDINATORS, metavar="COORDINATOR",
+                   help="(racing profiles) the coordinator of the parallel-replicas SELECTs (profile parallel): "
+                        "partition_snapshot (the fix, default), snapshot_replica (ClickHouse master, the path "
+                        "PR #102244 takes: PR-F11) or union (2023's); spec/FINDINGS.md F24")
     r.add_argument("--zk", type=zk_address, metavar="HOST:PORT", help="ZooKeeper instead of the in-memory keeper")
     r.add_argument("--root", type=znode_path, default=ROOT, help="the table's znode path")
     add_credentials(r, "digest identity (as ClickHouse's <identity>): every znode the run creates is readable "

@@ -47,6 +47,7 @@ from protocol.restart import replica_check_parts, replica_restart
 from protocol.scheduler import Schedule
 from protocol.table import Table
 from reference.nemesis import Nemesis
+from reference.parallel_reads import ParallelReads
 from reference.recorder import KEEPER_FAULTS, Recorder
 from reference.workload import WORKLOAD
 
@@ -84,7 +85,7 @@ class ReplicaNotInSync(Exception):
     """A replica cannot sync a partition before a read (a part it must fetch has no running holder)."""
 
 
-class Cluster(Recorder, Nemesis):
+class Cluster(Recorder, Nemesis, ParallelReads):
     """The driver; the history side is Recorder's, the faults Nemesis's (their modules)."""
     # What a random background step and a settle round may run; a design built on this driver
     # (reference/pr102244/cluster.py) names its own steps.

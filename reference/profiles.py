@@ -79,6 +79,11 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   and the write, the writer's or the receiver's own (the sub-block goes to another owner the map
   names, or is refused when none is writable). New partitions keep appearing (12 months), so a
   writer's map often does not have the partition yet;
+- in `parallel`, most SELECTs go through parallel replicas (seed 004, spec/parallel_replicas/):
+  three of the four replicas announce their snapshots with migration steps, merges and crashes
+  between the announcements and the reads; the coordinator is the run's (`reference run
+  --parallel-replicas`): the fix by default, ClickHouse master's (`snapshot_replica`, the path
+  PR #102244 takes: PR-F11) or 2023's (`union`) to show F24 in a history;
 - in `impatient`, `expiring` with most INSERTs from clients that try once (Profile.client_tries):
   a try whose commit went out and whose answer was lost is the client's only answer, and must be
   told "unknown", not "failed" (its rows are in the table).
@@ -113,6 +118,7 @@ class Profile:
     down_timeout: float = math.inf             # steps a migration waits on a down replica (Cluster.down_timeout)
     min_down: int = 0                          # steps a crashed replica stays down before a restart may pick it
     client_tries: int = 3                      # tries of a client_send_insert before its client gives up
+    max_parallel_replicas: int = 3             # replicas a parallel-replicas SELECT spreads over (`parallel`)
     describe: str = ""
 
 
@@ -227,6 +233,12 @@ PROFILES = {p.name: p for p in (
             describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
                      "partition's MUTATE_PARTs, every replica pulls them and executes late, and the partition "
                      "is moved, so a CLONE fetch meets keepers with the mutation still queued"),
+    Profile("parallel", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.5, "parallel_query": 3, "query": 1,
+                         "crash": 0.3, "restart": 0.6},
+            {**_KINDS, "migrate": 5}, interleave=6, months=1,
+            describe="as racing, with most SELECTs spread over three of the four replicas by parallel replicas "
+                     "(reference/parallel_reads.py; --parallel-replicas picks the coordinator), announcements "
+                     "and reads between migration steps"),
 )}
 
 

@@ -416,6 +416,14 @@ class Race(RaceFaults):
         self._count("client query")
         return None
 
+    def _parallel_query(self) -> None:
+        """A SELECT with parallel replicas (`parallel`): Cluster.parallel_query with the run's
+        coordinator, recorded as any query with the lag its announcements excuse."""
+        c = self.c
+        at = self.rng.choice(sorted(c.replicas))
+        q = c.parallel_query(at=at, max_parallel_replicas=self.p.max_parallel_replicas, interleave=self.p.interleave)
+        self._count("parallel query" if q is not None else "parallel query failed")
+
     def _query(self) -> None:
         c = self.c
         at = self.rng.choice(sorted(c.replicas))
@@ -822,9 +830,10 @@ def race(c: Cluster, profile: Profile, seed: int, blocks: int = 60, rows: int = 
     return Race(c, profile, seed, work, steps, snapshot_every).run()
 
 
-def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> dict:
+def racing_history(folder, profile: str, seed: int, bugs=frozenset(), coordinator: str | None = None, **kw) -> dict:
     """Run a profile on the in-memory keeper and write its history to `folder`/history; the
-    in-process oracle's verdict and the run's figures."""
+    in-process oracle's verdict and the run's figures. `coordinator`: of the parallel-replicas
+    SELECTs (profile `parallel`), the cluster's default when None."""
     import time
     from pathlib import Path
 
@@ -833,6 +842,8 @@ def racing_history(folder, profile: str, seed: int, bugs=frozenset(), **kw) -> d
     folder = Path(folder)
     t0 = time.perf_counter()
     c = racing_cluster(MemoryEnsemble().connect, folder / "data", profile_of(profile), seed, bugs)
+    if coordinator:
+        c.coordinator = coordinator
     try:
         counts = race(c, profile_of(profile), seed, **kw)
         # wind_down settled the cluster, unless its settle raised (a step going on for ever)

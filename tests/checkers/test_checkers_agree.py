@@ -713,3 +713,15 @@ def test_a_switched_migration_waiting_on_its_down_sources_only_copy_is_excused_b
     schema = pq.read_schema(folder / "parts.parquet")
     pq.write_table(pa.Table.from_pylist(parts + added, schema=schema), folder / "parts.parquet")
     assert agree(folder) == {"DownWaitBoundedProp": len(over)}
+
+
+@pytest.mark.parametrize("coordinator, seed, flagged", [("partition_snapshot", 2, False), ("snapshot_replica", 0, True),
+                                                        ("union", 2, True)])
+def test_parallel_replicas_histories_get_the_same_verdict_from_all_three(spark, tmp_path, coordinator, seed, flagged):
+    """The `parallel` profile's SELECTs spread over three of four replicas (F24, PR-F11): with the
+    fix every checker holds; ClickHouse master's coordinator (PR #102244's path) and 2023's union
+    miss acknowledged rows, QueryNoMissingInv and nothing else, alike in all three."""
+    run = racing_history(tmp_path, "parallel", seed, coordinator=coordinator, **SIZE)
+    assert run["actions"].get("parallel query", 0) > 10
+    found = _three_agree(spark, Path(run["history"]))
+    assert set(found) == ({"QueryNoMissingInv"} if flagged else set()), found
