@@ -81,20 +81,8 @@ def render(name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    stale = []
-    for name in MODELS:
-        path = HERE / f"{name}.cfg"
-        text = render(name)
-        if "--check" in argv:
-            if not path.is_file() or path.read_text() != text:
-                stale.append(path.name)
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"out of date (run python spec/parallel_replicas/gen_cfgs.py): {', '.join(stale)}", file=sys.stderr)
-        return 1
-    return 0
-
+    return RFC["write_or_check"]({HERE / f"{name}.cfg": render(name) for name in MODELS}, argv,
+                                 "spec/parallel_replicas/gen_cfgs.py")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -325,20 +325,25 @@ def _constants(consts: dict) -> list[str]:
     return lines
 
 
-def main(argv: list[str]) -> int:
+def write_or_check(cfgs: dict[Path, str], argv: list[str], script: str) -> int:
+    """Write each cfg, or with --check exit 1 naming those that differ from their text (the
+    families' generators share it: spec/parallel_replicas/gen_cfgs.py)."""
     stale = []
-    for name in [*MODELS, *LIVE_MODELS]:
-        path = HERE / f"{name}.cfg"
-        text = render(name)
+    for path, text in cfgs.items():
         if "--check" in argv:
             if not path.is_file() or path.read_text() != text:
                 stale.append(path.name)
         else:
             path.write_text(text)
     if stale:
-        print(f"out of date (run python spec/rfc/gen_cfgs.py): {', '.join(stale)}", file=sys.stderr)
+        print(f"out of date (run python {script}): {', '.join(stale)}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check({HERE / f"{name}.cfg": render(name) for name in [*MODELS, *LIVE_MODELS]}, argv,
+                          "spec/rfc/gen_cfgs.py")
 
 
 if __name__ == "__main__":
