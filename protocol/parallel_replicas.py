@@ -103,9 +103,12 @@ def pr_start(initiator: Replica, cluster: list[str], max_parallel_replicas: int,
     return ParallelQuery(initiator.name, coordinator, [initiator.name, *chosen], dict(initiator.cache))
 
 
-def pr_announce(q: ParallelQuery, replica: Replica) -> set[str]:
-    """PRAnnounce: `replica` takes its snapshot and announces it. Returns the partitions whose
-    parts this announcement put in the working set (the caller records their lag: LagAt)."""
+def pr_announce(q: ParallelQuery, replica: Replica) -> set[str] | None:
+    """PRAnnounce: `replica` takes its snapshot and announces it. Returns the partitions this
+    announcement speaks for, whose rows in flight to the replica are lag (the caller records them:
+    the spec's LagAt): the ones it served (partition_snapshot), none (a later announcement to the
+    snapshot replica's coordinator), or None for every partition (the snapshot replica's own, and
+    each of the union's: a partition it keeps with nothing on disk yet is lag too)."""
     name = replica.name
     if name not in q.waiting_for():
         raise GuardFailed("PRAnnounce", f"{name} is not a participant waiting to announce")
@@ -128,7 +131,7 @@ def pr_announce(q: ParallelQuery, replica: Replica) -> set[str]:
         q.snapshot_replica = name
     if q.coordinator == "partition_snapshot":
         return {p for p, r in q.served_by.items() if r == name}
-    return {x.partition for x in taken} if q.coordinator == "union" or first else set()
+    return None if q.coordinator == "union" or first else set()
 
 
 def pr_skip(q: ParallelQuery, name: str) -> None:

@@ -50,6 +50,8 @@ class ParallelReads:
                     continue
                 with rep.lock:
                     gave = pr_announce(q, rep)
+                if gave is None:
+                    gave = set(self.admin.get_children(self.layout.assignments))
                 for p in gave:
                     if self._keeps(name, p):
                         lag[p] = lag.get(p, set()) | self.in_flight_lag(name, p)

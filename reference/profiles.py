@@ -83,7 +83,8 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   three of the four replicas announce their snapshots with migration steps, merges and crashes
   between the announcements and the reads; the coordinator is the run's (`reference run
   --parallel-replicas`): the fix by default, ClickHouse master's (`snapshot_replica`, the path
-  PR #102244 takes: PR-F11) or 2023's (`union`) to show F24 in a history;
+  PR #102244 takes: PR-F11) or 2023's (`union`) to show F24 in a history; `orphan` forces F24's
+  first window: every owner of a partition down while a parallel-replicas SELECT runs;
 - in `impatient`, `expiring` with most INSERTs from clients that try once (Profile.client_tries):
   a try whose commit went out and whose answer was lost is the client's only answer, and must be
   told "unknown", not "failed" (its rows are in the table).
@@ -234,7 +235,7 @@ PROFILES = {p.name: p for p in (
                      "partition's MUTATE_PARTs, every replica pulls them and executes late, and the partition "
                      "is moved, so a CLONE fetch meets keepers with the mutation still queued"),
     Profile("parallel", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.5, "parallel_query": 3, "query": 1,
-                         "crash": 0.3, "restart": 0.6},
+                         "crash": 0.3, "restart": 0.6, "orphan": 0.3},
             {**_KINDS, "migrate": 5}, interleave=6, months=1,
             describe="as racing, with most SELECTs spread over three of the four replicas by parallel replicas "
                      "(reference/parallel_reads.py; --parallel-replicas picks the coordinator), announcements "

@@ -64,6 +64,28 @@ class RaceFaults:
             self._down(self.rng.choice(sorted(leavers)))
             self._count("strand")
 
+    def _orphan(self) -> None:
+        """F24's first window, forced (profile `parallel`): every owner of a partition goes down at
+        once, a parallel-replicas SELECT starts on a replica that is up, and the owners come back.
+        The union of the announcements has nothing of the partition; a routed SELECT would fail
+        (its replica is down), the fix fails too, the union answers short. Only where the others
+        stay above the profile's min_live."""
+        c = self.c
+        owners = {}
+        for p in sorted(c.admin.get_children(c.layout.assignments)):
+            a = read_assignment(c.admin, c.layout, p)
+            if a and set(a.owners) <= set(c.replicas) and len(c.replicas) - len(a.owners) >= self.p.min_live:
+                owners[p] = sorted(a.owners)
+        if not owners or c.down:
+            return self._parallel_query()
+        p = self.rng.choice(sorted(owners))
+        for name in owners[p]:
+            self._down(name)
+        self._parallel_query()
+        for name in owners[p]:
+            self._up(name)
+        self._count("orphan")
+
     def _restart(self) -> None:
         c = self.c
         long_enough = sorted(n for n in c.down if c.step - self.down_at.get(n, -math.inf) >= self.p.min_down
