@@ -34,7 +34,7 @@ class Transition:
         return obj
 
 
-R, P, I, Q = "Replicas", "Partitions", "Inserts", "Queries"
+R, P, I, Q, PQ = "Replicas", "Partitions", "Inserts", "Queries", "PRQueries"
 
 TRANSITIONS = [
     # spec/assignment/Assignment.tla: the allocation race in detail.
@@ -86,6 +86,14 @@ TRANSITIONS = [
     Transition("SelectiveReplication", "CleanupClearOldLogs", (), "protocol.cleanup_thread:cleanup_clear_old_logs"),
     Transition("SelectiveReplication", "CleanupClearOldBlocks", (I,), "protocol.cleanup_thread:cleanup_clear_old_blocks",
                "the spec lets any id beyond the window go; ClickHouse removes the oldest ones"),
+    # spec/parallel_replicas/ParallelReplicas.tla: a SELECT with parallel replicas (its PR prefix is
+    # the reference's pr_; a part of the working set, PRRead's second parameter, is no constant).
+    Transition("ParallelReplicas", "PRStart", (PQ, R), "protocol.parallel_replicas:pr_start", "pr_"),
+    Transition("ParallelReplicas", "PRAnnounce", (PQ, R), "protocol.parallel_replicas:pr_announce", "pr_"),
+    Transition("ParallelReplicas", "PRSkip", (PQ, R), "protocol.parallel_replicas:pr_skip", "pr_"),
+    Transition("ParallelReplicas", "PRRead", (PQ, "work", R), "protocol.parallel_replicas:pr_read", "pr_"),
+    Transition("ParallelReplicas", "PRFinish", (PQ,), "protocol.parallel_replicas:pr_finish", "pr_"),
+    Transition("ParallelReplicas", "PRFail", (PQ,), "protocol.parallel_replicas:pr_fail", "pr_"),
 ]
 
 

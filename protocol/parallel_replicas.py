@@ -1,6 +1,7 @@
 """Parallel replicas (seed 004): one SELECT spread over replicas by a coordinator, step for step
 with spec/parallel_replicas/ParallelReplicas.tla (PRStart, PRAnnounce, PRSkip, PRRead, PRFinish,
-PRFail; spec/parallel_replicas/README.md cites the ClickHouse code each step follows).
+PRFail as pr_start ... pr_fail; spec/parallel_replicas/README.md cites the ClickHouse code each step
+follows; conformance/transitions.py lists them).
 
 The initiator takes `max_parallel_replicas` replicas of the cluster, itself among them. Each
 announces its snapshot: its active parts as they are when it plans its read, kept with their rows
@@ -159,6 +160,13 @@ def pr_lost(q: ParallelQuery, name: str) -> None:
     q.live.discard(name)
     if name == q.at:
         q.failed = True
+
+
+def pr_fail(q: ParallelQuery) -> None:
+    """PRFail: the query cannot be answered whole (`stuck`), so it fails: the client sees an error."""
+    if not q.stuck():
+        raise GuardFailed("PRFail", "every part of the working set can still be read and every partition was served")
+    q.failed = True
 
 
 def pr_finish(q: ParallelQuery) -> dict[str, list[dict]]:

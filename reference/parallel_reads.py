@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from protocol.assignment import GuardFailed, read_assignment
 from protocol.keeper import KeeperUnavailableError, SessionExpiredError
-from protocol.parallel_replicas import (SAFE_COORDINATOR, pr_announce, pr_finish, pr_lost, pr_read, pr_skip,
-                                        pr_start)
+from protocol.parallel_replicas import (SAFE_COORDINATOR, pr_announce, pr_fail, pr_finish, pr_lost, pr_read,
+                                        pr_skip, pr_start)
 
 
 class ParallelReads:
@@ -63,6 +63,10 @@ class ParallelReads:
                     break
                 pr_read(q, part, self.rng.choice(readers))
                 routes.setdefault(part.partition, q.read[part])
+            if not q.failed and q.stuck():
+                pr_fail(q)
+            if q.failed:
+                return self._parallel_failed(at, start, routes, q)
             rows = pr_finish(q)
         except (GuardFailed, KeeperUnavailableError, SessionExpiredError):
             return self._parallel_failed(at, start, routes, q)

@@ -133,3 +133,19 @@ def test_a_migration_between_two_announcements(cluster, coordinator):
         assert q.stuck() and p in q.unserved()
         with pytest.raises(GuardFailed, match=p):
             pr_finish(q)
+
+
+def test_a_query_fails_only_when_it_cannot_be_answered_whole(cluster):
+    """PRFail's guard: refused while every part can be read and every partition was served."""
+    from protocol.parallel_replicas import pr_fail, pr_lost
+
+    rep = cluster.replicas
+    q = pr_start(rep["r1"], sorted(rep), 3, "partition_snapshot", random.Random(0))
+    for name in ("r1", "r2", "r3"):
+        pr_announce(q, rep[name])
+    with pytest.raises(GuardFailed):
+        pr_fail(q)
+    for name in ("r1", "r2", "r3"):
+        pr_lost(q, name)   # every announcer gone: the working set cannot be read
+    pr_fail(q)
+    assert q.failed
