@@ -24,7 +24,7 @@ def test_small_model_behaves_as_recorded(model):
     assert check_models.judge(model, res) == [], res.summary()
 
 
-@pytest.mark.parametrize("family", ["rfc", "parallel_replicas"])
+@pytest.mark.parametrize("family", ["rfc", "parallel_replicas", "part_moves"])
 def test_generated_cfgs_match_their_table(family):
     import subprocess
     import sys

@@ -1,0 +1,278 @@
+------------------------------ MODULE PartMoves ------------------------------
+(***************************************************************************)
+(* ClickHouse's part moves between shards (seed 001; ALTER TABLE ... MOVE  *)
+(* PART ... TO SHARD), as its code does them (README.md here cites the     *)
+(* files and commits read): two shards, each a ReplicatedMergeTree table  *)
+(* of its own with its own log, and a part that moves from the source      *)
+(* shard to the destination while a query reads one replica of each.     *)
+(*                                                                         *)
+(* movePartitionToShard pins the part's UUID in both shards' Keeper       *)
+(* pinned_part_uuids (merges of a pinned part are refused: the merge       *)
+(* predicate reads the pins from Keeper) and creates the task in          *)
+(* SYNC_SOURCE. The orchestrator (PartMovesBetweenShardsOrchestrator)      *)
+(* then issues a log entry per state and waits for every replica of that   *)
+(* shard to process it:                                                    *)
+(*   SYNC_SOURCE, SYNC_DESTINATION: SYNC_PINNED_PART_UUIDS, each replica's *)
+(*     local copy of the pins taken from Keeper;                           *)
+(*   DESTINATION_FETCH: CLONE_PART_FROM_SHARD, the part fetched into       *)
+(*     detached/ (not visible);                                            *)
+(*   DESTINATION_ATTACH: ATTACH_PART, the part active on the destination   *)
+(*     under a new name and the same UUID;                                 *)
+(*   SOURCE_DROP_PRE_DELAY, SOURCE_DROP_POST_DELAY: a sleep of             *)
+(*     part_moves_between_shards_delay_seconds (30 s); this model has no   *)
+(*     clock, so a sleep is a step that waits for nothing;                 *)
+(*   SOURCE_DROP: DROP_RANGE of the part on the source;                    *)
+(*   REMOVE_UUID_PIN: both Keeper pin sets emptied (no log entry).         *)
+(* KILL PART_MOVE_TO_SHARD before SOURCE_DROP sets rollback: the task goes *)
+(* back state by state (an attached part dropped on the destination) to    *)
+(* CANCELLED.                                                              *)
+(*                                                                         *)
+(* A query (a Distributed SELECT) reads each shard from one of its         *)
+(* replicas, in steps of their own, so its two snapshots straddle the move *)
+(* as a slow or skewed query's do. With query deduplication              *)
+(* (allow_experimental_query_deduplication, Dedup) a replica reports the *)
+(* UUIDs of the parts it read that are in its *local* pin set; a UUID      *)
+(* reported by a second shard makes the initiator re-run that shard's     *)
+(* query without it, once (a second conflict fails the query). Off, the   *)
+(* rows of a part active on both shards are read twice: ClickHouse master  *)
+(* removed the setting (PR #99398), and it was off by default before.     *)
+(*                                                                         *)
+(* Fixes (none in ClickHouse): "sync_waits_for_queries" (PR #50777, not    *)
+(* merged: the move does not pass SYNC_DESTINATION while a query that      *)
+(* started before both syncs runs), "delays_wait_for_queries" (SOURCE_DROP *)
+(* waits for the queries that started before the attach, REMOVE_UUID_PIN   *)
+(* for those that started before the drop: what the two sleeps are for).  *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets
+
+CONSTANTS
+    SourceReplicas, DestReplicas,   \* the replicas of the source and of the destination shard
+    Queries,
+    Dedup,        \* allow_experimental_query_deduplication
+    MaxMerges,    \* merges on the destination (after the pins go, the moved part may merge)
+    MaxKills,     \* KILL PART_MOVE_TO_SHARD
+    Fixes
+
+Shards == {"src", "dst"}
+Replicas == SourceReplicas \cup DestReplicas
+ShardOf(r) == IF r \in SourceReplicas THEN "src" ELSE "dst"
+ReplicasOf(s) == IF s = "src" THEN SourceReplicas ELSE DestReplicas
+Fix(name) == name \in Fixes
+None == "none"
+
+\* Parts: the rows they hold, their UUID, and a name that tells the copies apart.
+Moving == [rows |-> {1}, uuid |-> "u1", name |-> "src_1"]       \* the part that moves, on the source
+Other == [rows |-> {2}, uuid |-> "u2", name |-> "dst_2"]        \* a part already on the destination
+Attached == [rows |-> {1}, uuid |-> "u1", name |-> "dst_1"]     \* the moving part attached on the destination
+Merged == [rows |-> {1, 2}, uuid |-> "u3", name |-> "dst_1_2"]  \* a destination merge of the two
+AllRows == {1, 2}
+
+\* The task's states in the code's order (the enum's, CANCELLED apart).
+States == <<"TODO", "SYNC_SOURCE", "SYNC_DESTINATION", "DESTINATION_FETCH", "DESTINATION_ATTACH",
+            "SOURCE_DROP_PRE_DELAY", "SOURCE_DROP", "SOURCE_DROP_POST_DELAY", "REMOVE_UUID_PIN", "DONE">>
+Idx(s) == CHOOSE i \in 1..Len(States) : States[i] = s
+Before(a, b) == Idx(a) < Idx(b)
+
+VARIABLES
+    st,        \* the task's state ("none" before MOVE PART, "CANCELLED" after a rollback)
+    rollback,  \* KILL PART_MOVE_TO_SHARD was accepted
+    issued,    \* the log index of the entry the current state issued and waits for (0: none yet)
+    pinK,      \* shard -> pinned_part_uuids in Keeper
+    pinL,      \* replica -> its local copy (synced by SYNC_PINNED_PART_UUIDS)
+    log,       \* shard -> its replication log: [type, part]
+    ptr,       \* replica -> entries of its shard's log it has processed
+    parts,     \* replica -> its active parts
+    detached,  \* replica -> parts in its detached/ folder
+    merges,    \* merges done (bound)
+    kills,     \* kills accepted (bound)
+    qry        \* query -> [st, started (the task's state then), read: shard -> replica or None, seen, dup, resent]
+
+vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, qry>>
+
+Init ==
+    /\ st = None
+    /\ rollback = FALSE
+    /\ issued = 0
+    /\ pinK = [s \in Shards |-> {}]
+    /\ pinL = [r \in Replicas |-> {}]
+    /\ log = [s \in Shards |-> <<>>]
+    /\ ptr = [r \in Replicas |-> 0]
+    /\ parts = [r \in Replicas |-> IF r \in SourceReplicas THEN {Moving} ELSE {Other}]
+    /\ detached = [r \in Replicas |-> {}]
+    /\ merges = 0
+    /\ kills = 0
+    /\ qry = [q \in Queries |-> [st |-> "idle", started |-> None, read |-> [s \in Shards |-> None],
+                                 reported |-> {}, seen |-> {}, dup |-> FALSE, resent |-> FALSE]]
+
+\* The shard whose replicas the state's entry goes to, and the entry.
+EntryOf(s) ==
+    CASE s = "SYNC_SOURCE" -> <<"src", [type |-> "SYNC", part |-> None]>>
+      [] s = "SYNC_DESTINATION" -> <<"dst", [type |-> "SYNC", part |-> None]>>
+      [] s = "DESTINATION_FETCH" -> <<"dst", [type |-> "CLONE", part |-> Moving]>>
+      [] s = "DESTINATION_ATTACH" -> <<"dst", [type |-> "ATTACH", part |-> Attached]>>
+      [] s = "SOURCE_DROP" -> <<"src", [type |-> "DROP", part |-> Moving]>>
+Issues(s) == s \in {"SYNC_SOURCE", "SYNC_DESTINATION", "DESTINATION_FETCH", "DESTINATION_ATTACH", "SOURCE_DROP"}
+Processed(s) == \A r \in ReplicasOf(s) : ptr[r] >= issued
+
+\* Running queries that started while the task was before state `s` (or before the task).
+StartedBefore(s) == {q \in Queries : qry[q].st = "running" /\ (qry[q].started = None \/ Before(qry[q].started, s))}
+
+After(s) == States[Idx(s) + 1]
+
+-----------------------------------------------------------------------------
+(* The move *)
+
+\* ALTER TABLE ... MOVE PART ... TO SHARD: one multi pins the UUID on both shards and creates the task.
+MovePart ==
+    /\ st = None
+    /\ \E r \in SourceReplicas : Moving \in parts[r]
+    /\ pinK' = [s \in Shards |-> pinK[s] \cup {Moving.uuid}]
+    /\ st' = "SYNC_SOURCE"
+    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, qry>>
+
+\* The orchestrator issues its state's log entry (with its barrier: once).
+Issue ==
+    LET e == EntryOf(st) IN
+    /\ ~rollback /\ Issues(st) /\ issued = 0
+    /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
+    /\ issued' = Len(log[e[1]]) + 1
+    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, qry>>
+
+\* Every replica of the shard processed the entry (tryWaitForAllReplicasToProcessLogEntry): the
+\* next state. A state without an entry (the delays) moves on at once: the model has no clock.
+Advance ==
+    /\ ~rollback
+    /\ st \in {States[i] : i \in 2..Len(States) - 1}
+    /\ IF Issues(st) THEN issued > 0 /\ Processed(EntryOf(st)[1]) ELSE TRUE
+    /\ st = "SYNC_DESTINATION" /\ Fix("sync_waits_for_queries") => StartedBefore("DESTINATION_FETCH") = {}
+    /\ st = "SOURCE_DROP_PRE_DELAY" /\ Fix("delays_wait_for_queries") => StartedBefore("SOURCE_DROP_PRE_DELAY") = {}
+    /\ st = "SOURCE_DROP_POST_DELAY" /\ Fix("delays_wait_for_queries") => StartedBefore("SOURCE_DROP_POST_DELAY") = {}
+    /\ st' = After(st)
+    /\ issued' = 0
+    /\ pinK' = IF st = "REMOVE_UUID_PIN" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
+    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, qry>>
+
+\* KILL PART_MOVE_TO_SHARD: refused from SOURCE_DROP on ("too late to rollback").
+Kill ==
+    /\ kills < MaxKills
+    /\ st \in {"SYNC_SOURCE", "SYNC_DESTINATION", "DESTINATION_FETCH", "DESTINATION_ATTACH", "SOURCE_DROP_PRE_DELAY"}
+    /\ ~rollback
+    /\ rollback' = TRUE
+    /\ kills' = kills + 1
+    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, qry>>
+
+\* A rollback goes back a state per step. Back from DESTINATION_ATTACH whose ATTACH_PART was issued,
+\* a DROP_RANGE of the attached part on the destination first, waited for; from TODO the pins go.
+RollbackStep ==
+    /\ rollback
+    /\ st \notin {"CANCELLED", "DONE"}
+    /\ IF st = "DESTINATION_ATTACH" /\ \E k \in 1..Len(log.dst) : log.dst[k].type = "ATTACH"
+                                    /\ ~\E j \in k..Len(log.dst) : log.dst[j].type = "DROP"
+       THEN /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "DROP", part |-> Attached])]
+            /\ issued' = Len(log.dst) + 1
+            /\ UNCHANGED <<st, pinK>>
+       ELSE /\ st = "DESTINATION_ATTACH" => issued = 0 \/ Processed("dst")
+            /\ st' = IF st = "TODO" THEN "CANCELLED" ELSE States[Idx(st) - 1]
+            /\ issued' = 0
+            /\ pinK' = IF st = "TODO" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
+            /\ UNCHANGED log
+    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, qry>>
+
+-----------------------------------------------------------------------------
+(* The replicas *)
+
+\* A replica processes the next entry of its shard's log.
+Process(r) ==
+    LET s == ShardOf(r)
+        e == log[s][ptr[r] + 1] IN
+    /\ ptr[r] < Len(log[s])
+    /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
+    /\ CASE e.type = "SYNC" -> /\ pinL' = [pinL EXCEPT ![r] = pinK[s]]
+                               /\ UNCHANGED <<parts, detached>>
+         [] e.type = "CLONE" -> /\ detached' = [detached EXCEPT ![r] = @ \cup {e.part}]
+                                /\ UNCHANGED <<parts, pinL>>
+         [] e.type = "ATTACH" -> /\ parts' = [parts EXCEPT ![r] = @ \cup {e.part}]
+                                 /\ detached' = [detached EXCEPT ![r] = @ \ {Moving}]
+                                 /\ UNCHANGED pinL
+         \* DROP_RANGE of the exact part: a part that merged it (another name) stays.
+         [] e.type = "DROP" -> /\ parts' = [parts EXCEPT ![r] = @ \ {e.part}]
+                               /\ UNCHANGED <<pinL, detached>>
+         [] e.type = "MERGE" -> /\ parts' = [parts EXCEPT ![r] = IF {Attached, Other} \subseteq @
+                                                                THEN (@ \ {Attached, Other}) \cup {Merged} ELSE @]
+                                /\ UNCHANGED <<pinL, detached>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, qry>>
+
+\* A destination replica assigns the merge of the attached part with the other: the merge
+\* predicate reads the pins from Keeper and refuses a pinned part.
+AssignMerge(r) ==
+    /\ r \in DestReplicas
+    /\ merges < MaxMerges
+    /\ {Attached, Other} \subseteq parts[r]
+    /\ Attached.uuid \notin pinK.dst
+    /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "MERGE", part |-> Merged])]
+    /\ merges' = merges + 1
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, qry>>
+
+-----------------------------------------------------------------------------
+(* A Distributed SELECT: one replica of each shard, each shard in a step of its own. *)
+
+QueryStart(q) ==
+    /\ qry[q].st = "idle"
+    /\ qry' = [qry EXCEPT ![q].st = "running", ![q].started = st]
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills>>
+
+\* Replica r of shard s answers: its parts now, and (Dedup) the UUIDs among them in its local pin
+\* set. A UUID another shard reported first: the initiator re-runs this shard's query without it,
+\* once; a second conflict fails the query (DUPLICATED_PART_UUIDS).
+QueryReadShard(q, s, r) ==
+    LET Q == qry[q]
+        read == parts[r]
+        reported == IF Dedup THEN {x.uuid : x \in {y \in read : y.uuid \in pinL[r]}} ELSE {}
+        conflict == reported \cap Q.reported
+        kept == {x \in read : x.uuid \notin conflict}
+        rows == UNION {x.rows : x \in kept}
+        twice == (rows \cap Q.seen # {}) \/ \E x, y \in kept : x # y /\ x.rows \cap y.rows # {} IN
+    /\ Q.st = "running"
+    /\ Q.read[s] = None
+    /\ r \in ReplicasOf(s)
+    /\ IF conflict # {} /\ Q.resent
+       THEN qry' = [qry EXCEPT ![q].st = "failed"]
+       ELSE qry' = [qry EXCEPT ![q].read[s] = r, ![q].reported = @ \cup (reported \ conflict),
+                               ![q].seen = @ \cup rows, ![q].dup = @ \/ twice,
+                               ![q].resent = @ \/ conflict # {},
+                               ![q].st = IF Q.read[IF s = "src" THEN "dst" ELSE "src"] # None THEN "done" ELSE @]
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills>>
+
+-----------------------------------------------------------------------------
+Next ==
+    \/ MovePart \/ Issue \/ Advance \/ Kill \/ RollbackStep
+    \/ \E r \in Replicas : Process(r) \/ AssignMerge(r)
+    \/ \E q \in Queries : QueryStart(q) \/ \E s \in Shards, r \in Replicas : QueryReadShard(q, s, r)
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+TypeOKInv ==
+    /\ st \in {None, "CANCELLED"} \cup {States[i] : i \in 1..Len(States)}
+    /\ \A q \in Queries : qry[q].st \in {"idle", "running", "done", "failed"}
+
+\* R2: a done query returned every row (all are there before it starts).
+QueryNoMissingInv == \A q \in Queries : qry[q].st = "done" => qry[q].seen = AllRows
+
+\* R3: a done query returned no row twice.
+QueryNoDuplicateInv == \A q \in Queries : qry[q].st = "done" => ~qry[q].dup
+
+\* No row is lost: some replica of some shard holds each row in an active part.
+NoRowLostInv == \A row \in AllRows : \E r \in Replicas : \E x \in parts[r] : row \in x.rows
+
+\* Once the task ended and every replica processed its log, each row is on exactly one shard.
+RowsOnOneShardInv ==
+    (st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])) =>
+        \A row \in AllRows : Cardinality({s \in Shards : \E r \in ReplicasOf(s) : \E x \in parts[r] : row \in x.rows}) = 1
+
+\* Witnesses: the fixed model must reach them.
+MoveDoneWitness == st = "DONE" /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])
+QueryDoneDuringMoveWitness == \E q \in Queries : qry[q].st = "done" /\ qry[q].started = "SYNC_SOURCE"
+NoMoveDone == ~MoveDoneWitness
+NoQueryDoneDuringMove == ~QueryDoneDuringMoveWitness
+=============================================================================
