@@ -16,7 +16,8 @@ import pytest
 from cli_runner import ROOT, no_traceback, run_cli
 
 READMES = ["README.md", "protocol/README.md", "history/README.md", "reference/README.md", "conformance/README.md",
-           "checkers/README.md", "agreement/README.md", "spec/README.md", "spec/parallel_replicas/README.md"]
+           "checkers/README.md", "agreement/README.md", "spec/README.md", "spec/parallel_replicas/README.md",
+           "spec/part_moves/README.md"]
 COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
 
 
@@ -74,6 +75,10 @@ EXAMPLES = {
     "make test ARGS=\"-m 'not (long or slow or tlc or spark or clickhouse)'\"": Make("test"),
     "make faults": Make("faults"), "make mutation": Make("mutation"),
     'make check-spec ARGS="--only MCPRSelective"': Make("check-spec"),
+    'make check-spec ARGS="--only MCPartMoves_stale_local_pins"': Make("check-spec"),
+    "python -m harness.check_models --finding F27": Run(0, ["F27: MCPartMoves_delays_unbounded",
+                                                            "F27: MCPartMoves_post_delay_unbounded",
+                                                            "QueryReadShard", "2/2 models as expected"]),
     "python -m harness.check_models --finding F24": Run(0, ["F24: MCPRSelective_union", "F24: MCPRMigration_union",
                                                             "PRAnnounce", "2/2 models as expected"]),
     "python -m harness.check_models --finding F3": Run(0, ["F3: MCMigrationWrites_clone_from_source_only",
