@@ -36,7 +36,7 @@ def moved_share(keys: int, old_shards: int, new_shards: int, seed: int = 1) -> f
 
 
 def bench_distributed(quick: bool = False) -> dict:
-    from lab.bench import insert_costs
+    from lab.insert_costs import insert_costs
     from protocol.keeper import MemoryEnsemble
     from protocol.rebalance import plan_rebalance
     from reference.scenarios import growth

@@ -4,10 +4,10 @@ makes a coordinator safe is caught when it is dropped: the 2023 coordinator's ov
 and the partition_snapshot fix's "a CLONE target serves nothing" and "a partition no
 announcement served fails the query" (R2)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
+from tla_mutants import before_and_after
 
 from harness import check_models
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, module_library, run_tlc
@@ -58,15 +58,7 @@ MUTANTS = [
 @pytest.mark.tlc
 @pytest.mark.parametrize("what,original,replacement,model,invariant", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_dropping_a_safety_clause_is_caught(what, original, replacement, model, invariant, tmp_path):
-    copy = tmp_path / "spec"
-    shutil.copytree(check_models.SPEC_DIR, copy, ignore=shutil.ignore_patterns("*.cfg", "states"))
-    module = copy / "parallel_replicas" / "ParallelReplicas.tla"
-    text = module.read_text()
-    assert text.count(original) == 1, what
-    module.write_text(text.replace(original, replacement))
-    shutil.copy(FAMILY / f"{model}.cfg", copy / "parallel_replicas")
-    unmutated = run_tlc(MC, FAMILY / f"{model}.cfg", workers=1, check_deadlock=False, timeout_s=120)
-    assert unmutated.outcome == HOLDS, unmutated.summary()
-    mutated = run_tlc(copy / "parallel_replicas" / MC.name, copy / "parallel_replicas" / f"{model}.cfg", workers=1,
-                      check_deadlock=False, timeout_s=120)
-    assert (mutated.outcome, mutated.violated) == (INVARIANT_VIOLATED, invariant), mutated.summary()
+    before, after = before_and_after("parallel_replicas", "ParallelReplicas.tla", MC.name, model, original,
+                                     replacement, tmp_path)
+    assert before.outcome == HOLDS, before.summary()
+    assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, invariant), after.summary()

@@ -3,9 +3,8 @@ model finishes a move and answers a query that started during it, and each of it
 caught when dropped: deduplication, the syncs waiting for queries (PR #50777), each sleep
 waiting for the queries it is there for, and the merge predicate's pin check."""
 
-import shutil
-
 import pytest
+from tla_mutants import before_and_after
 
 from harness import check_models
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, run_tlc
@@ -42,14 +41,7 @@ MUTANTS = [
 @pytest.mark.tlc
 @pytest.mark.parametrize("what, original, replacement, invariant", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_dropping_a_clause_of_the_fixed_move_is_caught(what, original, replacement, invariant, tmp_path):
-    copy = tmp_path / "spec"
-    shutil.copytree(check_models.SPEC_DIR, copy, ignore=shutil.ignore_patterns("*.cfg", "states"))
-    module = copy / "part_moves" / "PartMoves.tla"
-    text = module.read_text()
-    assert text.count(original) == 1, what
-    module.write_text(text.replace(original, replacement))
-    shutil.copy(FAMILY / "MCPartMoves.cfg", copy / "part_moves")
-    assert run_tlc(MC, FAMILY / "MCPartMoves.cfg", workers=1, check_deadlock=False, timeout_s=120).outcome == HOLDS
-    mutated = run_tlc(copy / "part_moves" / MC.name, copy / "part_moves" / "MCPartMoves.cfg", workers=1,
-                      check_deadlock=False, timeout_s=120)
-    assert (mutated.outcome, mutated.violated) == (INVARIANT_VIOLATED, invariant), mutated.summary()
+    before, after = before_and_after("part_moves", "PartMoves.tla", MC.name, "MCPartMoves", original, replacement,
+                                     tmp_path)
+    assert before.outcome == HOLDS, before.summary()
+    assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, invariant), after.summary()
