@@ -41,7 +41,11 @@
 (* merged: the move does not pass SYNC_DESTINATION while a query that      *)
 (* started before both syncs runs), "delays_wait_for_queries" (SOURCE_DROP *)
 (* waits for the queries that started before the attach, REMOVE_UUID_PIN   *)
-(* for those that started before the drop: what the two sleeps are for).  *)
+(* for those that started before the drop: what the two sleeps are for),  *)
+(* "mutations_respect_pins" (a pinned part is not mutated, as it is not     *)
+(* merged: otherwise the mutated part, under a new UUID, survives the      *)
+(* exact-name DROP_RANGE, which skips a part whose mutated version covers  *)
+(* it: grabActivePartsToRemoveForDropRange).                               *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
@@ -51,6 +55,7 @@ CONSTANTS
     Dedup,        \* allow_experimental_query_deduplication
     MaxMerges,    \* merges on the destination (after the pins go, the moved part may merge)
     MaxKills,     \* KILL PART_MOVE_TO_SHARD
+    MaxMutations, \* ALTER TABLE UPDATE on the source shard while the part is pinned
     Fixes
 
 Shards == {"src", "dst"}
@@ -65,6 +70,7 @@ Moving == [rows |-> {1}, uuid |-> "u1", name |-> "src_1"]       \* the part that
 Other == [rows |-> {2}, uuid |-> "u2", name |-> "dst_2"]        \* a part already on the destination
 Attached == [rows |-> {1}, uuid |-> "u1", name |-> "dst_1"]     \* the moving part attached on the destination
 Merged == [rows |-> {1, 2}, uuid |-> "u3", name |-> "dst_1_2"]  \* a destination merge of the two
+Mutated == [rows |-> {1}, uuid |-> "u4", name |-> "src_1_m"]    \* a mutation of the moving part: a new UUID
 AllRows == {1, 2}
 
 \* The task's states in the code's order (the enum's, CANCELLED apart).
@@ -85,9 +91,10 @@ VARIABLES
     detached,  \* replica -> parts in its detached/ folder
     merges,    \* merges done (bound)
     kills,     \* kills accepted (bound)
+    mutations, \* mutations written (bound)
     qry        \* query -> [st, started (the task's state then), read: shard -> replica or None, seen, dup, resent]
 
-vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, qry>>
+vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
 
 Init ==
     /\ st = None
@@ -101,6 +108,7 @@ Init ==
     /\ detached = [r \in Replicas |-> {}]
     /\ merges = 0
     /\ kills = 0
+    /\ mutations = 0
     /\ qry = [q \in Queries |-> [st |-> "idle", started |-> None, read |-> [s \in Shards |-> None],
                                  reported |-> {}, seen |-> {}, dup |-> FALSE, resent |-> FALSE]]
 
@@ -128,7 +136,7 @@ MovePart ==
     /\ \E r \in SourceReplicas : Moving \in parts[r]
     /\ pinK' = [s \in Shards |-> pinK[s] \cup {Moving.uuid}]
     /\ st' = "SYNC_SOURCE"
-    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, qry>>
+    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
 
 \* The orchestrator issues its state's log entry (with its barrier: once).
 Issue ==
@@ -136,7 +144,7 @@ Issue ==
     /\ ~rollback /\ Issues(st) /\ issued = 0
     /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
     /\ issued' = Len(log[e[1]]) + 1
-    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, qry>>
+    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, qry>>
 
 \* Every replica of the shard processed the entry (tryWaitForAllReplicasToProcessLogEntry): the
 \* next state. A state without an entry (the delays) moves on at once: the model has no clock.
@@ -150,7 +158,7 @@ Advance ==
     /\ st' = After(st)
     /\ issued' = 0
     /\ pinK' = IF st = "REMOVE_UUID_PIN" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
-    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, qry>>
+    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
 
 \* KILL PART_MOVE_TO_SHARD: refused from SOURCE_DROP on ("too late to rollback").
 Kill ==
@@ -159,7 +167,7 @@ Kill ==
     /\ ~rollback
     /\ rollback' = TRUE
     /\ kills' = kills + 1
-    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, qry>>
+    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, mutations, qry>>
 
 \* A rollback goes back a state per step. Back from DESTINATION_ATTACH whose ATTACH_PART was issued,
 \* a DROP_RANGE of the attached part on the destination first, waited for; from TODO the pins go.
@@ -176,7 +184,7 @@ RollbackStep ==
             /\ issued' = 0
             /\ pinK' = IF st = "TODO" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
             /\ UNCHANGED log
-    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, qry>>
+    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, mutations, qry>>
 
 -----------------------------------------------------------------------------
 (* The replicas *)
@@ -194,13 +202,16 @@ Process(r) ==
          [] e.type = "ATTACH" -> /\ parts' = [parts EXCEPT ![r] = @ \cup {e.part}]
                                  /\ detached' = [detached EXCEPT ![r] = @ \ {Moving}]
                                  /\ UNCHANGED pinL
-         \* DROP_RANGE of the exact part: a part that merged it (another name) stays.
+         \* DROP_RANGE of the exact part (a single-part drop): a part that merged or mutated it stays
+         \* ("Skipping drop range for part ... because covering part ... already exists").
          [] e.type = "DROP" -> /\ parts' = [parts EXCEPT ![r] = @ \ {e.part}]
                                /\ UNCHANGED <<pinL, detached>>
          [] e.type = "MERGE" -> /\ parts' = [parts EXCEPT ![r] = IF {Attached, Other} \subseteq @
                                                                 THEN (@ \ {Attached, Other}) \cup {Merged} ELSE @]
                                 /\ UNCHANGED <<pinL, detached>>
-    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, qry>>
+         [] e.type = "MUTATE" -> /\ parts' = [parts EXCEPT ![r] = IF Moving \in @ THEN (@ \ {Moving}) \cup {Mutated} ELSE @]
+                                 /\ UNCHANGED <<pinL, detached>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, mutations, qry>>
 
 \* A destination replica assigns the merge of the attached part with the other: the merge
 \* predicate reads the pins from Keeper and refuses a pinned part.
@@ -211,7 +222,22 @@ AssignMerge(r) ==
     /\ Attached.uuid \notin pinK.dst
     /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "MERGE", part |-> Merged])]
     /\ merges' = merges + 1
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, qry>>
+
+\* ALTER TABLE UPDATE on the source shard while the part is attached on the destination and
+\* not yet dropped (the pre-drop sleep): the source's MUTATE_PART of the moving part. The mutation
+\* path does not read the pins (only merges do: getExpectedMutationVersion checks the quorum
+\* part alone), and the mutated part gets the entry's new UUID. With mutations_respect_pins it is
+\* held back while the part is pinned, as a merge is.
+MutateSource(r) ==
+    /\ r \in SourceReplicas
+    /\ mutations < MaxMutations
+    /\ st \in {"SOURCE_DROP_PRE_DELAY", "SOURCE_DROP"}
+    /\ Moving \in parts[r]
+    /\ Fix("mutations_respect_pins") => Moving.uuid \notin pinK.src
+    /\ log' = [log EXCEPT !.src = Append(@, [type |-> "MUTATE", part |-> Mutated])]
+    /\ mutations' = mutations + 1
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, qry>>
 
 -----------------------------------------------------------------------------
 (* A Distributed SELECT: one replica of each shard, each shard in a step of its own. *)
@@ -219,7 +245,7 @@ AssignMerge(r) ==
 QueryStart(q) ==
     /\ qry[q].st = "idle"
     /\ qry' = [qry EXCEPT ![q].st = "running", ![q].started = st]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations>>
 
 \* Replica r of shard s answers: its parts now, and (Dedup) the UUIDs among them in its local pin
 \* set. A UUID another shard reported first: the initiator re-runs this shard's query without it,
@@ -241,12 +267,12 @@ QueryReadShard(q, s, r) ==
                                ![q].seen = @ \cup rows, ![q].dup = @ \/ twice,
                                ![q].resent = @ \/ conflict # {},
                                ![q].st = IF Q.read[IF s = "src" THEN "dst" ELSE "src"] # None THEN "done" ELSE @]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations>>
 
 -----------------------------------------------------------------------------
 Next ==
     \/ MovePart \/ Issue \/ Advance \/ Kill \/ RollbackStep
-    \/ \E r \in Replicas : Process(r) \/ AssignMerge(r)
+    \/ \E r \in Replicas : Process(r) \/ AssignMerge(r) \/ MutateSource(r)
     \/ \E q \in Queries : QueryStart(q) \/ \E s \in Shards, r \in Replicas : QueryReadShard(q, s, r)
 
 Spec == Init /\ [][Next]_vars

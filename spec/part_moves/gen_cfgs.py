@@ -11,10 +11,10 @@ from pathlib import Path
 HERE = Path(__file__).parent
 RFC = runpy.run_path(str(HERE.parent / "rfc" / "gen_cfgs.py"))   # spec/ is no package
 
-BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", Fixes="{}")
+BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", Fixes="{}")
 SUBSTITUTED = {"Queries"}
 SAFETY = ["TypeOKInv", "NoRowLostInv", "RowsOnOneShardInv", "QueryNoMissingInv", "QueryNoDuplicateInv"]
-FIXED = '{"sync_waits_for_queries", "delays_wait_for_queries"}'
+FIXED = '{"sync_waits_for_queries", "delays_wait_for_queries", "mutations_respect_pins"}'
 
 # name -> (what the model is for, constants that differ from BASE, invariants left out)
 MODELS: dict[str, tuple[str, dict, set[str]]] = {
@@ -22,6 +22,13 @@ MODELS: dict[str, tuple[str, dict, set[str]]] = {
                     "each row on one shard at the end.", dict(Fixes=FIXED), set()),
     "MCPartMovesKill": ("As MCPartMoves with KILL PART_MOVE_TO_SHARD in any state before SOURCE_DROP: the rollback "
                         "holds too.", dict(Fixes=FIXED, MaxKills="1"), set()),
+    "MCPartMovesMutation": ("As MCPartMoves with an ALTER TABLE UPDATE on the source during the pre-drop sleep: the "
+                            "fixed move holds.", dict(Fixes=FIXED, MaxMutations="1", MaxMerges="0"), set()),
+    "MCPartMovesMutation_mutations_ignore_pins": (
+        "The code as it is: the pinned part is mutated under a new UUID, the exact-name DROP_RANGE skips it, and the "
+        "row stays on both shards for good.",
+        dict(Fixes='{"sync_waits_for_queries", "delays_wait_for_queries"}', MaxMutations="1", MaxMerges="0",
+             Queries="NoQueries"), set()),
     "MCPartMoves_no_dedup": ("ClickHouse master (query deduplication removed, PR #99398; off by default before): a "
                              "query reads the part on both shards (issue #34089's duplicated count).",
                              dict(Dedup="FALSE", Fixes=FIXED), set()),
