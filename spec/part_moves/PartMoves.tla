@@ -56,6 +56,8 @@ CONSTANTS
     MaxMerges,    \* merges on the destination (after the pins go, the moved part may merge)
     MaxKills,     \* KILL PART_MOVE_TO_SHARD
     MaxMutations, \* ALTER TABLE UPDATE on the source shard while the part is pinned
+    FilterSkipsSync, \* a selective replica's log filter that passes only the types the RFC's table
+                     \* lists skips SYNC_PINNED_PART_UUIDS (it names no partition, and is not listed)
     Fixes
 
 Shards == {"src", "dst"}
@@ -195,7 +197,7 @@ Process(r) ==
         e == log[s][ptr[r] + 1] IN
     /\ ptr[r] < Len(log[s])
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
-    /\ CASE e.type = "SYNC" -> /\ pinL' = [pinL EXCEPT ![r] = pinK[s]]
+    /\ CASE e.type = "SYNC" -> /\ pinL' = IF FilterSkipsSync THEN pinL ELSE [pinL EXCEPT ![r] = pinK[s]]
                                /\ UNCHANGED <<parts, detached>>
          [] e.type = "CLONE" -> /\ detached' = [detached EXCEPT ![r] = @ \cup {e.part}]
                                 /\ UNCHANGED <<parts, pinL>>

@@ -11,7 +11,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 RFC = runpy.run_path(str(HERE.parent / "rfc" / "gen_cfgs.py"))   # spec/ is no package
 
-BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", Fixes="{}")
+BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", FilterSkipsSync="FALSE", Fixes="{}")
 SUBSTITUTED = {"Queries"}
 SAFETY = ["TypeOKInv", "NoRowLostInv", "RowsOnOneShardInv", "QueryNoMissingInv", "QueryNoDuplicateInv"]
 FIXED = '{"sync_waits_for_queries", "delays_wait_for_queries", "mutations_respect_pins"}'
@@ -29,6 +29,10 @@ MODELS: dict[str, tuple[str, dict, set[str]]] = {
         "row stays on both shards for good.",
         dict(Fixes='{"sync_waits_for_queries", "delays_wait_for_queries"}', MaxMutations="1", MaxMerges="0",
              Queries="NoQueries"), set()),
+    "MCPartMoves_filter_skips_sync": (
+        "Selective replication's filter meeting a part move: one that passes only the entry types the RFC's table lists "
+        "skips SYNC_PINNED_PART_UUIDS, no replica's local pins are ever set, and the part is read twice.",
+        dict(Fixes=FIXED, FilterSkipsSync="TRUE", MaxMerges="0"), set()),
     "MCPartMoves_no_dedup": ("ClickHouse master (query deduplication removed, PR #99398; off by default before): a "
                              "query reads the part on both shards (issue #34089's duplicated count).",
                              dict(Dedup="FALSE", Fixes=FIXED), set()),
