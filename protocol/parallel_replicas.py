@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from protocol.assignment import Assignment, GuardFailed
+from protocol.assignment import GuardFailed
 from protocol.parts import PartName
 from protocol.replica import Replica
 
@@ -52,7 +52,7 @@ class ParallelQuery:
     at: str
     coordinator: str
     participants: list[str]
-    map: dict[str, Assignment]            # the initiator's map when it started the query
+    known: frozenset[str]                 # the partitions the initiator's map knew when it started
     announced: dict[str, Announcement] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     live: set[str] = field(default_factory=set)          # announced and still connected
@@ -60,8 +60,15 @@ class ParallelQuery:
     served_by: dict[str, str] = field(default_factory=dict)  # partition_snapshot: partition -> announcer
     work: dict[PartName, str] = field(default_factory=dict)  # working set: part -> whose announcement gave it
     read: dict[PartName, str] = field(default_factory=dict)  # part -> the replica that read it
-    rows: dict[str, list[dict]] = field(default_factory=dict)  # partition -> rows read
     failed: bool = False
+
+    @property
+    def rows(self) -> dict[str, list[dict]]:
+        """partition -> the rows read: each read part's, from the snapshot of the replica that read it."""
+        out: dict[str, list[dict]] = {}
+        for part, name in sorted(self.read.items()):
+            out.setdefault(part.partition, []).extend(self.announced[name].parts[part])
+        return out
 
     def waiting_for(self) -> list[str]:
         """Participants that neither announced nor were marked unavailable."""
@@ -75,8 +82,8 @@ class ParallelQuery:
         return not self.waiting_for()
 
     def unserved(self) -> set[str]:
-        """partition_snapshot: partitions the initiator's map knows that no announcement served."""
-        return {p for p in self.map if p not in self.served_by}
+        """partition_snapshot: partitions the initiator's map knew that no announcement served."""
+        return set(self.known) - set(self.served_by)
 
     def unread(self) -> list[PartName]:
         return sorted(set(self.work) - set(self.read))
@@ -101,7 +108,7 @@ def pr_start(initiator: Replica, cluster: list[str], max_parallel_replicas: int,
         raise GuardFailed("PRStart", f"{initiator.name} is read-only (its Keeper session expired)")
     others = sorted(r for r in cluster if r != initiator.name)
     chosen = rng.sample(others, min(max_parallel_replicas - 1, len(others)))
-    return ParallelQuery(initiator.name, coordinator, [initiator.name, *chosen], dict(initiator.cache))
+    return ParallelQuery(initiator.name, coordinator, [initiator.name, *chosen], frozenset(initiator.cache))
 
 
 def pr_announce(q: ParallelQuery, replica: Replica) -> set[str] | None:
@@ -148,10 +155,8 @@ def pr_read(q: ParallelQuery, part: PartName, name: str) -> list[dict]:
         raise GuardFailed("PRRead", f"{part} is not an unread part of the working set")
     if name not in q.live or part not in q.announced[name].parts:
         raise GuardFailed("PRRead", f"{name} did not announce {part}, or is gone")
-    rows = q.announced[name].parts[part]
     q.read[part] = name
-    q.rows.setdefault(part.partition, []).extend(rows)
-    return rows
+    return q.announced[name].parts[part]
 
 
 def pr_lost(q: ParallelQuery, name: str) -> None:

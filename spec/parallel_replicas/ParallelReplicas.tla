@@ -59,7 +59,7 @@ CONSTANTS
 
 VARIABLES
     prq   \* query id -> [st, at, part, announced, skipped, live, ann, snap, from, work, read,
-          \*              seen, dup, expected, excused, map, lost]
+          \*              seen, dup, expected, excused, known, lost]
 
 prVars == <<prq>>
 allVars == <<vars, prVars>>
@@ -72,7 +72,7 @@ PRInit ==
                 [st |-> "idle", at |-> None, part |-> {}, announced |-> {}, skipped |-> {}, live |-> {},
                  ann |-> NoParts, snap |-> None, from |-> [p \in Partitions |-> None], work |-> {},
                  read |-> {}, seen |-> {}, dup |-> FALSE, expected |-> {}, excused |-> {},
-                 map |-> [p \in Partitions |-> NoAsg], lost |-> {}]]
+                 known |-> {}, lost |-> {}]]
 
 PRRunning(q) == prq[q].st = "running"
 
@@ -104,7 +104,7 @@ PRStart(q, c) ==
         /\ Cardinality(S) = IF MaxParallelReplicas < Cardinality(Replicas) THEN MaxParallelReplicas
                             ELSE Cardinality(Replicas)
         /\ prq' = [prq EXCEPT ![q] = [@ EXCEPT !.st = "running", !.at = c, !.part = S, !.expected = LiveAcked,
-                     !.map = cache[c],
+                     !.known = {p \in Partitions : cache[c][p].version # Absent},
                      !.excused = {i \in LiveAcked : cache[c][InsertPartition[i]].version = Absent /\ ptr[c] < FirstIdx(i)}]]
     /\ UNCHANGED vars
 
@@ -156,8 +156,8 @@ Announced(q) ==
     IF Coordinator = "snapshot_replica" THEN prq[q].snap # None
     ELSE prq[q].announced \cup prq[q].skipped = prq[q].part
 
-\* partition_snapshot: a partition the coordinator's map knows that no announcement served.
-Unserved(q) == {p \in Partitions : prq[q].map[p].version # Absent /\ prq[q].from[p] = None}
+\* partition_snapshot: a partition the coordinator's map knew at the start that no announcement served.
+Unserved(q) == {p \in prq[q].known : prq[q].from[p] = None}
 
 \* The working set is read: the initiator merges the answers and the client has its result.
 PRFinish(q) ==
