@@ -70,26 +70,34 @@ def _numbers(keeper: Keeper, layout: Layout, partition: str, entries) -> dict[in
 
 def in_flight(keeper: Keeper, layout: Layout, reader: str, partition: str) -> set[str]:
     """The block ids of `partition` still in flight to `reader` (the spec's InFlightTo)."""
+    return in_flight_of(keeper, layout, reader, [partition])[partition]
+
+
+def in_flight_of(keeper: Keeper, layout: Layout, reader: str, partitions) -> dict[str, set[str]]:
+    """in_flight for several partitions, the log and the reader's queue read once (a parallel-
+    replicas announcement owes the lag of every partition its replica keeps)."""
     log = _log(keeper, layout)
     ptr = int(keeper.get(layout.log_pointer(reader))[0])
-    last: dict[str, int] = {}
-    for k, _, block_id in _gets(log, partition):
-        last[block_id] = k
-    ids = {b for b, k in last.items() if k >= ptr}           # last GET_PART not pulled yet
-    queued = []
     queue = layout.queue(reader)
+    entries = []
     for n in keeper.get_children(queue):
         try:
-            e = _parse(keeper.get(f"{queue}/{n}")[0])
+            entries.append(_parse(keeper.get(f"{queue}/{n}")[0]))
         except NoNodeError:
             continue
-        if e.type in BRINGS and e.partition == partition:
-            queued.append(e)
-    if queued:
-        numbers = _numbers(keeper, layout, partition, [e for _, e in log] + queued)
-        ids |= {b for number, b in numbers.items() if any(e.part.min_block <= number <= e.part.max_block
-                                                           for e in queued)}
-    return ids
+    out = {}
+    for partition in partitions:
+        last: dict[str, int] = {}
+        for k, _, block_id in _gets(log, partition):
+            last[block_id] = k
+        ids = {b for b, k in last.items() if k >= ptr}           # last GET_PART not pulled yet
+        queued = [e for e in entries if e.type in BRINGS and e.partition == partition]
+        if queued:
+            numbers = _numbers(keeper, layout, partition, [e for _, e in log] + queued)
+            ids |= {b for number, b in numbers.items() if any(e.part.min_block <= number <= e.part.max_block
+                                                               for e in queued)}
+        out[partition] = ids
+    return out
 
 
 def not_pulled(keeper: Keeper, layout: Layout, replica: str, partitions) -> dict[str, set[str]]:

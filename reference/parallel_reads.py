@@ -52,9 +52,8 @@ class ParallelReads:
                     gave = pr_announce(q, rep)
                 if gave is None:
                     gave = set(self.admin.get_children(self.layout.assignments))
-                for p in gave:
-                    if self._keeps(name, p):
-                        lag[p] = lag.get(p, set()) | self.in_flight_lag(name, p)
+                for p, rows in self.in_flight_lags(name, [p for p in sorted(gave) if self._keeps(name, p)]).items():
+                    lag[p] = lag.get(p, set()) | rows
             while not q.failed and q.unread() and not q.stuck():
                 self._interleave(q, interleave)
                 part = q.unread()[0]

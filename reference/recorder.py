@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from history import commands, journal, refusals
-from history.lag import in_flight, not_pulled
+from history.lag import in_flight_of, not_pulled
 from history.record import History
 from protocol.assignment import GuardFailed, selective_assignments_rows
 from protocol.insert import sub_block_hash
@@ -139,7 +139,11 @@ class Recorder:
 
     def in_flight_lag(self, reader: str, partition: str) -> set[int]:
         """An unsynced read's lag: the partition's rows still on their way to `reader` (history/lag.py)."""
-        return self._rows_of(in_flight(self.admin, self.layout, reader, partition))
+        return self.in_flight_lags(reader, [partition])[partition]
+
+    def in_flight_lags(self, reader: str, partitions) -> dict[str, set[int]]:
+        """in_flight_lag of several partitions, Keeper's log and `reader`'s queue read once."""
+        return {p: self._rows_of(ids) for p, ids in in_flight_of(self.admin, self.layout, reader, partitions).items()}
 
     def _rows_of(self, block_ids) -> set[int]:
         return {r for b in block_ids for r in self.block_rows.get(b, ())}
