@@ -37,6 +37,15 @@
 (* rows of a part active on both shards are read twice: ClickHouse master  *)
 (* removed the setting (PR #99398), and it was off by default before.     *)
 (*                                                                         *)
+(* Orchestrator: "current" (since PR #29043, 2021: each state's entry is *)
+(* created in one multi with a barrier znode, log_<STATE>, that a re-run  *)
+(* finds and waits on) or "v21_8" (the orchestrator of ClickHouse 21.8,   *)
+(* b3248892: the entry's multi checks only the task's version, which it   *)
+(* does not bump, so a re-run after a crash between the entry and the     *)
+(* state's CAS issues the entry again; no KILL). A crash of the           *)
+(* orchestrating replica (its session, so its lock_holder, gone; another  *)
+(* leader takes the task over) loses what it kept in memory only.         *)
+(*                                                                         *)
 (* Fixes (none in ClickHouse): "sync_waits_for_queries" (PR #50777, not    *)
 (* merged: the move does not pass SYNC_DESTINATION while a query that      *)
 (* started before both syncs runs), "delays_wait_for_queries" (SOURCE_DROP *)
@@ -58,6 +67,8 @@ CONSTANTS
     MaxMutations, \* ALTER TABLE UPDATE on the source shard while the part is pinned
     FilterSkipsSync, \* a selective replica's log filter that passes only the types the RFC's table
                      \* lists skips SYNC_PINNED_PART_UUIDS (it names no partition, and is not listed)
+    Orchestrator, \* "current" (barrier znodes) or "v21_8" (none: a re-run re-issues its entry)
+    MaxCrashes,   \* crashes of the orchestrating replica
     Fixes
 
 Shards == {"src", "dst"}
@@ -73,6 +84,9 @@ Other == [rows |-> {2}, uuid |-> "u2", name |-> "dst_2"]        \* a part alread
 Attached == [rows |-> {1}, uuid |-> "u1", name |-> "dst_1"]     \* the moving part attached on the destination
 Merged == [rows |-> {1, 2}, uuid |-> "u3", name |-> "dst_1_2"]  \* a destination merge of the two
 Mutated == [rows |-> {1}, uuid |-> "u4", name |-> "src_1_m"]    \* a mutation of the moving part: a new UUID
+\* What a re-issued ATTACH_PART names (v21_8): the part under a second block number allocated on
+\* the destination, the same UUID and checksum.
+Reattached == [rows |-> {1}, uuid |-> "u1", name |-> "dst_1_b"]
 AllRows == {1, 2}
 
 \* The task's states in the code's order (the enum's, CANCELLED apart).
@@ -94,9 +108,10 @@ VARIABLES
     merges,    \* merges done (bound)
     kills,     \* kills accepted (bound)
     mutations, \* mutations written (bound)
+    crashes,   \* crashes of the orchestrating replica (bound)
     qry        \* query -> [st, started (the task's state then), read: shard -> replica or None, seen, dup, resent]
 
-vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
+vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
 
 Init ==
     /\ st = None
@@ -111,6 +126,7 @@ Init ==
     /\ merges = 0
     /\ kills = 0
     /\ mutations = 0
+    /\ crashes = 0
     /\ qry = [q \in Queries |-> [st |-> "idle", started |-> None, read |-> [s \in Shards |-> None],
                                  reported |-> {}, seen |-> {}, dup |-> FALSE, resent |-> FALSE]]
 
@@ -138,46 +154,62 @@ MovePart ==
     /\ \E r \in SourceReplicas : Moving \in parts[r]
     /\ pinK' = [s \in Shards |-> pinK[s] \cup {Moving.uuid}]
     /\ st' = "SYNC_SOURCE"
-    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
 
-\* The orchestrator issues its state's log entry (with its barrier: once).
+\* v21_8's SOURCE_DROP calls dropPart, which returns false when the replica running it no longer
+\* has the part committed (or a DROP_RANGE of it is already queued there), and the orchestrator
+\* then moves on without waiting. A re-run after a crash does so once its replica has processed the
+\* first run's DROP_RANGE, whether the other source replicas have or not.
+DropSkipsWait ==
+    /\ Orchestrator = "v21_8" /\ st = "SOURCE_DROP" /\ issued = 0
+    /\ \E k \in 1..Len(log.src) : log.src[k].type = "DROP" /\ \E r \in SourceReplicas : ptr[r] >= k
+
+\* An ATTACH_PART of the moving part is in the destination's log, not dropped since.
+AttachIssued == \E k \in 1..Len(log.dst) : log.dst[k].type = "ATTACH"
+                                       /\ ~\E j \in k..Len(log.dst) : log.dst[j].type = "DROP"
+
+\* The orchestrator issues its state's log entry. "current": with its barrier, so once (issued
+\* is the barrier, kept in Keeper). "v21_8": after a crash, again; a second ATTACH_PART allocates
+\* a second block number on the destination.
 Issue ==
-    LET e == EntryOf(st) IN
+    LET e0 == EntryOf(st)
+        e == IF e0[2].type = "ATTACH" /\ AttachIssued THEN <<"dst", [type |-> "ATTACH", part |-> Reattached]>> ELSE e0 IN
     /\ ~rollback /\ Issues(st) /\ issued = 0
+    /\ ~DropSkipsWait
     /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
     /\ issued' = Len(log[e[1]]) + 1
-    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
 
 \* Every replica of the shard processed the entry (tryWaitForAllReplicasToProcessLogEntry): the
 \* next state. A state without an entry (the delays) moves on at once: the model has no clock.
 Advance ==
     /\ ~rollback
     /\ st \in {States[i] : i \in 2..Len(States) - 1}
-    /\ IF Issues(st) THEN issued > 0 /\ Processed(EntryOf(st)[1]) ELSE TRUE
+    /\ IF Issues(st) THEN (issued > 0 /\ Processed(EntryOf(st)[1])) \/ DropSkipsWait ELSE TRUE
     /\ st = "SYNC_DESTINATION" /\ Fix("sync_waits_for_queries") => StartedBefore("DESTINATION_FETCH") = {}
     /\ st = "SOURCE_DROP_PRE_DELAY" /\ Fix("delays_wait_for_queries") => StartedBefore("SOURCE_DROP_PRE_DELAY") = {}
     /\ st = "SOURCE_DROP_POST_DELAY" /\ Fix("delays_wait_for_queries") => StartedBefore("SOURCE_DROP_POST_DELAY") = {}
     /\ st' = After(st)
     /\ issued' = 0
     /\ pinK' = IF st = "REMOVE_UUID_PIN" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
-    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
 
-\* KILL PART_MOVE_TO_SHARD: refused from SOURCE_DROP on ("too late to rollback").
+\* KILL PART_MOVE_TO_SHARD: refused from SOURCE_DROP on ("too late to rollback"). v21_8 has none.
 Kill ==
+    /\ Orchestrator = "current"
     /\ kills < MaxKills
     /\ st \in {"SYNC_SOURCE", "SYNC_DESTINATION", "DESTINATION_FETCH", "DESTINATION_ATTACH", "SOURCE_DROP_PRE_DELAY"}
     /\ ~rollback
     /\ rollback' = TRUE
     /\ kills' = kills + 1
-    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, mutations, qry>>
+    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, mutations, crashes, qry>>
 
 \* A rollback goes back a state per step. Back from DESTINATION_ATTACH whose ATTACH_PART was issued,
 \* a DROP_RANGE of the attached part on the destination first, waited for; from TODO the pins go.
 RollbackStep ==
     /\ rollback
     /\ st \notin {"CANCELLED", "DONE"}
-    /\ IF st = "DESTINATION_ATTACH" /\ \E k \in 1..Len(log.dst) : log.dst[k].type = "ATTACH"
-                                    /\ ~\E j \in k..Len(log.dst) : log.dst[j].type = "DROP"
+    /\ IF st = "DESTINATION_ATTACH" /\ AttachIssued
        THEN /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "DROP", part |-> Attached])]
             /\ issued' = Len(log.dst) + 1
             /\ UNCHANGED <<st, pinK>>
@@ -186,16 +218,33 @@ RollbackStep ==
             /\ issued' = 0
             /\ pinK' = IF st = "TODO" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
             /\ UNCHANGED log
-    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+
+\* The orchestrating replica crashes (or loses its session, and with it lock_holder) after its
+\* state's entry went out and before the state's CAS; another leader takes the task over.
+\* "current" keeps the entry's barrier in Keeper, and the re-run waits on it; "v21_8" kept it in
+\* the crashed thread only.
+OrchestratorCrash ==
+    /\ crashes < MaxCrashes
+    /\ Issues(st) /\ issued > 0 /\ ~rollback
+    /\ crashes' = crashes + 1
+    /\ issued' = IF Orchestrator = "current" THEN issued ELSE 0
+    /\ UNCHANGED <<st, rollback, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
 
 -----------------------------------------------------------------------------
 (* The replicas *)
 
-\* A replica processes the next entry of its shard's log.
+\* A replica can carry out ATTACH_PART of part x: from its detached copy (attachPartHelperFoundValidPart)
+\* or by fetching x from a destination replica that has it active.
+CanAttach(r, x) == Moving \in detached[r] \/ \E r2 \in DestReplicas : x \in parts[r2]
+
+\* A replica processes the next entry of its shard's log. An ATTACH_PART it cannot carry out stays
+\* at the head of its queue (retried, "No active replica has part").
 Process(r) ==
     LET s == ShardOf(r)
         e == log[s][ptr[r] + 1] IN
     /\ ptr[r] < Len(log[s])
+    /\ e.type = "ATTACH" => CanAttach(r, e.part)
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
     /\ CASE e.type = "SYNC" -> /\ pinL' = IF FilterSkipsSync THEN pinL ELSE [pinL EXCEPT ![r] = pinK[s]]
                                /\ UNCHANGED <<parts, detached>>
@@ -213,7 +262,7 @@ Process(r) ==
                                 /\ UNCHANGED <<pinL, detached>>
          [] e.type = "MUTATE" -> /\ parts' = [parts EXCEPT ![r] = IF Moving \in @ THEN (@ \ {Moving}) \cup {Mutated} ELSE @]
                                  /\ UNCHANGED <<pinL, detached>>
-    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, mutations, crashes, qry>>
 
 \* A destination replica assigns the merge of the attached part with the other: the merge
 \* predicate reads the pins from Keeper and refuses a pinned part.
@@ -224,7 +273,7 @@ AssignMerge(r) ==
     /\ Attached.uuid \notin pinK.dst
     /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "MERGE", part |-> Merged])]
     /\ merges' = merges + 1
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, crashes, qry>>
 
 \* ALTER TABLE UPDATE on the source shard while the part is attached on the destination and
 \* not yet dropped (the pre-drop sleep): the source's MUTATE_PART of the moving part. The mutation
@@ -239,7 +288,7 @@ MutateSource(r) ==
     /\ Fix("mutations_respect_pins") => Moving.uuid \notin pinK.src
     /\ log' = [log EXCEPT !.src = Append(@, [type |-> "MUTATE", part |-> Mutated])]
     /\ mutations' = mutations + 1
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, crashes, qry>>
 
 -----------------------------------------------------------------------------
 (* A Distributed SELECT: one replica of each shard, each shard in a step of its own. *)
@@ -247,7 +296,7 @@ MutateSource(r) ==
 QueryStart(q) ==
     /\ qry[q].st = "idle"
     /\ qry' = [qry EXCEPT ![q].st = "running", ![q].started = st]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes>>
 
 \* Replica r of shard s answers: its parts now, and (Dedup) the UUIDs among them in its local pin
 \* set. A UUID another shard reported first: the initiator re-runs this shard's query without it,
@@ -269,11 +318,11 @@ QueryReadShard(q, s, r) ==
                                ![q].seen = @ \cup rows, ![q].dup = @ \/ twice,
                                ![q].resent = @ \/ conflict # {},
                                ![q].st = IF Q.read[IF s = "src" THEN "dst" ELSE "src"] # None THEN "done" ELSE @]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes>>
 
 -----------------------------------------------------------------------------
 Next ==
-    \/ MovePart \/ Issue \/ Advance \/ Kill \/ RollbackStep
+    \/ MovePart \/ Issue \/ Advance \/ Kill \/ RollbackStep \/ OrchestratorCrash
     \/ \E r \in Replicas : Process(r) \/ AssignMerge(r) \/ MutateSource(r)
     \/ \E q \in Queries : QueryStart(q) \/ \E s \in Shards, r \in Replicas : QueryReadShard(q, s, r)
 
@@ -281,6 +330,8 @@ Spec == Init /\ [][Next]_vars
 
 -----------------------------------------------------------------------------
 TypeOKInv ==
+    /\ Orchestrator \in {"current", "v21_8"}
+    /\ Orchestrator = "v21_8" => MaxKills = 0
     /\ st \in {None, "CANCELLED"} \cup {States[i] : i \in 1..Len(States)}
     /\ \A q \in Queries : qry[q].st \in {"idle", "running", "done", "failed"}
 
@@ -297,6 +348,12 @@ NoRowLostInv == \A row \in AllRows : \E r \in Replicas : \E x \in parts[r] : row
 RowsOnOneShardInv ==
     (st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])) =>
         \A row \in AllRows : Cardinality({s \in Shards : \E r \in ReplicasOf(s) : \E x \in parts[r] : row \in x.rows}) = 1
+
+\* The move is never wedged: until it ended and every replica processed its shard's log, some step
+\* can still be taken (TLC's deadlock check, as a named invariant beside the others: a move stuck
+\* waiting on an entry no replica can carry out keeps its part pinned, and so unmerged, for good).
+Ended == st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])
+MoveNotWedgedInv == Ended \/ ENABLED Next
 
 \* Witnesses: the fixed model must reach them.
 MoveDoneWitness == st = "DONE" /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])

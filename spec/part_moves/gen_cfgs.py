@@ -11,9 +11,11 @@ from pathlib import Path
 HERE = Path(__file__).parent
 RFC = runpy.run_path(str(HERE.parent / "rfc" / "gen_cfgs.py"))   # spec/ is no package
 
-BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", FilterSkipsSync="FALSE", Fixes="{}")
+BASE = dict(Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", FilterSkipsSync="FALSE",
+            Orchestrator='"current"', MaxCrashes="0", Fixes="{}")
 SUBSTITUTED = {"Queries"}
-SAFETY = ["TypeOKInv", "NoRowLostInv", "RowsOnOneShardInv", "QueryNoMissingInv", "QueryNoDuplicateInv"]
+SAFETY = ["TypeOKInv", "NoRowLostInv", "RowsOnOneShardInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
+          "MoveNotWedgedInv"]
 FIXED = '{"sync_waits_for_queries", "delays_wait_for_queries", "mutations_respect_pins"}'
 
 # name -> (what the model is for, constants that differ from BASE, invariants left out)
@@ -22,6 +24,19 @@ MODELS: dict[str, tuple[str, dict, set[str]]] = {
                     "each row on one shard at the end.", dict(Fixes=FIXED), set()),
     "MCPartMovesKill": ("As MCPartMoves with KILL PART_MOVE_TO_SHARD in any state before SOURCE_DROP: the rollback "
                         "holds too.", dict(Fixes=FIXED, MaxKills="1"), set()),
+    "MCPartMovesCrash": ("As MCPartMoves with a crash of the orchestrating replica between a state's log entry and "
+                         "its CAS, in any state: today's orchestrator finds the entry's barrier and waits on it; "
+                         "the move holds.", dict(Fixes=FIXED, MaxCrashes="1"), set()),
+    "MCPartMovesCrash_v21_8": (
+        "The orchestrator of 21.8 (no barriers), the same crash after ATTACH_PART: the re-run issues a second "
+        "ATTACH_PART under a new block number, which no replica can carry out (each one's detached copy went to "
+        "the first); the move waits for good with the part pinned.",
+        dict(Fixes=FIXED, MaxCrashes="1", Orchestrator='"v21_8"', Queries="NoQueries", MaxMerges="0"), set()),
+    "MCPartMovesCrashQuery_v21_8": (
+        "The orchestrator of 21.8, the crash after SOURCE_DROP's DROP_RANGE: the re-run's dropPart finds the part "
+        "gone on its own replica and does not wait; the pins go while another source replica still has the part, "
+        "the destination merges it under a new UUID, and a query reads its rows twice.",
+        dict(Fixes=FIXED, MaxCrashes="1", Orchestrator='"v21_8"'), {"MoveNotWedgedInv"}),
     "MCPartMovesMutation": ("As MCPartMoves with an ALTER TABLE UPDATE on the source during the pre-drop sleep: the "
                             "fixed move holds.", dict(Fixes=FIXED, MaxMutations="1", MaxMerges="0"), set()),
     "MCPartMovesMutation_mutations_ignore_pins": (

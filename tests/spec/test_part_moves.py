@@ -45,3 +45,32 @@ def test_dropping_a_clause_of_the_fixed_move_is_caught(what, original, replaceme
                                      tmp_path)
     assert before.outcome == HOLDS, before.summary()
     assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, invariant), after.summary()
+
+
+def _without_crashes(model: str, folder):
+    """The model's cfg with MaxCrashes = 0: the same orchestrator, never crashing."""
+    text = (FAMILY / f"{model}.cfg").read_text()
+    assert "    MaxCrashes = 1\n" in text
+    cfg = folder / f"{model}_no_crash.cfg"
+    cfg.write_text(text.replace("    MaxCrashes = 1\n", "    MaxCrashes = 0\n"))
+    return cfg
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("model", ["MCPartMovesCrash_v21_8", "MCPartMovesCrashQuery_v21_8"])
+def test_the_orchestrator_of_21_8_fails_only_through_the_crash(model, tmp_path):
+    """F30 and F31 are the crash's: without it, 21.8's orchestrator holds every invariant its
+    model checks, as today's does."""
+    res = run_tlc(MC, _without_crashes(model, tmp_path), workers=1, check_deadlock=False, timeout_s=120)
+    assert res.outcome == HOLDS, res.summary()
+
+
+@pytest.mark.tlc
+def test_dropping_the_barrier_makes_todays_orchestrator_wedge_after_a_crash(tmp_path):
+    """The barrier znode is what keeps today's orchestrator whole across a crash: kept only in
+    the crashed thread, as in 21.8, MCPartMovesCrash wedges (F30)."""
+    before, after = before_and_after("part_moves", "PartMoves.tla", MC.name, "MCPartMovesCrash",
+                                     "/\\ issued' = IF Orchestrator = \"current\" THEN issued ELSE 0",
+                                     "/\\ issued' = 0", tmp_path)
+    assert before.outcome == HOLDS, before.summary()
+    assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, "MoveNotWedgedInv"), after.summary()
