@@ -94,6 +94,23 @@ TRANSITIONS = [
     Transition("ParallelReplicas", "PRRead", (PQ, "work", R), "protocol.parallel_replicas:pr_read", "pr_"),
     Transition("ParallelReplicas", "PRFinish", (PQ,), "protocol.parallel_replicas:pr_finish", "pr_"),
     Transition("ParallelReplicas", "PRFail", (PQ,), "protocol.parallel_replicas:pr_fail", "pr_"),
+    # spec/part_moves/PartMoves.tla: ClickHouse's part moves between shards (protocol/part_moves.py;
+    # the orchestrator's steps are its methods, the replicas' and the query's theirs).
+    Transition("PartMoves", "MovePart", (), "protocol.part_moves:move_part"),
+    Transition("PartMoves", "Issue", (), "protocol.part_moves:Orchestrator.issue"),
+    Transition("PartMoves", "Advance", (), "protocol.part_moves:Orchestrator.advance"),
+    Transition("PartMoves", "Kill", (), "protocol.part_moves:Orchestrator.kill"),
+    Transition("PartMoves", "RollbackStep", (), "protocol.part_moves:Orchestrator.rollback_step"),
+    Transition("PartMoves", "OrchestratorCrash", (), "protocol.part_moves:Orchestrator.crash",
+               "a method of the orchestrator: what its crash loses is its own"),
+    Transition("PartMoves", "Process", (R,), "protocol.part_moves:ShardReplica.process"),
+    Transition("PartMoves", "AssignMerge", (R,), "protocol.part_moves:assign_merge"),
+    Transition("PartMoves", "MutateSource", (R,), "protocol.part_moves:assign_mutation",
+               "the source's MUTATE_PART assigned, as assign_merge assigns a merge"),
+    Transition("PartMoves", "QueryStart", (Q,), "protocol.part_moves:DistributedQuery",
+               "a query starts by being made, with the task's state then"),
+    Transition("PartMoves", "QueryReadShard", (Q, "Shards", R), "protocol.part_moves:DistributedQuery.read_shard",
+               "the query's own method"),
 ]
 
 

@@ -16,6 +16,8 @@ back: versions 1-6. Entry types and their text, after the four header lines:
     clear_index\\n<idx>\\nfrom\\n<range>  CLEAR_INDEX     (likewise)
     REPLACE_RANGE\\n<replace entry>     REPLACE_RANGE   REPLACE/ATTACH PARTITION FROM
     alter\\nalter_version\\n<n>...       ALTER_METADATA  today's ALTER of columns or settings
+    sync_pinned_part_uuids            SYNC_PINNED_PART_UUIDS  part moves between shards: reload the pins
+    clone_part_from_shard\\n<part>\\nsource_shard: <path>   CLONE_PART_FROM_SHARD  part moves: fetch into detached/
 
 A queue entry is the log entry's text copied as is (pullLogsToQueue), so nothing in a queue
 znode says which log entry it came from; ClickHouse keeps that in memory.
@@ -36,12 +38,17 @@ FORMAT_VERSION = 4
 GET_PART, ATTACH_PART, MERGE_PARTS, MUTATE_PART = "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART"
 DROP_RANGE, CLEAR_COLUMN, CLEAR_INDEX = "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX"
 REPLACE_RANGE, ALTER_METADATA = "REPLACE_RANGE", "ALTER_METADATA"
+# Part moves between shards (seed 001; protocol/part_moves.py): the writer and reader of
+# ReplicatedMergeTreeLogEntry.cpp (ClickHouse master) give their text.
+SYNC_PINNED_PART_UUIDS, CLONE_PART_FROM_SHARD = "SYNC_PINNED_PART_UUIDS", "CLONE_PART_FROM_SHARD"
 # Entries that make a part by name (a fetch can bring it instead): what a CLONE target and a
 # "virtual parts" view must count.
 PART_PRODUCING = (GET_PART, ATTACH_PART, MERGE_PARTS, MUTATE_PART)
 # The one type with no partition: ALTER_METADATA changes the table (the RFC's "always process").
 # The RFC lists CLEAR_COLUMN and CLEAR_INDEX there too, but they name a part range, one partition.
-GLOBAL = (ALTER_METADATA,)
+# SYNC_PINNED_PART_UUIDS names no partition either: the pins are the table's (F29: a filter must
+# process it; CLONE_PART_FROM_SHARD names its part, so its partition).
+GLOBAL = (ALTER_METADATA, SYNC_PINNED_PART_UUIDS)
 
 
 class BadLogEntry(ValueError):
@@ -123,6 +130,7 @@ class LogEntry:
     column_name: str = ""               # CLEAR_COLUMN's column, CLEAR_INDEX's index
     part_checksum: str = ""             # ATTACH_PART
     replace: ReplaceRange | None = None
+    source_shard: str = ""              # CLONE_PART_FROM_SHARD: the source table's Keeper path
     alter_version: int = 0              # ALTER_METADATA
     have_mutation: bool = False
     columns_str: str = ""
@@ -173,6 +181,10 @@ class LogEntry:
             body = f"REPLACE_RANGE\n{self.replace.format()}"
         elif t == MUTATE_PART:
             body = f"mutate\n{self.source_parts[0]}\nto\n{self.new_part_name}"
+        elif t == SYNC_PINNED_PART_UUIDS:
+            body = "sync_pinned_part_uuids\n"   # ClickHouse writes the kind's newline, then the entry's
+        elif t == CLONE_PART_FROM_SHARD:
+            body = f"clone_part_from_shard\n{self.new_part_name}\nsource_shard: {self.source_shard}"
         elif t == ALTER_METADATA:
             body = (f"alter\nalter_version\n{self.alter_version}\nhave_mutation\n{int(self.have_mutation)}\n"
                     f"columns_str_size:\n{len(self.columns_str)}\n{self.columns_str}\n"
@@ -301,6 +313,12 @@ class _Reader:
             n = self.number("metadata_str_size")
             self.expect("\n")
             kw["metadata_str"], self.pos = self.text[self.pos:self.pos + n], self.pos + n
+        elif kind == "sync_pinned_part_uuids":
+            kw.update(type=SYNC_PINNED_PART_UUIDS)
+        elif kind == "clone_part_from_shard":
+            kw.update(type=CLONE_PART_FROM_SHARD, new_part_name=self.line())
+            self.expect("source_shard: ")
+            kw["source_shard"] = self.until_newline()
         else:
             raise BadLogEntry(f"unknown entry kind {kind!r}")
         if not trailing_newline_found:
@@ -341,5 +359,6 @@ def drop_range_name(partition: str, max_block: int, mutation: int = 0) -> str:
 
 
 __all__ = ["LogEntry", "ReplaceRange", "BadLogEntry", "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART",
-           "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX", "REPLACE_RANGE", "ALTER_METADATA", "GLOBAL",
+           "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX", "REPLACE_RANGE", "ALTER_METADATA", "SYNC_PINNED_PART_UUIDS",
+           "CLONE_PART_FROM_SHARD", "GLOBAL",
            "PART_PRODUCING", "MAX_LEVEL", "LEGACY_MAX_LEVEL", "drop_range_name", "replace"]

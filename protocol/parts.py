@@ -99,6 +99,11 @@ def _checksum(rows: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def rows_checksum(rows: list[dict[str, Any]]) -> str:
+    """A part's checksum as entries carry it (ATTACH_PART's part_checksum; hex, upper case)."""
+    return _checksum(rows)[:32].upper()
+
+
 SERVER_UUID = "uuid"   # in a replica's folder: PartStore.server_uuid
 
 
@@ -229,7 +234,7 @@ class PartStore:
 
     def checksum(self, name: PartName) -> str:
         """The part's checksum, as REPLACE_RANGE's part_checksums carry it (hex, upper case)."""
-        return json.loads(self._path(name).read_text())["checksum"][:32].upper()
+        return json.loads(self._path(name).read_text())["checksum"][:32].upper()   # rows_checksum of its rows
 
     def remove(self, name: PartName) -> None:
         self._path(name).unlink(missing_ok=True)

@@ -725,3 +725,21 @@ def test_parallel_replicas_histories_get_the_same_verdict_from_all_three(spark, 
     assert run["actions"].get("parallel query", 0) > 10
     found = _three_agree(spark, Path(run["history"]))
     assert set(found) == ({"QueryNoMissingInv"} if flagged else set()), found
+
+
+@pytest.mark.parametrize("version, fixes, crash_at, flagged", [
+    ("current", "all", "SOURCE_DROP", set()),
+    ("v21_8", "all", "SOURCE_DROP", {"NoForeignPartsInv", "QueryNoDuplicateInv"}),
+    ("current", "queries", None, {"NoForeignPartsInv", "QueryNoDuplicateInv"})])
+def test_part_move_histories_get_the_same_verdict_from_all_three(spark, tmp_path, version, fixes, crash_at, flagged):
+    """Part moves between shards (reference/part_move_races.py, issue 39): today's orchestrator
+    with the fixes holds through a crash after SOURCE_DROP's entry; 21.8's, after the same crash,
+    leaves the part on a lagging source replica past DONE and a query reads it twice (F31); today's
+    code without mutations_respect_pins keeps a mutated row on the source (F28). Alike in all three."""
+    from protocol.part_moves import FIXES
+    from reference.part_move_races import part_move_history
+    chosen = FIXES if fixes == "all" else ("sync_waits_for_queries", "delays_wait_for_queries")
+    run = part_move_history(tmp_path, 0, version, chosen, crash_at=crash_at, max_crashes=1 if crash_at else 0)
+    assert run["settled"] and run["queries"] >= 10
+    found = _three_agree(spark, Path(run["history"]))
+    assert set(found) == flagged, found

@@ -76,6 +76,10 @@ EXAMPLES = {
     "make faults": Make("faults"), "make mutation": Make("mutation"),
     'make check-spec ARGS="--only MCPRSelective"': Make("check-spec"),
     'make check-spec ARGS="--only MCPartMoves_stale_local_pins"': Make("check-spec"),
+    "python -m reference.part_move_races --out /tmp/pm --version v21_8 --crash-at SOURCE_DROP": Covered(
+        "tests/reference/test_part_move_races.py (the command line's verdicts and exit codes)"),
+    "python -m pyspark_jobs.spark_check --input /tmp/pm/history": Covered(
+        "tests/checkers/test_checkers_agree.py::test_part_move_histories_get_the_same_verdict_from_all_three"),
     "python -m harness.check_models --finding F27": Run(0, ["F27: MCPartMoves_delays_unbounded",
                                                             "F27: MCPartMoves_post_delay_unbounded",
                                                             "QueryReadShard", "2/2 models as expected"]),

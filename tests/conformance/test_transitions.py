@@ -32,7 +32,7 @@ def next_actions(module: str, nxt: str = "Next") -> dict[str, int]:
 
 
 @pytest.mark.parametrize("module, nxt", [("Assignment", "Next"), ("SelectiveReplication", "Next"),
-                                         ("ParallelReplicas", "PRNext")])
+                                         ("ParallelReplicas", "PRNext"), ("PartMoves", "Next")])
 def test_the_list_is_the_modules_next(module, nxt):
     spec = next_actions(module, nxt)
     listed = {t.name: len(t.params) for t in of_module(module)}
