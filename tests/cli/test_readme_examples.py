@@ -78,6 +78,8 @@ EXAMPLES = {
     'make check-spec ARGS="--only MCPartMoves_stale_local_pins"': Make("check-spec"),
     "python -m reference.part_move_races --out /tmp/pm --version v21_8 --crash-at SOURCE_DROP": Covered(
         "tests/reference/test_part_move_races.py (the command line's verdicts and exit codes)"),
+    "python -m reference.part_move_races --out DIR [--version v21_8] [--fixes ...] [--no-dedup] "
+    "[--crash-at SOURCE_DROP]": Help(["reference.part_move_races"]),
     "python -m pyspark_jobs.spark_check --input /tmp/pm/history": Covered(
         "tests/checkers/test_checkers_agree.py::test_part_move_histories_get_the_same_verdict_from_all_three"),
     "python -m harness.check_models --finding F27": Run(0, ["F27: MCPartMoves_delays_unbounded",
