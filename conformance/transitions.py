@@ -104,6 +104,11 @@ TRANSITIONS = [
     Transition("PartMoves", "OrchestratorCrash", (), "protocol.part_moves:Orchestrator.crash",
                "a method of the orchestrator: what its crash loses is its own"),
     Transition("PartMoves", "Process", (R,), "protocol.part_moves:ShardReplica.process"),
+    Transition("PartMoves", "MigCloneStart", (), "protocol.migration:replica_clone_fetch",
+               "a selective source shard's CLONE: the RFC's as fixed (rfc_fixed); pr_code is "
+               "protocol.pr102244.migration's start_clone and write_clone_entries"),
+    Transition("PartMoves", "MigFetch", (), "protocol.replica:Replica.replica_execute_entry",
+               "the target carrying out a fetch (or a re-queued drop) the CLONE queued"),
     Transition("PartMoves", "AssignMerge", (R,), "protocol.part_moves:assign_merge"),
     Transition("PartMoves", "MutateSource", (R,), "protocol.part_moves:assign_mutation",
                "the source's MUTATE_PART assigned, as assign_merge assigns a merge"),

@@ -69,6 +69,12 @@ CONSTANTS
                      \* lists skips SYNC_PINNED_PART_UUIDS (it names no partition, and is not listed)
     Orchestrator, \* "current" (barrier znodes) or "v21_8" (none: a re-run re-issues its entry)
     MaxCrashes,   \* crashes of the orchestrating replica
+    MigTarget,    \* a selective source shard: the replica a migration of the moving part's partition
+                  \* clones it into (not a keeper before), or None (a plain shard)
+    MigSource,    \* the owner the migration copies from (PR #102244's snapshot source)
+    MigDesign,    \* how the CLONE copies: "rfc_fixed" (every part registered by a keeper, and the
+                  \* DROP_RANGEs a keeper has still to apply re-queued after them: F3, F8, F16) or
+                  \* "pr_code" (the source's active parts, as GET_PARTs in the shared log: PR-F1)
     Fixes
 
 Shards == {"src", "dst"}
@@ -109,9 +115,11 @@ VARIABLES
     kills,     \* kills accepted (bound)
     mutations, \* mutations written (bound)
     crashes,   \* crashes of the orchestrating replica (bound)
+    mig,       \* the selective migration of the moving part's partition: "none", "clone", "done"
+    migQueue,  \* the CLONE's own queue on MigTarget (rfc_fixed): <<[type, part]>>
     qry        \* query -> [st, started (the task's state then), read: shard -> replica or None, seen, dup, resent]
 
-vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+vars == <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 Init ==
     /\ st = None
@@ -121,12 +129,14 @@ Init ==
     /\ pinL = [r \in Replicas |-> {}]
     /\ log = [s \in Shards |-> <<>>]
     /\ ptr = [r \in Replicas |-> 0]
-    /\ parts = [r \in Replicas |-> IF r \in SourceReplicas THEN {Moving} ELSE {Other}]
+    /\ parts = [r \in Replicas |-> IF r = MigTarget THEN {} ELSE IF r \in SourceReplicas THEN {Moving} ELSE {Other}]
     /\ detached = [r \in Replicas |-> {}]
     /\ merges = 0
     /\ kills = 0
     /\ mutations = 0
     /\ crashes = 0
+    /\ mig = "none"
+    /\ migQueue = <<>>
     /\ qry = [q \in Queries |-> [st |-> "idle", started |-> None, read |-> [s \in Shards |-> None],
                                  reported |-> {}, seen |-> {}, dup |-> FALSE, resent |-> FALSE]]
 
@@ -154,7 +164,7 @@ MovePart ==
     /\ \E r \in SourceReplicas : Moving \in parts[r]
     /\ pinK' = [s \in Shards |-> pinK[s] \cup {Moving.uuid}]
     /\ st' = "SYNC_SOURCE"
-    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+    /\ UNCHANGED <<rollback, issued, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* v21_8's SOURCE_DROP calls dropPart, which returns false when the replica running it no longer
 \* has the part committed (or a DROP_RANGE of it is already queued there), and the orchestrator
@@ -178,7 +188,7 @@ Issue ==
     /\ ~DropSkipsWait
     /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
     /\ issued' = Len(log[e[1]]) + 1
-    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+    /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* Every replica of the shard processed the entry (tryWaitForAllReplicasToProcessLogEntry): the
 \* next state. A state without an entry (the delays) moves on at once: the model has no clock.
@@ -192,7 +202,7 @@ Advance ==
     /\ st' = After(st)
     /\ issued' = 0
     /\ pinK' = IF st = "REMOVE_UUID_PIN" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
-    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+    /\ UNCHANGED <<rollback, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* KILL PART_MOVE_TO_SHARD: refused from SOURCE_DROP on ("too late to rollback"). v21_8 has none.
 Kill ==
@@ -202,7 +212,7 @@ Kill ==
     /\ ~rollback
     /\ rollback' = TRUE
     /\ kills' = kills + 1
-    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, mutations, crashes, qry>>
+    /\ UNCHANGED <<st, issued, pinK, pinL, log, ptr, parts, detached, merges, mutations, crashes, mig, migQueue, qry>>
 
 \* A rollback goes back a state per step. Back from DESTINATION_ATTACH whose ATTACH_PART was issued,
 \* a DROP_RANGE of the attached part on the destination first, waited for; from TODO the pins go.
@@ -218,7 +228,7 @@ RollbackStep ==
             /\ issued' = 0
             /\ pinK' = IF st = "TODO" THEN [s \in Shards |-> pinK[s] \ {Moving.uuid}] ELSE pinK
             /\ UNCHANGED log
-    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+    /\ UNCHANGED <<rollback, pinL, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* The orchestrating replica crashes (or loses its session, and with it lock_holder) after its
 \* state's entry went out and before the state's CAS; another leader takes the task over.
@@ -229,7 +239,7 @@ OrchestratorCrash ==
     /\ Issues(st) /\ issued > 0 /\ ~rollback
     /\ crashes' = crashes + 1
     /\ issued' = IF Orchestrator = "current" THEN issued ELSE 0
-    /\ UNCHANGED <<st, rollback, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, qry>>
+    /\ UNCHANGED <<st, rollback, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, mig, migQueue, qry>>
 
 -----------------------------------------------------------------------------
 (* The replicas *)
@@ -238,15 +248,30 @@ OrchestratorCrash ==
 \* or by fetching x from a destination replica that has it active.
 CanAttach(r, x) == Moving \in detached[r] \/ \E r2 \in DestReplicas : x \in parts[r2]
 
+\* A selective source shard's replica keeps the moving part's partition (its log filter passes the
+\* partition's entries): the owners always, MigTarget once the migration's CLONE started.
+Keeps(r) == r # MigTarget \/ mig # "none"
+\* Some replica of the shard has part x active (a fetch can find it).
+Fetchable(s, x) == \E r2 \in ReplicasOf(s) : x \in parts[r2]
+
 \* A replica processes the next entry of its shard's log. An ATTACH_PART it cannot carry out stays
-\* at the head of its queue (retried, "No active replica has part").
+\* at the head of its queue (retried, "No active replica has part"). A replica that does not keep the
+\* partition skips its entries (the sync names no partition: every replica processes it). A GET_PART
+\* (a selective migration's, pr_code) of a part the replica lacks is fetched from a replica that has
+\* it: a single-part DROP_RANGE leaves no mark that would refuse it (DROP PART is not added to the
+\* virtual parts: ReplicatedMergeTreeLogEntry.cpp's getVirtualPartNames, "very weak guarantees for
+\* DROP PART"); a part no replica has any more is given up (the part check thread finds it on none).
 Process(r) ==
     LET s == ShardOf(r)
-        e == log[s][ptr[r] + 1] IN
+        e == log[s][ptr[r] + 1]
+        skip == ~Keeps(r) /\ e.type \in {"DROP", "MUTATE", "GET"} IN
     /\ ptr[r] < Len(log[s])
     /\ e.type = "ATTACH" => CanAttach(r, e.part)
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
-    /\ CASE e.type = "SYNC" -> /\ pinL' = IF FilterSkipsSync THEN pinL ELSE [pinL EXCEPT ![r] = pinK[s]]
+    /\ CASE skip -> UNCHANGED <<parts, pinL, detached>>
+         [] e.type = "GET" -> /\ parts' = [parts EXCEPT ![r] = IF Fetchable(s, e.part) THEN @ \cup {e.part} ELSE @]
+                              /\ UNCHANGED <<pinL, detached>>
+         [] e.type = "SYNC" -> /\ pinL' = IF FilterSkipsSync THEN pinL ELSE [pinL EXCEPT ![r] = pinK[s]]
                                /\ UNCHANGED <<parts, detached>>
          [] e.type = "CLONE" -> /\ detached' = [detached EXCEPT ![r] = @ \cup {e.part}]
                                 /\ UNCHANGED <<parts, pinL>>
@@ -262,7 +287,11 @@ Process(r) ==
                                 /\ UNCHANGED <<pinL, detached>>
          [] e.type = "MUTATE" -> /\ parts' = [parts EXCEPT ![r] = IF Moving \in @ THEN (@ \ {Moving}) \cup {Mutated} ELSE @]
                                  /\ UNCHANGED <<pinL, detached>>
-    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, mutations, crashes, qry>>
+    \* Executing a DROP_RANGE removes the queued work it covers (removePartProducingOpsInRange): on the
+    \* target, the CLONE's fetch of the dropped part.
+    /\ migQueue' = IF r = MigTarget /\ ~skip /\ e.type = "DROP"
+                   THEN SelectSeq(migQueue, LAMBDA q : ~(q.type = "GET" /\ q.part = e.part)) ELSE migQueue
+    /\ UNCHANGED <<st, rollback, issued, pinK, log, merges, kills, mutations, crashes, mig, qry>>
 
 \* A destination replica assigns the merge of the attached part with the other: the merge
 \* predicate reads the pins from Keeper and refuses a pinned part.
@@ -273,7 +302,7 @@ AssignMerge(r) ==
     /\ Attached.uuid \notin pinK.dst
     /\ log' = [log EXCEPT !.dst = Append(@, [type |-> "MERGE", part |-> Merged])]
     /\ merges' = merges + 1
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, crashes, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* ALTER TABLE UPDATE on the source shard while the part is attached on the destination and
 \* not yet dropped (the pre-drop sleep): the source's MUTATE_PART of the moving part. The mutation
@@ -288,7 +317,46 @@ MutateSource(r) ==
     /\ Fix("mutations_respect_pins") => Moving.uuid \notin pinK.src
     /\ log' = [log EXCEPT !.src = Append(@, [type |-> "MUTATE", part |-> Mutated])]
     /\ mutations' = mutations + 1
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, crashes, qry>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, crashes, mig, migQueue, qry>>
+
+-----------------------------------------------------------------------------
+(* A selective source shard (seed 000 meeting seed 001): a migration of the moving part's
+   partition from MigSource to MigTarget, at any point of the move. *)
+
+\* One GET_PART per part of the moving data in `xs` (the moving part, or its mutation).
+Gets(xs) == (IF Moving \in xs THEN <<[type |-> "GET", part |-> Moving]>> ELSE <<>>)
+            \o (IF Mutated \in xs THEN <<[type |-> "GET", part |-> Mutated]>> ELSE <<>>)
+
+\* The CLONE starts. rfc_fixed (the reference's replica_clone_fetch): a fetch of every part a
+\* keeper registers, then the DROP_RANGEs of the partition a keeper has still to apply (in the log
+\* above the slowest keeper's pointer), re-queued on the target after the fetches. pr_code
+\* (startClone, write_clone_entries): the source's active parts, one GET_PART each in the shared
+\* log, which every keeper of the partition processes.
+MigCloneStart ==
+    LET owners == SourceReplicas \ {MigTarget}
+        registered == {x \in {Moving, Mutated} : \E r \in owners : x \in parts[r]}
+        pendingDrops == {k \in 1..Len(log.src) : log.src[k].type = "DROP" /\ \E r \in owners : ptr[r] < k
+                                                                        /\ ptr[MigTarget] >= k} IN
+    /\ MigTarget # None /\ mig = "none"
+    /\ mig' = "clone"
+    /\ IF MigDesign = "rfc_fixed"
+       THEN /\ migQueue' = Gets(registered) \o (IF pendingDrops # {} THEN <<[type |-> "DROP", part |-> Moving]>> ELSE <<>>)
+            /\ UNCHANGED log
+       ELSE /\ log' = [log EXCEPT !.src = @ \o Gets(parts[MigSource])]
+            /\ UNCHANGED migQueue
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, merges, kills, mutations, crashes, qry>>
+
+\* The target carries out the CLONE's own queue (rfc_fixed): a fetch from a replica that has the
+\* part (none having it any more: given up, as Process's GET_PART), then the re-queued drops.
+MigFetch ==
+    LET e == Head(migQueue) IN
+    /\ migQueue # <<>>
+    /\ IF e.type = "GET"
+       THEN parts' = [parts EXCEPT ![MigTarget] = IF Fetchable("src", e.part) THEN @ \cup {e.part} ELSE @]
+       ELSE parts' = [parts EXCEPT ![MigTarget] = @ \ {e.part}]
+    /\ migQueue' = Tail(migQueue)
+    /\ mig' = IF Len(migQueue) = 1 THEN "done" ELSE mig
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, detached, merges, kills, mutations, crashes, qry>>
 
 -----------------------------------------------------------------------------
 (* A Distributed SELECT: one replica of each shard, each shard in a step of its own. *)
@@ -296,7 +364,7 @@ MutateSource(r) ==
 QueryStart(q) ==
     /\ qry[q].st = "idle"
     /\ qry' = [qry EXCEPT ![q].st = "running", ![q].started = st]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue>>
 
 \* Replica r of shard s answers: its parts now, and (Dedup) the UUIDs among them in its local pin
 \* set. A UUID another shard reported first: the initiator re-runs this shard's query without it,
@@ -318,11 +386,12 @@ QueryReadShard(q, s, r) ==
                                ![q].seen = @ \cup rows, ![q].dup = @ \/ twice,
                                ![q].resent = @ \/ conflict # {},
                                ![q].st = IF Q.read[IF s = "src" THEN "dst" ELSE "src"] # None THEN "done" ELSE @]
-    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes>>
+    /\ UNCHANGED <<st, rollback, issued, pinK, pinL, log, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue>>
 
 -----------------------------------------------------------------------------
 Next ==
     \/ MovePart \/ Issue \/ Advance \/ Kill \/ RollbackStep \/ OrchestratorCrash
+    \/ MigCloneStart \/ MigFetch
     \/ \E r \in Replicas : Process(r) \/ AssignMerge(r) \/ MutateSource(r)
     \/ \E q \in Queries : QueryStart(q) \/ \E s \in Shards, r \in Replicas : QueryReadShard(q, s, r)
 
@@ -331,6 +400,9 @@ Spec == Init /\ [][Next]_vars
 -----------------------------------------------------------------------------
 TypeOKInv ==
     /\ Orchestrator \in {"current", "v21_8"}
+    /\ MigDesign \in {"rfc_fixed", "pr_code"}
+    /\ MigTarget # None => MigTarget \in SourceReplicas /\ MigSource \in SourceReplicas \ {MigTarget}
+    /\ mig \in {"none", "clone", "done"}
     /\ Orchestrator = "v21_8" => MaxKills = 0
     /\ st \in {None, "CANCELLED"} \cup {States[i] : i \in 1..Len(States)}
     /\ \A q \in Queries : qry[q].st \in {"idle", "running", "done", "failed"}
@@ -341,23 +413,32 @@ QueryNoMissingInv == \A q \in Queries : qry[q].st = "done" => qry[q].seen = AllR
 \* R3: a done query returned no row twice.
 QueryNoDuplicateInv == \A q \in Queries : qry[q].st = "done" => ~qry[q].dup
 
+\* The move ended, every replica processed its shard's log and a migration its own queue.
+Ended == st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])
+         /\ migQueue = <<>>
+
 \* No row is lost: some replica of some shard holds each row in an active part.
 NoRowLostInv == \A row \in AllRows : \E r \in Replicas : \E x \in parts[r] : row \in x.rows
 
-\* Once the task ended and every replica processed its log, each row is on exactly one shard.
+\* Once the task ended, every replica processed its log and a migration its queue, each row is on
+\* exactly one shard.
 RowsOnOneShardInv ==
-    (st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])) =>
+    Ended =>
         \A row \in AllRows : Cardinality({s \in Shards : \E r \in ReplicasOf(s) : \E x \in parts[r] : row \in x.rows}) = 1
 
 \* The move is never wedged: until it ended and every replica processed its shard's log, some step
 \* can still be taken (TLC's deadlock check, as a named invariant beside the others: a move stuck
 \* waiting on an entry no replica can carry out keeps its part pinned, and so unmerged, for good).
-Ended == st \in {"DONE", "CANCELLED"} /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])
 MoveNotWedgedInv == Ended \/ ENABLED Next
 
 \* Witnesses: the fixed model must reach them.
 MoveDoneWitness == st = "DONE" /\ \A r \in Replicas : ptr[r] = Len(log[ShardOf(r)])
 QueryDoneDuringMoveWitness == \E q \in Queries : qry[q].st = "done" /\ qry[q].started = "SYNC_SOURCE"
+\* The migration's CLONE starts while the drop is under way, and (rfc_fixed) re-queues a drop.
+MigrationDuringDropWitness == mig # "none" /\ st \in {"SOURCE_DROP", "SOURCE_DROP_POST_DELAY"}
+RequeuedDropWitness == \E k \in 1..Len(migQueue) : migQueue[k].type = "DROP"
+NoMigrationDuringDrop == ~MigrationDuringDropWitness
+NoRequeuedDrop == ~RequeuedDropWitness
 NoMoveDone == ~MoveDoneWitness
 NoQueryDoneDuringMove == ~QueryDoneDuringMoveWitness
 =============================================================================

@@ -74,3 +74,31 @@ def test_dropping_the_barrier_makes_todays_orchestrator_wedge_after_a_crash(tmp_
                                      "/\\ issued' = 0", tmp_path)
     assert before.outcome == HOLDS, before.summary()
     assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, "MoveNotWedgedInv"), after.summary()
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("witness", ["NoMigrationDuringDrop", "NoRequeuedDrop"])
+def test_the_selective_model_migrates_during_the_drop_and_requeues_it(witness, tmp_path):
+    """MCPartMovesSelective is not vacuous: the CLONE starts while the drop is under way, and the
+    RFC's fixed CLONE re-queues a drop a keeper has still to apply."""
+    res = run_tlc(MC, _cfg("MCPartMovesSelective", [witness], tmp_path), workers=1, check_deadlock=False,
+                  timeout_s=120)
+    assert (res.outcome, res.violated) == (INVARIANT_VIOLATED, witness), res.summary()
+
+
+SELECTIVE_MUTANTS = [
+    ("a drop's execution removes the queued fetch it covers (removePartProducingOpsInRange)",
+     "THEN SelectSeq(migQueue, LAMBDA q : ~(q.type = \"GET\" /\\ q.part = e.part)) ELSE migQueue", "THEN migQueue ELSE migQueue"),
+    ("the CLONE re-queues the drops a keeper has still to apply",
+     "/\\ migQueue' = Gets(registered) \\o (IF pendingDrops # {}", "/\\ migQueue' = Gets(registered) \\o (IF FALSE"),
+]
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("what, original, replacement", SELECTIVE_MUTANTS, ids=[m[0] for m in SELECTIVE_MUTANTS])
+def test_each_guard_of_the_clone_that_meets_a_part_move_is_needed(what, original, replacement, tmp_path):
+    """Without either, a copy of the moved part outlives the move on the migration's target."""
+    before, after = before_and_after("part_moves", "PartMoves.tla", MC.name, "MCPartMovesSelective", original,
+                                     replacement, tmp_path)
+    assert before.outcome == HOLDS, before.summary()
+    assert (after.outcome, after.violated) == (INVARIANT_VIOLATED, "RowsOnOneShardInv"), after.summary()
