@@ -94,7 +94,7 @@ TRANSITIONS = [
     Transition("ParallelReplicas", "PRRead", (PQ, "work", R), "protocol.parallel_replicas:pr_read", "pr_"),
     Transition("ParallelReplicas", "PRFinish", (PQ,), "protocol.parallel_replicas:pr_finish", "pr_"),
     Transition("ParallelReplicas", "PRFail", (PQ,), "protocol.parallel_replicas:pr_fail", "pr_"),
-    # spec/part_moves/PartMoves.tla: ClickHouse's part moves between shards (protocol/part_moves.py;
+    # spec/part_moves/PartMoves.tla: ClickHouse's part moves between shards (protocol/part_moves/;
     # the orchestrator's steps are its methods, the replicas' and the query's theirs).
     Transition("PartMoves", "MovePart", (), "protocol.part_moves:move_part"),
     Transition("PartMoves", "Issue", (), "protocol.part_moves:Orchestrator.issue"),

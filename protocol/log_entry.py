@@ -38,7 +38,7 @@ FORMAT_VERSION = 4
 GET_PART, ATTACH_PART, MERGE_PARTS, MUTATE_PART = "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART"
 DROP_RANGE, CLEAR_COLUMN, CLEAR_INDEX = "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX"
 REPLACE_RANGE, ALTER_METADATA = "REPLACE_RANGE", "ALTER_METADATA"
-# Part moves between shards (seed 001; protocol/part_moves.py): the writer and reader of
+# Part moves between shards (seed 001; protocol/part_moves/): the writer and reader of
 # ReplicatedMergeTreeLogEntry.cpp (ClickHouse master) give their text.
 SYNC_PINNED_PART_UUIDS, CLONE_PART_FROM_SHARD = "SYNC_PINNED_PART_UUIDS", "CLONE_PART_FROM_SHARD"
 # Entries that make a part by name (a fetch can bring it instead): what a CLONE target and a

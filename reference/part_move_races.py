@@ -1,4 +1,4 @@
-"""Racing runs of part moves between shards (protocol/part_moves.py, seed 001): parts move from
+"""Racing runs of part moves between shards (protocol/part_moves/, seed 001): parts move from
 the source shard to the destination one at a time while Distributed SELECTs read one replica of
 each shard, replicas lag in processing their logs, the destination merges, the source mutates,
 and the orchestrating replica may crash or be told to KILL the move. The history is written in
@@ -324,7 +324,6 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m reference.part_move_races --out DIR`: one racing run of part moves, its history
     written to DIR/history, the oracle's verdict printed (0 holds, 1 violation, 2 bad input)."""
     import json
-    import sys
 
     from harness.cli_args import BadInput, Parser, int_at_least, output_dir, run_main
     from protocol.part_moves import ENTRY_SHARD
@@ -332,12 +331,14 @@ def main(argv: list[str] | None = None) -> int:
                 description="A racing run of part moves between shards (seed 001): parts move from the source "
                             "shard to the destination while Distributed SELECTs read both; the history is judged "
                             "by the oracle and can be given to the Spark job or DuckDB.")
-    ap.add_argument("--out", type=output_dir, required=True, help="folder for data/ and history/ (must not hold a history)")
+    ap.add_argument("--out", type=output_dir, required=True,
+                    help="folder for data/ and history/ (must not hold a history)")
     ap.add_argument("--seed", type=int_at_least(0), default=0)
     ap.add_argument("--version", choices=VERSIONS, default="current",
                     help="the orchestrator: today's (barrier znodes) or 21.8's (none)")
     ap.add_argument("--fixes", default=",".join(FIXES),
-                    help=f"comma-separated fixes the orchestrator applies, of {', '.join(FIXES)}; '' for the code as is")
+                    help=f"comma-separated fixes the orchestrator applies, of {', '.join(FIXES)}; '' for the code "
+                         "as is")
     ap.add_argument("--no-dedup", action="store_true", help="query deduplication off (ClickHouse master: removed)")
     ap.add_argument("--moves", type=int_at_least(1), default=3)
     ap.add_argument("--steps", type=int_at_least(10), default=300)

@@ -1,4 +1,4 @@
-"""Part moves between shards as PartMoves.tla's steps (protocol/part_moves.py), on both Keeper
+"""Part moves between shards as PartMoves.tla's steps (protocol/part_moves/), on both Keeper
 backends: the move goes through the code's states and leaves the part on the destination only;
 today's orchestrator survives a crash by its barrier, 21.8's re-issues (F30's wedge, F31's
 skipped wait); the merge predicate reads the pins and the mutation path does not (F28); the read

@@ -88,7 +88,8 @@ def test_the_selective_model_migrates_during_the_drop_and_requeues_it(witness, t
 
 SELECTIVE_MUTANTS = [
     ("a drop's execution removes the queued fetch it covers (removePartProducingOpsInRange)",
-     "THEN SelectSeq(migQueue, LAMBDA q : ~(q.type = \"GET\" /\\ q.part = e.part)) ELSE migQueue", "THEN migQueue ELSE migQueue"),
+     "THEN SelectSeq(migQueue, LAMBDA q : ~(q.type = \"GET\" /\\ q.part = e.part)) ELSE migQueue",
+     "THEN migQueue ELSE migQueue"),
     ("the CLONE re-queues the drops a keeper has still to apply",
      "/\\ migQueue' = Gets(registered) \\o (IF pendingDrops # {}", "/\\ migQueue' = Gets(registered) \\o (IF FALSE"),
 ]
