@@ -55,6 +55,10 @@ class Orchestrator:
         entry_id = self.keeper.get(barrier)[0].decode()
         return next(i for i, e in log_entries(self.keeper, self.layout, s) if e.block_id == entry_id)
 
+    def _issued_entry(self, t: Task) -> LogEntry | None:
+        index = self.issued(t)
+        return None if index is None else dict(log_entries(self.keeper, self.layout, ENTRY_SHARD[t.state]))[index]
+
     def _entry(self, t: Task, source: "ShardReplica") -> tuple[str, LogEntry]:
         s = ENTRY_SHARD[t.state]
         part = PartName.parse(t.part_name)
@@ -67,6 +71,8 @@ class Orchestrator:
             # A new block number on the destination each time: 21.8's re-run makes a second name.
             block = new_block(self.keeper, self.layout, "dst")
             name = PartName(part.partition, block, block, 0)
+            # The checksum of the part as the running replica has it (ClickHouse reads it from the
+            # source shard's part); none when it has the part no more, and any detached copy does.
             return s, LogEntry(type=ATTACH_PART, new_part_name=str(name), source_replica=source.name,
                                part_checksum=source.store.checksum(part) if part in source.active() else "")
         return s, LogEntry(type=DROP_RANGE, new_part_name=t.part_name, source_replica=source.name)
@@ -80,17 +86,15 @@ class Orchestrator:
             raise GuardFailed("Issue", "21.8's dropPart finds the part gone here and issues nothing")
         s, entry = self._entry(t, source)
         # The entry's id (ClickHouse's log_entry_id, the barrier's path; carried here in block_id,
-        # which these entry types do not otherwise use): the task, its state, and the attempt.
-        entry = replace(entry, block_id=f"{t.path.rsplit('/', 1)[1]}_{t.state}_{len(self.waiting)}_{t.version}")
+        # which these entry types do not otherwise use): the task, its state, and the log's length.
+        entry_id = f"{t.path.rsplit('/', 1)[1]}_{t.state}_{len(log_entries(self.keeper, self.layout, s))}"
+        entry = replace(entry, block_id=entry_id)
         checks = [Check(t.path, t.version)]
         if self.version == "current":
             checks.append(Create(self._barrier(t), entry.block_id.encode()))
         index = append_entry(self.keeper, self.layout, s, entry, checks)
         if self.version == "v21_8":
             self.waiting[(t.path, t.state)] = index
-        if t.state == "DESTINATION_ATTACH":
-            # The task records the attached part's name (dst_part_name), for the rollback's drop.
-            self.keeper.set(t.path, t.value(dst_part_name=entry.new_part_name), t.version)
         return index
 
     def drop_skips_wait(self, t: Task, source: "ShardReplica") -> bool:
@@ -122,7 +126,10 @@ class Orchestrator:
         nxt = STATES[STATES.index(t.state) + 1]
         if t.state == "REMOVE_UUID_PIN":
             self._remove_pins(t)
-        self.keeper.set(t.path, t.value(state=nxt), t.version)
+        changes = {"state": nxt}
+        if t.state == "DESTINATION_ATTACH":
+            changes["dst_part_name"] = self._issued_entry(t).new_part_name   # with the state, as the code does
+        self.keeper.set(t.path, t.value(**changes), t.version)
         return nxt
 
     def _remove_pins(self, t: Task) -> None:
@@ -150,7 +157,8 @@ class Orchestrator:
             barrier = f"{t.path}/log_DESTINATION_ATTACH_rollback"
             index = self._barrier_index(barrier, "dst")
             if index is None:
-                drop = LogEntry(type=DROP_RANGE, new_part_name=t.dst_part_name, source_replica=source.name,
+                drop = LogEntry(type=DROP_RANGE, new_part_name=self._issued_entry(t).new_part_name,
+                                source_replica=source.name,
                                 block_id=f"{t.path.rsplit('/', 1)[1]}_rollback_{t.version}")
                 append_entry(self.keeper, self.layout, "dst", drop,
                              [Check(t.path, t.version), Create(barrier, drop.block_id.encode())])

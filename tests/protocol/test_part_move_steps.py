@@ -73,6 +73,7 @@ def test_a_move_goes_through_the_codes_states_and_leaves_the_part_on_the_destina
     attached = [n for n in reps["d1"].active() if n.partition == "202401"]
     assert len(attached) == 1 and attached == [n for n in reps["d2"].active() if n.partition == "202401"]
     assert reps["d1"].uuid_of(attached[0]) == "u-moving"   # the same UUID under a destination block number
+    assert tasks(keeper, layout)[0].dst_part_name == str(attached[0])   # set with DESTINATION_ATTACH's advance
     types = [e.type for _, e in log_entries(keeper, layout, "dst")]
     assert types == ["SYNC_PINNED_PART_UUIDS", "CLONE_PART_FROM_SHARD", ATTACH_PART]
     raw = keeper.get(f"{layout.log('dst')}/{keeper.get_children(layout.log('dst'))[1]}")[0]
