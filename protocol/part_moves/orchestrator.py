@@ -68,13 +68,17 @@ class Orchestrator:
             return s, LogEntry(type=CLONE_PART_FROM_SHARD, new_part_name=t.part_name, source_replica=source.name,
                                source_shard=self.layout.shard("src"))
         if t.state == "DESTINATION_ATTACH":
+            # The checksum of the running replica's active part containing the moving part's name
+            # (getActiveContainingPart): a mutation of it, if the source mutated it since the clone
+            # fetched it, whose checksum no detached copy has (F28). None such: the step throws.
+            containing = [x for x in source.active() if x.covers(part)]
+            if not containing:
+                raise GuardFailed("Issue", f"{source.name} has no active part containing {part}")
             # A new block number on the destination each time: 21.8's re-run makes a second name.
             block = new_block(self.keeper, self.layout, "dst")
             name = PartName(part.partition, block, block, 0)
-            # The checksum of the part as the running replica has it (ClickHouse reads it from the
-            # source shard's part); none when it has the part no more, and any detached copy does.
             return s, LogEntry(type=ATTACH_PART, new_part_name=str(name), source_replica=source.name,
-                               part_checksum=source.store.checksum(part) if part in source.active() else "")
+                               part_checksum=source.store.checksum(containing[0]))
         return s, LogEntry(type=DROP_RANGE, new_part_name=t.part_name, source_replica=source.name)
 
     def issue(self, source: "ShardReplica") -> int:

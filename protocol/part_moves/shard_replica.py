@@ -108,7 +108,7 @@ class ShardReplica:
         state = self.store.load_state()
         detached_uuids = state.get("detached_uuids", {})
         for name, rows in self.store.detached(want.partition):
-            if not e.part_checksum or rows_checksum(rows) == e.part_checksum:
+            if rows_checksum(rows) == e.part_checksum:
                 self.store.write(want, rows)
                 self._set_uuid(want, detached_uuids.get(str(name)))
                 self.store.drop_detached(name)

@@ -65,6 +65,7 @@ CONSTANTS
     MaxMerges,    \* merges on the destination (after the pins go, the moved part may merge)
     MaxKills,     \* KILL PART_MOVE_TO_SHARD
     MaxMutations, \* ALTER TABLE UPDATE on the source shard while the part is pinned
+    MutateFrom,   \* the first state of the task in which that UPDATE may come (through SOURCE_DROP)
     FilterSkipsSync, \* a selective replica's log filter that passes only the types the RFC's table
                      \* lists skips SYNC_PINNED_PART_UUIDS (it names no partition, and is not listed)
     Orchestrator, \* "current" (barrier znodes) or "v21_8" (none: a re-run re-issues its entry)
@@ -178,16 +179,25 @@ DropSkipsWait ==
 AttachIssued == \E k \in 1..Len(log.dst) : log.dst[k].type = "ATTACH"
                                        /\ ~\E j \in k..Len(log.dst) : log.dst[j].type = "DROP"
 
+\* ATTACH_PART carries the checksum of the part the orchestrating replica has active containing the
+\* moving part's name (getActiveContainingPart): the part itself, or a mutation of it (its UUID
+\* names its data here). None such on any source replica: the step throws and is retried.
+ContainingSum(o) == IF Moving \in parts[o] THEN {Moving.uuid} ELSE IF Mutated \in parts[o] THEN {Mutated.uuid} ELSE {}
+AttachSums == UNION {ContainingSum(o) : o \in SourceReplicas}
+
 \* The orchestrator issues its state's log entry. "current": with its barrier, so once (issued
 \* is the barrier, kept in Keeper). "v21_8": after a crash, again; a second ATTACH_PART allocates
 \* a second block number on the destination.
 Issue ==
-    LET e0 == EntryOf(st)
-        e == IF e0[2].type = "ATTACH" /\ AttachIssued THEN <<"dst", [type |-> "ATTACH", part |-> Reattached]>> ELSE e0 IN
+    LET e0 == EntryOf(st) IN
     /\ ~rollback /\ Issues(st) /\ issued = 0
     /\ ~DropSkipsWait
-    /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
-    /\ issued' = Len(log[e[1]]) + 1
+    /\ \E sum \in (IF e0[2].type = "ATTACH" THEN AttachSums ELSE {None}) :
+        LET e == IF e0[2].type = "ATTACH"
+                 THEN <<"dst", [type |-> "ATTACH", part |-> IF AttachIssued THEN Reattached ELSE Attached, sum |-> sum]>>
+                 ELSE e0 IN
+        /\ log' = [log EXCEPT ![e[1]] = Append(@, e[2])]
+        /\ issued' = Len(log[e[1]]) + 1
     /\ UNCHANGED <<st, rollback, pinK, pinL, ptr, parts, detached, merges, kills, mutations, crashes, mig, migQueue, qry>>
 
 \* Every replica of the shard processed the entry (tryWaitForAllReplicasToProcessLogEntry): the
@@ -244,9 +254,9 @@ OrchestratorCrash ==
 -----------------------------------------------------------------------------
 (* The replicas *)
 
-\* A replica can carry out ATTACH_PART of part x: from its detached copy (attachPartHelperFoundValidPart)
-\* or by fetching x from a destination replica that has it active.
-CanAttach(r, x) == Moving \in detached[r] \/ \E r2 \in DestReplicas : x \in parts[r2]
+\* A replica can carry out ATTACH_PART e: from a detached copy whose checksum is the entry's
+\* (attachPartHelperFoundValidPart) or by fetching e's part from a destination replica that has it.
+CanAttach(r, e) == (\E x \in detached[r] : x.uuid = e.sum) \/ \E r2 \in DestReplicas : e.part \in parts[r2]
 
 \* A selective source shard's replica keeps the moving part's partition (its log filter passes the
 \* partition's entries): the owners always, MigTarget once the migration's CLONE started.
@@ -266,7 +276,9 @@ Process(r) ==
         e == log[s][ptr[r] + 1]
         skip == ~Keeps(r) /\ e.type \in {"DROP", "MUTATE", "GET"} IN
     /\ ptr[r] < Len(log[s])
-    /\ e.type = "ATTACH" => CanAttach(r, e.part)
+    /\ e.type = "ATTACH" => CanAttach(r, e)
+    \* CLONE_PART_FROM_SHARD fetches the part by its exact name from a source replica.
+    /\ e.type = "CLONE" => Fetchable("src", e.part)
     /\ ptr' = [ptr EXCEPT ![r] = @ + 1]
     /\ CASE skip -> UNCHANGED <<parts, pinL, detached>>
          [] e.type = "GET" -> /\ parts' = [parts EXCEPT ![r] = IF Fetchable(s, e.part) THEN @ \cup {e.part} ELSE @]
@@ -304,15 +316,16 @@ AssignMerge(r) ==
     /\ merges' = merges + 1
     /\ UNCHANGED <<st, rollback, issued, pinK, pinL, ptr, parts, detached, kills, mutations, crashes, mig, migQueue, qry>>
 
-\* ALTER TABLE UPDATE on the source shard while the part is attached on the destination and
-\* not yet dropped (the pre-drop sleep): the source's MUTATE_PART of the moving part. The mutation
+\* ALTER TABLE UPDATE on the source shard while the part is pinned, from MutateFrom until it is
+\* dropped (SOURCE_DROP_PRE_DELAY: attached on the destination, not yet dropped; SYNC_SOURCE:
+\* before the clone fetched it, too): the source's MUTATE_PART of the moving part. The mutation
 \* path does not read the pins (only merges do: getExpectedMutationVersion checks the quorum
 \* part alone), and the mutated part gets the entry's new UUID. With mutations_respect_pins it is
 \* held back while the part is pinned, as a merge is.
 MutateSource(r) ==
     /\ r \in SourceReplicas
     /\ mutations < MaxMutations
-    /\ st \in {"SOURCE_DROP_PRE_DELAY", "SOURCE_DROP"}
+    /\ st \in {States[i] : i \in Idx(MutateFrom)..Idx("SOURCE_DROP")}
     /\ Moving \in parts[r]
     /\ Fix("mutations_respect_pins") => Moving.uuid \notin pinK.src
     /\ log' = [log EXCEPT !.src = Append(@, [type |-> "MUTATE", part |-> Mutated])]
@@ -401,6 +414,7 @@ Spec == Init /\ [][Next]_vars
 TypeOKInv ==
     /\ Orchestrator \in {"current", "v21_8"}
     /\ MigDesign \in {"rfc_fixed", "pr_code"}
+    /\ MutateFrom \in {States[i] : i \in 1..Len(States)}
     /\ MigTarget # None => MigTarget \in SourceReplicas /\ MigSource \in SourceReplicas \ {MigTarget}
     /\ mig \in {"none", "clone", "done"}
     /\ Orchestrator = "v21_8" => MaxKills = 0

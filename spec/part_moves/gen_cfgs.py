@@ -11,7 +11,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 RFC = runpy.run_path(str(HERE.parent / "rfc" / "gen_cfgs.py"))   # spec/ is no package
 
-BASE = dict(SourceReplicas="MCSource", Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0", FilterSkipsSync="FALSE",
+BASE = dict(SourceReplicas="MCSource", Queries="OneQuery", Dedup="TRUE", MaxMerges="1", MaxKills="0", MaxMutations="0",
+            MutateFrom='"SOURCE_DROP_PRE_DELAY"', FilterSkipsSync="FALSE",
             Orchestrator='"current"', MaxCrashes="0", MigTarget='"none"', MigSource='"none"',
             MigDesign='"rfc_fixed"', Fixes="{}")
 SUBSTITUTED = {"Queries", "SourceReplicas"}
@@ -57,6 +58,21 @@ MODELS: dict[str, tuple[str, dict, set[str]]] = {
         "row stays on both shards for good.",
         dict(Fixes='{"sync_waits_for_queries", "delays_wait_for_queries"}', MaxMutations="1", MaxMerges="0",
              Queries="NoQueries"), set()),
+    "MCPartMovesMutationEarly": (
+        "As MCPartMovesMutation with the UPDATE at any point from SYNC_SOURCE on: with mutations_respect_pins the "
+        "mutation waits for the move, which holds.",
+        dict(Fixes=FIXED, MaxMutations="1", MaxMerges="0", MutateFrom='"SYNC_SOURCE"', Queries="NoQueries"), set()),
+    "MCPartMovesMutationEarly_mutations_ignore_pins": (
+        "The code as it is, the UPDATE before the attach: CLONE_PART_FROM_SHARD finds no source replica with the part "
+        "by its name, or ATTACH_PART carries the mutated part's checksum, which no detached copy has; the move waits "
+        "for good.",
+        dict(Fixes='{"sync_waits_for_queries", "delays_wait_for_queries"}', MaxMutations="1", MaxMerges="0",
+             MutateFrom='"SYNC_SOURCE"', Queries="NoQueries"), set()),
+    "MCPartMovesMutationBeforeAttach_mutations_ignore_pins": (
+        "The code as it is, the UPDATE after the clone fetched the part and before ATTACH_PART: the entry carries the "
+        "checksum of the mutated part (getActiveContainingPart), which no detached copy has; the move waits for good.",
+        dict(Fixes='{"sync_waits_for_queries", "delays_wait_for_queries"}', MaxMutations="1", MaxMerges="0",
+             MutateFrom='"DESTINATION_ATTACH"', Queries="NoQueries"), set()),
     "MCPartMoves_filter_skips_sync": (
         "Selective replication's filter meeting a part move: one that passes only the entry types the RFC's table lists "
         "skips SYNC_PINNED_PART_UUIDS, no replica's local pins are ever set, and the part is read twice.",

@@ -211,3 +211,21 @@ def test_an_unknown_fix_or_version_is_refused(shards):
     with pytest.raises(ValueError, match="orchestrator version"):
         Orchestrator(keeper, layout, version="v20")
     assert set(FIXES) == {"sync_waits_for_queries", "delays_wait_for_queries", "mutations_respect_pins"}
+
+
+def test_a_mutation_after_the_clone_fetched_the_part_wedges_the_attach(shards):
+    """F28's second consequence: the UPDATE lands between the clone and the attach; ATTACH_PART
+    carries the mutated part's checksum (the orchestrator's active part containing the name),
+    which no destination replica's detached copy has, and no replica has the part to fetch."""
+    keeper, layout, reps = shards
+    orch = Orchestrator(keeper, layout, fixes=frozenset({"sync_waits_for_queries", "delays_wait_for_queries"}))
+    move_part(keeper, layout, reps["s1"], MOVING)
+    _drive(orch, reps, "DESTINATION_ATTACH")
+    assign_mutation(keeper, layout, reps["s1"], MOVING, respect_pins=False)
+    _process_all(reps, ["s1", "s2"])
+    orch.issue(reps["s1"])
+    for r in REPLICAS["dst"]:
+        with pytest.raises(CannotExecute):
+            reps[r].process(reps)
+    with pytest.raises(GuardFailed):
+        orch.advance(reps["s1"])
