@@ -426,6 +426,8 @@ class PRSystem(Attempts):
         return sorted(got)
 
     def _in_flight(self, r: str, b: int) -> bool:
+        if not any(b in self._rows(x) for x in self.names):
+            return False   # no replica has the block: on its way nowhere (InFlightTo's first conjunct)
         if any(self._block(e.new_part_name) == b for _, e in self._queue(r)):
             return True
         ptr = int(self.ensemble.nodes[LAYOUT.log_pointer(r)].value)

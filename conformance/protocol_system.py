@@ -163,7 +163,11 @@ class ProtocolSystem(RFCBridge):
 
     def in_flight_to(self, r: str, i: str, log: list[LogEntry], ptr: int | None = None,
                      queue: list[LogEntry] | None = None) -> bool:
-        """`ptr` and `queue`: r's, when the caller already read them (one Keeper read per check)."""
+        """`ptr` and `queue`: r's, when the caller already read them (one Keeper read per check).
+        A block no replica's disk has (running or down) is on its way nowhere (the spec's first
+        conjunct)."""
+        if not any(self.has_block(x, i) for x in self.names):
+            return False
         if (self.ptr(r) if ptr is None else ptr) < self.last_idx(i, log):
             return True
         mine = [PartName.parse(n) for n in self.blocks[i]]

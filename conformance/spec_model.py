@@ -170,6 +170,10 @@ class View:
         return any(i in ids(x["b"]) for x in at(self.s["parts"], r))
 
     def in_flight_to(self, r, i) -> bool:
+        f = self.s["parts"]
+        disks = f if isinstance(f, tuple) else [f[k] for k in f]
+        if not any(i in ids(x["b"]) for ps in disks for x in ps):
+            return False   # no replica has the block: on its way nowhere (InFlightTo's first conjunct)
         return at(self.s["ptr"], r) < self.last_idx.get(i, 0) or any(
             e["type"] in ("GET", "MERGE", "MUTATE") and i in ids(e["part"]["b"]) for e in at(self.s["queue"], r))
 

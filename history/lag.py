@@ -5,7 +5,9 @@ spec/rfc/SelectiveReplication.tla's QueryNoMissingInv does not count a row as lo
 - at ClientStartQuery, the starting replica's map does not know the row's partition and the
   replica has not pulled the row's first GET_PART yet (`~(ptr[r] < FirstIdx(i))` is false), or
 - at ReplicaReadPartition, the row is in flight to the reader (`InFlightTo`): its last GET_PART
-  is beyond the reader's log_pointer, or a GET/MERGE/MUTATE entry in the reader's queue brings it.
+  is beyond the reader's log_pointer, or a GET/MERGE/MUTATE entry in the reader's queue brings it,
+  and some replica, running or down, still registers a part holding it (`replicas/{r}/parts`):
+  a row no replica has any more will never arrive, and is not excused as lag.
 
 The driver records those rows per query (history table `query_lag`), so the history checkers
 decide R2 exactly as the spec states it instead of assuming every read was synced.
@@ -85,6 +87,7 @@ def in_flight_of(keeper: Keeper, layout: Layout, reader: str, partitions) -> dic
             entries.append(_parse(keeper.get(f"{queue}/{n}")[0]))
         except NoNodeError:
             continue
+    registered = _registered(keeper, layout)
     out = {}
     for partition in partitions:
         last: dict[str, int] = {}
@@ -92,11 +95,33 @@ def in_flight_of(keeper: Keeper, layout: Layout, reader: str, partitions) -> dic
             last[block_id] = k
         ids = {b for b, k in last.items() if k >= ptr}           # last GET_PART not pulled yet
         queued = [e for e in entries if e.type in BRINGS and e.partition == partition]
+        numbers = _numbers(keeper, layout, partition, [e for _, e in log] + queued)
         if queued:
-            numbers = _numbers(keeper, layout, partition, [e for _, e in log] + queued)
             ids |= {b for number, b in numbers.items() if any(e.part.min_block <= number <= e.part.max_block
                                                                for e in queued)}
-        out[partition] = ids
+        # Only what some replica can still send (the spec's InFlightTo: \E r2 : HasBlock(r2, i)).
+        # A block whose number is not known here keeps its excuse: nothing says it is gone.
+        number_of = {b: n for n, b in numbers.items()}
+        out[partition] = {b for b in ids if b not in number_of
+                          or any(x.partition_id == partition and x.min_block <= number_of[b] <= x.max_block
+                                 for x in registered)}
+    return out
+
+
+def _registered(keeper: Keeper, layout: Layout) -> list[PartName]:
+    """Every part some replica registers in Keeper (replicas/{r}/parts): a replica that is down
+    keeps its registrations, one dropped for good (SYSTEM DROP REPLICA) has none."""
+    out = []
+    for r in keeper.get_children(layout.replicas):
+        try:
+            names = keeper.get_children(layout.parts(r))
+        except NoNodeError:
+            continue
+        for n in names:
+            try:
+                out.append(PartName.parse(n))
+            except ValueError:
+                continue
     return out
 
 

@@ -102,8 +102,9 @@ Keeps(r) == r \in AssignedIn(FilterAssignment(r)) \/ Leaving(r)
 \* while r keeps the partition, or while Keeper assigns it to r (a cached filter may still
 \* catch up before r pulls the entry: only an entry actually skipped is lost to r).
 InFlightTo(r, b) ==
-    \/ b \in queue[r]
-    \/ (Keeps(r) \/ r \in AssignedIn(asg)) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
+    /\ \E r2 \in Replicas : b \in parts[r2]   \* a block no replica has is on its way nowhere
+    /\ \/ b \in queue[r]
+       \/ (Keeps(r) \/ r \in AssignedIn(asg)) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
 
 -----------------------------------------------------------------------------
 (* INSERT: a block written on a replica whose cache says it owns the partition; the commit    *)

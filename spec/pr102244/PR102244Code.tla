@@ -136,8 +136,9 @@ Keeps(r) ==
     \/ Leaving(r)
 
 InFlightTo(r, b) ==
-    \/ b \in queue[r]
-    \/ (Keeps(r) \/ r \in AssignedIn(asg)) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
+    /\ \E r2 \in Replicas : b \in parts[r2]   \* a block no replica has is on its way nowhere
+    /\ \/ b \in queue[r]
+       \/ (Keeps(r) \/ r \in AssignedIn(asg)) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
 
 \* readActivePartsForPartition(source): the source's parts whose partition id is p's; a patch
 \* part's id is its own (patch-<hash>-<p>), so it is not among them. Fixed: every part of p

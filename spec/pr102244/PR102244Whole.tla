@@ -131,8 +131,9 @@ Keeps(r, p) == r \in AssignedIn(FilterAssignment(r, p)) \/ Leaving(r, p)
 \* catch up before r pulls the entry: only an entry actually skipped is lost to r).
 InFlightTo(r, b) ==
     LET p == PartitionOf(b) IN
-    \/ b \in queue[r]
-    \/ (Keeps(r, p) \/ r \in AssignedIn(asg[p])) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
+    /\ \E r2 \in Replicas : b \in parts[r2]   \* a block no replica has is on its way nowhere
+    /\ \/ b \in queue[r]
+       \/ (Keeps(r, p) \/ r \in AssignedIn(asg[p])) /\ \E i \in (ptr[r] + 1)..Len(log) : log[i] = b
 
 \* The sink has b to send: never committed (first attempt, or a re-route after a version
 \* mismatch), or committed with a reply that never came (a retry); and no send of b in flight.

@@ -152,10 +152,13 @@ FirstIdx(i) == LET ks == GetIdxs(i) IN IF ks = {} THEN 0 ELSE Min(ks)
 LastIdx(i) == LET ks == GetIdxs(i) IN IF ks = {} THEN 0 ELSE Max(ks)
 
 \* r will still learn of insert i by replication: it has not pulled i's entry yet, or a queue
-\* entry that brings i is pending. Missing such rows is replication lag, not loss.
+\* entry that brings i is pending, and some replica (running or down) still has i on its disk to
+\* fetch it from. Missing such rows is replication lag, not loss; a row no replica has any more
+\* will never arrive, and no check excuses it as lag (issue 37's audit).
 InFlightTo(r, i) ==
-    \/ ptr[r] < LastIdx(i)
-    \/ \E e \in queue[r] : e.type \in {"GET", "MERGE", "MUTATE"} /\ i \in Ids(e.part.b)
+    /\ \E r2 \in Replicas : HasBlock(r2, i)
+    /\ \/ ptr[r] < LastIdx(i)
+       \/ \E e \in queue[r] : e.type \in {"GET", "MERGE", "MUTATE"} /\ i \in Ids(e.part.b)
 
 \* r will still apply a mutation of p: one is pending in its queue.
 MutationPending(r, p) == \E e \in queue[r] : e.type = "MUTATE" /\ e.p = p
