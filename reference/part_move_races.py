@@ -227,12 +227,13 @@ class PartMoveRace:
         self.budget["kill"] -= 1
 
     def _choices(self) -> list[tuple[float, str, object]]:
+        """(weight, what it is counted as, the step): every replica's processing counts as one kind."""
         out = [(1.0, "move part", self._move), (3.0, "orchestrator", self._orchestrate),
                (1.0, "query start", self._start_query), (3.0, "query read shard", self._read_shard),
                (0.5, "merge", self._merge), (0.5, "mutation", self._mutate), (0.2, "kill", self._kill)]
         for s in SHARDS:
             for r in REPLICAS[s]:
-                out.append((0.4 if r == self.lagging[s] else 2.0, f"process {r}", lambda r=r: self._process(r)))
+                out.append((0.4 if r == self.lagging[s] else 2.0, "process", lambda r=r: self._process(r)))
         return out
 
     def run(self, steps: int = 300) -> None:
@@ -243,7 +244,7 @@ class PartMoveRace:
                 break
             choices = self._choices()
             w, what, fn = self.rng.choices(choices, weights=[c[0] for c in choices])[0]
-            self._try(what.split(" src")[0].split(" dst")[0], fn)
+            self._try(what, fn)
 
     def settle(self) -> bool:
         """Every move finished and every log processed, queries answered: each enabled step taken in
@@ -345,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crashes", type=int_at_least(0), default=1, help="crashes of the orchestrating replica")
     ap.add_argument("--crash-at", choices=sorted(ENTRY_SHARD), help="crash the orchestrating replica right after "
                     "this state's entry (default: after any, at random)")
+    ap.add_argument("--kills", type=int_at_least(0), default=0,
+                    help="KILL PART_MOVE_TO_SHARD tries (today's orchestrator only: 21.8 has none)")
     ap.add_argument("--mutations", type=int_at_least(0), default=1,
                     help="UPDATEs of a moving part on the source during the pre-drop sleep")
     ap.add_argument("--json", action="store_true", help="print the run's figures as JSON")
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.crash_at and not a.crashes:
             raise BadInput("--crash-at says where the orchestrating replica crashes; --crashes 0 says it never does")
         res = part_move_history(a.out, a.seed, a.version, fixes, not a.no_dedup, a.steps, moves=a.moves,
-                                crash_at=a.crash_at, max_crashes=a.crashes, mutations=a.mutations)
+                                crash_at=a.crash_at, max_crashes=a.crashes, mutations=a.mutations, kills=a.kills)
         if a.json:
             print(json.dumps(res, indent=2, sort_keys=True))
         else:

