@@ -95,3 +95,22 @@ def test_the_fix_refuses_a_second_migration_of_a_partition():
     s.step("CloneMulti", ("r1",))
     with pytest.raises(GuardFailed, match="in flight"):
         s.drivers["r2"].read_snapshot("2", P, "r2", "r3")
+
+
+@pytest.mark.parametrize("bugs", [FIXED, frozenset({"read_from_cloning_target"})], ids=["fixed", "the code"])
+def test_a_query_the_clone_target_receives(bugs):
+    """PR-F10 at the other receiver (issue 37): r3, `:cloning` and with nothing fetched yet,
+    receives the SELECT. As the code is, the router strips `:cloning` and r3 reads its own empty
+    copy (the block is missed); fixed, r3 is no candidate and the partition goes to an owner."""
+    s = PRCodeSystem({**_system(bugs).c, "max_queries": 1}, bugs)
+    # r3 pulls the insert's GET_PART before it is assigned (skipped), then the CLONE: until its
+    # GET_PARTs are written nothing brings r3 the block (not replication lag).
+    for action, args in [("WriteInsert", ("r1", 1)), ("Pull", ("r3",)), ("ReadSnapshot", ("r1", 1, "r1", "r3")),
+                         ("CloneMulti", ("r1",)), ("RefreshView", ("r3",))]:   # r3's cache lists it :cloning
+        s.step(action, args)
+    if "read_from_cloning_target" in bugs:
+        assert s.step("Query", ("r3", "r3")) == [] and s.missed
+    else:
+        with pytest.raises(GuardFailed):
+            s.step("Query", ("r3", "r3"))
+        assert s.step("Query", ("r3", "r1")) == [1] and not s.missed

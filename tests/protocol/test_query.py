@@ -169,3 +169,19 @@ def test_a_replica_whose_session_expired_starts_no_query(make_cluster, connect):
         client_start_query(reps["r3"], replicas=reps)
     assert all(not rep.pins for rep in reps.values())
     assert client_start_query(reps["r1"], replicas=reps).routes == {P: "r1"}
+
+
+@pytest.mark.parametrize("bugs, missing", [(frozenset(), False), (frozenset({"route_to_clone_target"}), True)])
+def test_a_query_the_clone_target_receives_reads_an_owner(make_cluster, bugs, missing):
+    """F5 at the other receiver (issue 37): the SELECT reaches the CLONE target itself, which has
+    fetched nothing yet. prefer_local reads locally whenever the receiver is a candidate: the
+    fixed routing lists owners only, so the target sends the partition to one; with
+    route_to_clone_target it reads its own empty copy."""
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, [ROW1], "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    reps["r3"].replica_refresh_cache(P)
+    assert not reps["r3"].has_rows_of(P)
+    q = select_all(reps["r3"], reps)
+    assert (q.routes[P] == "r3") == missing
+    assert (q.rows == []) == missing
