@@ -18,28 +18,20 @@ range says which GET_PARTs' blocks a MERGE or MUTATE entry brings.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from protocol.keeper import Keeper, NoNodeError
 from protocol.layout import Layout
-from protocol.log_entry import GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry
+from protocol.log_entry import GET_PART, MERGE_PARTS, MUTATE_PART, LogEntry, parsed
 from protocol.parts import PartName
 from protocol.replica import log_number
 
 BRINGS = (GET_PART, MERGE_PARTS, MUTATE_PART)   # the spec's {"GET", "MERGE", "MUTATE"}
 
 
-@lru_cache(maxsize=65536)
-def _parse(data: bytes) -> LogEntry:
-    """An entry's text never changes: parse each once (a query reads the log at every read)."""
-    return LogEntry.parse(data)
-
-
 def _log(keeper: Keeper, layout: Layout) -> list[tuple[int, LogEntry]]:
     out = []
     for n in sorted(keeper.get_children(layout.log), key=log_number):
         try:
-            out.append((log_number(n), _parse(keeper.get(f"{layout.log}/{n}")[0])))
+            out.append((log_number(n), parsed(keeper.get(f"{layout.log}/{n}")[0])))
         except NoNodeError:
             continue   # trimmed between the listing and the read: every live replica pulled it
     return out
@@ -84,7 +76,7 @@ def in_flight_of(keeper: Keeper, layout: Layout, reader: str, partitions) -> dic
     entries = []
     for n in keeper.get_children(queue):
         try:
-            entries.append(_parse(keeper.get(f"{queue}/{n}")[0]))
+            entries.append(parsed(keeper.get(f"{queue}/{n}")[0]))
         except NoNodeError:
             continue
     registered = _registered(keeper, layout)

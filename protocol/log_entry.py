@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field, replace
 
 from protocol.parts import BadPart, PartName
@@ -353,6 +354,14 @@ class _Reader:
         return ReplaceRange(**kw)
 
 
+@lru_cache(maxsize=65536)
+def parsed(data: bytes) -> LogEntry:
+    """LogEntry.parse of a log or queue znode's bytes, once per text: an entry never changes, and
+    the readers that scan a log at every step (history/lag.py, protocol/part_moves/) parse it
+    again and again. The entry is frozen, so sharing it is safe."""
+    return LogEntry.parse(data)
+
+
 def drop_range_name(partition: str, max_block: int, mutation: int = 0) -> str:
     """The fake part covering every block of a partition up to max_block (DROP PARTITION)."""
     return str(PartName(partition, 0, max_block, MAX_LEVEL, mutation))
@@ -361,4 +370,4 @@ def drop_range_name(partition: str, max_block: int, mutation: int = 0) -> str:
 __all__ = ["LogEntry", "ReplaceRange", "BadLogEntry", "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART",
            "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX", "REPLACE_RANGE", "ALTER_METADATA", "SYNC_PINNED_PART_UUIDS",
            "CLONE_PART_FROM_SHARD", "GLOBAL",
-           "PART_PRODUCING", "MAX_LEVEL", "LEGACY_MAX_LEVEL", "drop_range_name", "replace"]
+           "PART_PRODUCING", "MAX_LEVEL", "LEGACY_MAX_LEVEL", "drop_range_name", "parsed", "replace"]

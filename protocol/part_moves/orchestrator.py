@@ -45,19 +45,22 @@ class Orchestrator:
         """The log index of the entry the task's state issued, as this orchestrator knows it:
         today's from the barrier (the entry's id, matched in the log as ClickHouse matches
         log_entry_id), 21.8's from its memory."""
-        if self.version == "current":
-            return self._barrier_index(self._barrier(t), ENTRY_SHARD.get(t.state, "dst"))
-        return self.waiting.get((t.path, t.state))
+        found = self._issued(t)
+        return None if found is None else found[0]
 
-    def _barrier_index(self, barrier: str, s: str) -> int | None:
+    def _issued(self, t: Task) -> tuple[int, LogEntry] | None:
+        """The state's entry and its index, from one read of the shard's log (or none yet)."""
+        s = ENTRY_SHARD.get(t.state, "dst")
+        if self.version == "current":
+            return self._barrier_entry(self._barrier(t), s)
+        index = self.waiting.get((t.path, t.state))
+        return None if index is None else (index, dict(log_entries(self.keeper, self.layout, s))[index])
+
+    def _barrier_entry(self, barrier: str, s: str) -> tuple[int, LogEntry] | None:
         if not self.keeper.exists(barrier):
             return None
         entry_id = self.keeper.get(barrier)[0].decode()
-        return next(i for i, e in log_entries(self.keeper, self.layout, s) if e.block_id == entry_id)
-
-    def _issued_entry(self, t: Task) -> LogEntry | None:
-        index = self.issued(t)
-        return None if index is None else dict(log_entries(self.keeper, self.layout, ENTRY_SHARD[t.state]))[index]
+        return next((i, e) for i, e in log_entries(self.keeper, self.layout, s) if e.block_id == entry_id)
 
     def _entry(self, t: Task, source: "ShardReplica") -> tuple[str, LogEntry]:
         s = ENTRY_SHARD[t.state]
@@ -66,7 +69,7 @@ class Orchestrator:
             return s, LogEntry(type=SYNC_PINNED_PART_UUIDS, source_replica=source.name)
         if t.state == "DESTINATION_FETCH":
             return s, LogEntry(type=CLONE_PART_FROM_SHARD, new_part_name=t.part_name, source_replica=source.name,
-                               source_shard=self.layout.shard("src"))
+                               source_shard=self.layout.table("src").root)
         if t.state == "DESTINATION_ATTACH":
             # The checksum of the running replica's active part containing the moving part's name
             # (getActiveContainingPart): a mutation of it, if the source mutated it since the clone
@@ -75,7 +78,7 @@ class Orchestrator:
             if not containing:
                 raise GuardFailed("Issue", f"{source.name} has no active part containing {part}")
             # A new block number on the destination each time: 21.8's re-run makes a second name.
-            block = new_block(self.keeper, self.layout, "dst")
+            block = new_block(self.keeper, self.layout, "dst", part.partition)
             name = PartName(part.partition, block, block, 0)
             return s, LogEntry(type=ATTACH_PART, new_part_name=str(name), source_replica=source.name,
                                part_checksum=source.store.checksum(containing[0]))
@@ -91,7 +94,7 @@ class Orchestrator:
         s, entry = self._entry(t, source)
         # The entry's id (ClickHouse's log_entry_id, the barrier's path; carried here in block_id,
         # which these entry types do not otherwise use): the task, its state, and the log's length.
-        entry_id = f"{t.path.rsplit('/', 1)[1]}_{t.state}_{len(log_entries(self.keeper, self.layout, s))}"
+        entry_id = f"{t.path.rsplit('/', 1)[1]}_{t.state}_{len(self.keeper.get_children(self.layout.table(s).log))}"
         entry = replace(entry, block_id=entry_id)
         checks = [Check(t.path, t.version)]
         if self.version == "current":
@@ -117,9 +120,9 @@ class Orchestrator:
         t = active_task(self.keeper, self.layout)
         if t is None or t.rollback or t.state == "TODO":
             raise GuardFailed("Advance", "no task to advance")
+        found = self._issued(t) if t.state in ENTRY_SHARD else None
         if t.state in ENTRY_SHARD and not self.drop_skips_wait(t, source):
-            index = self.issued(t)
-            if index is None or not processed(self.keeper, self.layout, ENTRY_SHARD[t.state], index):
+            if found is None or not processed(self.keeper, self.layout, ENTRY_SHARD[t.state], found[0]):
                 raise GuardFailed("Advance", f"{t.state}'s entry is not processed by every replica yet")
         waits = {"SYNC_DESTINATION": ("sync_waits_for_queries", "DESTINATION_FETCH"),
                  "SOURCE_DROP_PRE_DELAY": ("delays_wait_for_queries", "SOURCE_DROP_PRE_DELAY"),
@@ -132,7 +135,7 @@ class Orchestrator:
             self._remove_pins(t)
         changes = {"state": nxt}
         if t.state == "DESTINATION_ATTACH":
-            changes["dst_part_name"] = self._issued_entry(t).new_part_name   # with the state, as the code does
+            changes["dst_part_name"] = found[1].new_part_name   # with the state, as the code does
         self.keeper.set(t.path, t.value(**changes), t.version)
         return nxt
 
@@ -157,17 +160,18 @@ class Orchestrator:
         t = active_task(self.keeper, self.layout)
         if t is None or not t.rollback:
             raise GuardFailed("RollbackStep", "no task rolling back")
-        if t.state == "DESTINATION_ATTACH" and self.issued(t) is not None:
+        attach = self._issued(t) if t.state == "DESTINATION_ATTACH" else None
+        if attach is not None:
             barrier = f"{t.path}/log_DESTINATION_ATTACH_rollback"
-            index = self._barrier_index(barrier, "dst")
-            if index is None:
-                drop = LogEntry(type=DROP_RANGE, new_part_name=self._issued_entry(t).new_part_name,
+            dropped = self._barrier_entry(barrier, "dst")
+            if dropped is None:
+                drop = LogEntry(type=DROP_RANGE, new_part_name=attach[1].new_part_name,
                                 source_replica=source.name,
                                 block_id=f"{t.path.rsplit('/', 1)[1]}_rollback_{t.version}")
                 append_entry(self.keeper, self.layout, "dst", drop,
                              [Check(t.path, t.version), Create(barrier, drop.block_id.encode())])
                 return t.state
-            if not processed(self.keeper, self.layout, "dst", index):
+            if not processed(self.keeper, self.layout, "dst", dropped[0]):
                 raise GuardFailed("RollbackStep", "the attached part's drop is not processed everywhere yet")
         if t.state == "TODO":
             self._remove_pins(t)

@@ -35,7 +35,8 @@ class DistributedQuery:
         if not self.running or rep.shard in self.read:
             raise GuardFailed("QueryReadShard", f"{self.query_id} has read {rep.shard} or ended")
         parts = rep.active()
-        ids = {p: rep.uuid_of(p) for p in parts}
+        uuids = rep.uuids()   # one read of the replica's state for all its parts
+        ids = {p: uuids[str(p)] for p in parts}
         reported = {ids[p] for p in parts if ids[p] in rep.pins} if self.dedup else set()
         conflict = reported & self.reported
         if conflict and self.resent:

@@ -40,25 +40,27 @@ class ShardReplica:
     def uuid_of(self, part: PartName) -> str:
         return self.uuids()[str(part)]
 
-    def _set_uuid(self, part: PartName, u: str | None) -> None:
+    def _set_uuids(self, **changes: str | None) -> None:
+        """part name -> its UUID (None: the part is gone), in one write of the replica's state."""
         state = self.store.load_state()
         ids = state.setdefault("part_uuids", {})
-        if u is None:
-            ids.pop(str(part), None)
-        else:
-            ids[str(part)] = u
+        for name, u in changes.items():
+            if u is None:
+                ids.pop(name, None)
+            else:
+                ids[name] = u
         self.store.save_state(state)
 
     def write_part(self, part: PartName, rows: list[dict], u: str) -> None:
         """A part the shard starts with (written on each of its replicas: replicated before the run)."""
         self.store.write(part, rows)
-        self._set_uuid(part, u)
+        self._set_uuids(**{str(part): u})
 
     def active(self) -> list[PartName]:
         return active_set(self.store.names())
 
     def log_pointer(self) -> int:
-        return int(self.keeper.get(self.layout.log_pointer(self.shard, self.name))[0])
+        return int(self.keeper.get(self.layout.table(self.shard).log_pointer(self.name))[0])
 
     def pending(self) -> list[tuple[int, LogEntry]]:
         ptr = self.log_pointer()
@@ -84,7 +86,7 @@ class ShardReplica:
             self._mutate(PartName.parse(e.source_parts[0]), PartName.parse(e.new_part_name))
         else:
             raise CannotExecute(f"{self.name}: no part-move handling for {e.type}")
-        self.keeper.set(self.layout.log_pointer(self.shard, self.name), str(index + 1).encode())
+        self.keeper.set(self.layout.table(self.shard).log_pointer(self.name), str(index + 1).encode())
         return e
 
     def _clone(self, e: LogEntry, peers) -> None:
@@ -110,40 +112,37 @@ class ShardReplica:
         for name, rows in self.store.detached(want.partition):
             if rows_checksum(rows) == e.part_checksum:
                 self.store.write(want, rows)
-                self._set_uuid(want, detached_uuids.get(str(name)))
+                self._set_uuids(**{str(want): detached_uuids.get(str(name))})
                 self.store.drop_detached(name)
                 return
         holders = [p for p in peers.values() if p.shard == self.shard and want in p.active()]
         if not holders:
             raise CannotExecute(f"{self.name}: no detached copy of {e.new_part_name} and no active replica has it")
         self.store.fetch_from(holders[0].store, want)
-        self._set_uuid(want, holders[0].uuid_of(want))
+        self._set_uuids(**{str(want): holders[0].uuid_of(want)})
 
     def _drop_part(self, part: PartName) -> None:
         """DROP_RANGE of one part: that part removed, unless an active part covers it (a mutation
         of it: "Skipping drop range for part ... because covering part ... already exists")."""
-        active = self.active()
-        if part in active:
+        if part in self.active():
             self.store.remove(part)
-            self._set_uuid(part, None)
+            self._set_uuids(**{str(part): None})
 
     def _merge_single(self, part: PartName, new: PartName) -> None:
+        """OPTIMIZE ... FINAL of one part: its rows as a part one level up (PartStore.merge takes
+        two or more), under a UUID of its own."""
         if part not in self.active():
             return   # dropped or merged already
-        rows = self.store.read(part)
-        self.store.write(new, rows)
-        self._set_uuid(new, derived_uuid(self.shard, new))
+        self.store.write(new, self.store.read(part))
         self.store.remove(part)
-        self._set_uuid(part, None)
+        self._set_uuids(**{str(part): None, str(new): derived_uuid(self.shard, new)})
 
     def _mutate(self, part: PartName, new: PartName) -> None:
+        """MUTATE_PART (the UPDATE the race runs: value + 1), under a UUID of its own."""
         if part not in self.active():
             return
-        rows = [{**r, "value": r.get("value", 0) + 1} for r in self.store.read(part)]
-        self.store.write(new, rows)
-        self._set_uuid(new, derived_uuid(self.shard, new))
-        self.store.remove(part)
-        self._set_uuid(part, None)
+        self.store.mutate(part, new.mutation, lambda r: {**r, "value": r.get("value", 0) + 1})
+        self._set_uuids(**{str(part): None, str(new): derived_uuid(self.shard, new)})
 
 
 def assign_merge(keeper: Keeper, layout: Layout, rep: ShardReplica, part: PartName) -> LogEntry:
@@ -167,7 +166,7 @@ def assign_mutation(keeper: Keeper, layout: Layout, rep: ShardReplica, part: Par
         raise GuardFailed("MutateSource", f"{part} is not active on {rep.name}")
     if respect_pins and rep.uuid_of(part) in read_pins(keeper, layout, rep.shard)[0]:
         raise GuardFailed("MutateSource", f"{part} is pinned: the mutation waits for the move")
-    version = new_block(keeper, layout, rep.shard)
+    version = new_block(keeper, layout, rep.shard, part.partition)
     new = PartName(part.partition, part.min_block, part.max_block, part.level, version)
     entry = LogEntry(type=MUTATE_PART, source_parts=(str(part),), new_part_name=str(new), source_replica=rep.name)
     append_entry(keeper, layout, rep.shard, entry)

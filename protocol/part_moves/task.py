@@ -56,13 +56,12 @@ def move_part(keeper: Keeper, layout: Layout, source: "ShardReplica", part: Part
     if part not in source.active():
         raise GuardFailed("MovePart", f"{part} is not an active part of {source.name}")
     u = source.uuid_of(part)
-    ops, seen = [], []
+    ops = []
     for s in SHARDS:
         pins, version = read_pins(keeper, layout, s)
         if u in pins:
             raise GuardFailed("MovePart", f"{part}'s UUID is pinned already: a move of it is in flight")
         ops.append(SetData(layout.pins(s), json.dumps(sorted(pins | {u})).encode(), version))
-        seen.append(version)
     task = Task("", 0, "SYNC_SOURCE", False, str(part), u, None)
     ops.append(Create(f"{layout.tasks}/task-", task.value(), sequential=True))
     return keeper.multi(ops)[-1]

@@ -76,7 +76,8 @@ def test_a_move_goes_through_the_codes_states_and_leaves_the_part_on_the_destina
     assert tasks(keeper, layout)[0].dst_part_name == str(attached[0])   # set with DESTINATION_ATTACH's advance
     types = [e.type for _, e in log_entries(keeper, layout, "dst")]
     assert types == ["SYNC_PINNED_PART_UUIDS", "CLONE_PART_FROM_SHARD", ATTACH_PART]
-    raw = keeper.get(f"{layout.log('dst')}/{keeper.get_children(layout.log('dst'))[1]}")[0]
+    log = layout.table("dst").log
+    raw = keeper.get(f"{log}/{keeper.get_children(log)[1]}")[0]
     assert b"clone_part_from_shard\n202401_1_1_0\nsource_shard: /pm/src\n" in raw   # ClickHouse's text
     assert LogEntry.parse(raw).source_shard == "/pm/src"
 
