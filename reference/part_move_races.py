@@ -29,9 +29,9 @@ from pathlib import Path
 
 from history.record import History
 from protocol.assignment import GuardFailed
-from protocol.part_moves import (ENTRY_SHARD, FIXES, SHARDS, VERSIONS, CannotExecute, DistributedQuery, Layout,
-                                 Orchestrator, ShardReplica, active_task, assign_merge, assign_mutation,
-                                 create_shards, move_part, tasks)
+from protocol.part_moves import (ENDED, ENTRY_SHARD, FIXES, SHARDS, STATES, VERSIONS, CannotExecute,
+                                 DistributedQuery, Layout, Orchestrator, ShardReplica, active_task, assign_merge,
+                                 assign_mutation, before, create_shards, move_part, tasks)
 from protocol.parts import PartName, PartStore
 
 REPLICAS = {"src": ["src-1", "src-2"], "dst": ["dst-1", "dst-2"]}
@@ -89,6 +89,7 @@ class PartMoveRace:
         self.next_read_at: dict[str, int] = {}              # query -> the try its next shard read may come
         self.counts: dict[str, int] = {}
         self.to_move: list[PartName] = []
+        self.partitions: list[str] = []   # every partition the run starts with, each on one shard
         self._load(moves)
 
     # --- set-up -------------------------------------------------------------------------------
@@ -105,6 +106,7 @@ class PartMoveRace:
             for r in REPLICAS[s]:
                 self.replicas[r].write_part(part, rows, u)
             self.history.insert(f"block-{part.partition}", part.partition, rows, "ok", 0, 0)
+            self.partitions.append(part.partition)
             if s == "src":
                 self.to_move.append(part)
 
@@ -190,12 +192,8 @@ class PartMoveRace:
             self._answer(q)
 
     def _answer(self, q: DistributedQuery) -> None:
-        self.history.query(q.query_id, "src-1", self.query_starts[q.query_id], self.step + 1,
-                           {p: q.read[s] for s in q.read for p in self._partitions_on(q.read[s])},
+        self.history.query(q.query_id, "src-1", self.query_starts[q.query_id], self.step + 1, q.routes,
                            q.rows if q.status == "complete" else {}, q.status)
-
-    def _partitions_on(self, r: str) -> list[str]:
-        return sorted({p.partition for p in self.replicas[r].active()})
 
     def _merge(self) -> None:
         if not self.budget["merge"]:
@@ -250,6 +248,7 @@ class PartMoveRace:
         """Every move finished and every log processed, queries answered: each enabled step taken in
         turn until none is. False when a step stays enabled (F30's wedge) past SETTLE_BUDGET."""
         self.settling = True
+        self.takeover_at = 0   # the dead session has long expired
         for _ in range(SETTLE_BUDGET):
             progressed = False
             for q in self._running():
@@ -260,7 +259,6 @@ class PartMoveRace:
                 progressed = True
             for r in self.replicas:
                 progressed |= self._try("process", lambda r=r: self._process(r))
-            self.takeover_at = 0   # settling: the dead session has long expired
             progressed |= self._try("orchestrator", self._orchestrate)
             progressed |= self._try("move part", self._move)
             if not progressed:
@@ -274,28 +272,24 @@ class PartMoveRace:
     # --- the history --------------------------------------------------------------------------
     def assignments(self) -> list[dict]:
         """Each partition's owners by the task's state (module docstring)."""
-        out = {DESTINATION_PARTITION: {"partition_id": DESTINATION_PARTITION, "replicas": REPLICAS["dst"],
-                                       "clone_target": None, "leaving_replica": None}}
         moved = {PartName.parse(t.part_name).partition: t for t in tasks(self.keeper, self.layout)}
-        for i in range(1, 13):
-            p = f"2024{i:02d}"
-            if p == DESTINATION_PARTITION or not any(p == n.partition for r in REPLICAS["src"] + REPLICAS["dst"]
-                                                     for n in self.replicas[r].active()) and p not in moved:
-                continue
+        out = []
+        for p in sorted(self.partitions):
             t = moved.get(p)
-            on_dst = t is not None and t.state in ("SOURCE_DROP", "SOURCE_DROP_POST_DELAY", "REMOVE_UUID_PIN", "DONE")
-            in_flight = t is not None and t.state not in ("DONE", "CANCELLED")
+            on_dst = p == DESTINATION_PARTITION or (t is not None and t.state in STATES
+                                                    and not before(t.state, "SOURCE_DROP"))
+            in_flight = t is not None and t.state not in ENDED
             owners, other = (REPLICAS["dst"], REPLICAS["src"]) if on_dst else (REPLICAS["src"], REPLICAS["dst"])
-            out[p] = {"partition_id": p, "replicas": owners, "clone_target": ",".join(other) if in_flight else None,
-                      "leaving_replica": None}
-        return [out[p] for p in sorted(out)]
+            out.append({"partition_id": p, "replicas": owners, "clone_target": ",".join(other) if in_flight else None,
+                        "leaving_replica": None})
+        return out
 
     def snapshot(self) -> None:
         self.history.snapshot(self.step, {r: rep.store for r, rep in self.replicas.items()}, self.assignments())
 
-    def finish(self, settled: bool) -> None:
+    def finish(self, settled: bool, backend: str = "memory") -> None:
         self.snapshot()
-        self.history.finish(len(REPLICAS["src"]), "memory", [], self.seed, self.step,
+        self.history.finish(len(REPLICAS["src"]), backend, [], self.seed, self.step,
                             settled_step=self.step if settled else None)
 
 
@@ -310,7 +304,7 @@ def part_move_history(folder, seed: int, version: str = "current", fixes=FIXES, 
     race = PartMoveRace(connect or MemoryEnsemble().connect, folder / "data", seed, version, fixes, dedup, **kw)
     race.run(steps)
     settled = race.settle()
-    race.finish(settled)
+    race.finish(settled, "memory" if connect is None else "zookeeper")
     race.history.write(folder / "history", fmt)
     problems = violations(race.history, len(REPLICAS["src"]))
     return {"version": version, "fixes": sorted(race.fixes), "dedup": dedup, "seed": seed,

@@ -21,6 +21,7 @@ class DistributedQuery:
     read: dict[str, str] = field(default_factory=dict)               # shard -> replica
     reported: set[str] = field(default_factory=set)
     rows: dict[str, list[dict]] = field(default_factory=dict)        # partition -> rows returned
+    routes: dict[str, str] = field(default_factory=dict)             # partition -> the replica read
     resent: bool = False
     status: str = "running"
 
@@ -45,6 +46,7 @@ class DistributedQuery:
         kept = [p for p in parts if ids[p] not in conflict]
         for p in kept:
             self.rows.setdefault(p.partition, []).extend(rep.store.read(p))
+            self.routes[p.partition] = rep.name
         self.reported |= reported - conflict
         self.resent = self.resent or bool(conflict)
         self.read[rep.shard] = rep.name
