@@ -49,6 +49,18 @@ def _drive(orch, reps, until: str, leader="s1", hold=()):
     return active_task(orch.keeper, orch.layout)
 
 
+def _crash_after_entry(shards, state: str, version: str = "current"):
+    """The move driven to `state`, its entry issued, and the orchestrating replica crashed before
+    the state's CAS (the spec's OrchestratorCrash): (the orchestrator, the task in `state`)."""
+    keeper, layout, reps = shards
+    orch = Orchestrator(keeper, layout, version=version)
+    move_part(keeper, layout, reps["s1"], MOVING)
+    t = _drive(orch, reps, state)
+    orch.issue(reps["s1"])
+    orch.crash()
+    return orch, t
+
+
 def test_a_move_goes_through_the_codes_states_and_leaves_the_part_on_the_destination_only(shards):
     keeper, layout, reps = shards
     orch = Orchestrator(keeper, layout)
@@ -85,13 +97,9 @@ def test_a_move_goes_through_the_codes_states_and_leaves_the_part_on_the_destina
 @pytest.mark.parametrize("crash_in", ["SYNC_SOURCE", "DESTINATION_FETCH", "DESTINATION_ATTACH", "SOURCE_DROP"])
 def test_todays_orchestrator_waits_on_its_barrier_after_a_crash(shards, crash_in):
     keeper, layout, reps = shards
-    orch = Orchestrator(keeper, layout)
-    move_part(keeper, layout, reps["s1"], MOVING)
-    t = _drive(orch, reps, crash_in)
-    orch.issue(reps["s1"])
+    _, t = _crash_after_entry(shards, crash_in)
     shard = "src" if crash_in in ("SYNC_SOURCE", "SOURCE_DROP") else "dst"
     length = len(log_entries(keeper, layout, shard))
-    orch.crash()
     after = Orchestrator(keeper, layout)   # another leader takes the task over from Keeper
     assert after.issued(active_task(keeper, layout)) is not None
     with pytest.raises(GuardFailed):
@@ -104,11 +112,7 @@ def test_21_8s_orchestrator_reissues_attach_after_a_crash_and_the_move_wedges(sh
     """F30: the second ATTACH_PART names a new block number; each replica's detached copy went to
     the first, no replica has the second part, and the move waits for good."""
     keeper, layout, reps = shards
-    orch = Orchestrator(keeper, layout, version="v21_8")
-    move_part(keeper, layout, reps["s1"], MOVING)
-    _drive(orch, reps, "DESTINATION_ATTACH")
-    orch.issue(reps["s1"])
-    orch.crash()
+    orch, _ = _crash_after_entry(shards, "DESTINATION_ATTACH", "v21_8")
     orch.issue(reps["s1"])                 # the re-run: a second ATTACH_PART
     attaches = [e for _, e in log_entries(keeper, layout, "dst") if e.type == ATTACH_PART]
     assert len(attaches) == 2 and attaches[0].new_part_name != attaches[1].new_part_name
@@ -127,11 +131,7 @@ def test_21_8s_rerun_of_the_drop_skips_the_wait_and_the_pins_go_with_the_part_on
     pins go while s2 still has the part, the destination merges the moved part under a new UUID,
     and a query reading s2 and d1 counts its rows twice, deduplication on."""
     keeper, layout, reps = shards
-    orch = Orchestrator(keeper, layout, version="v21_8")
-    move_part(keeper, layout, reps["s1"], MOVING)
-    _drive(orch, reps, "SOURCE_DROP")
-    orch.issue(reps["s1"])
-    orch.crash()
+    orch, _ = _crash_after_entry(shards, "SOURCE_DROP", "v21_8")
     reps["s1"].process(reps)                      # s1 dropped the part; s2 lags
     assert orch.drop_skips_wait(active_task(keeper, layout), reps["s1"])
     _drive(orch, reps, "DONE", hold=("s2",))
