@@ -315,13 +315,23 @@ def render(name: str) -> str:
     return "\n".join(lines)
 
 
+RFC_DECLARED = ["    r1 = r1  r2 = r2  r3 = r3  p1 = p1  p2 = p2", "    Replicas <- MCReplicas"]
+
+
 def _constants(consts: dict) -> list[str]:
-    lines = ["CONSTANTS", "    r1 = r1  r2 = r2  r3 = r3  p1 = p1  p2 = p2", "    Replicas <- MCReplicas"]
+    return constant_lines(RFC_DECLARED, consts, SUBSTITUTED)
+
+
+def constant_lines(declared: list[str], consts: dict, substituted) -> list[str]:
+    """A cfg's CONSTANTS section: the model values and substitutions every model of a family
+    declares, then each constant set (`=`) or, if named in `substituted`, replaced by an MC
+    definition (`<-`); `Bugs` is a set of the names given. The families' generators share it."""
+    lines = ["CONSTANTS", *declared]
     for k, v in consts.items():
         if k == "Bugs":
             lines.append(f"    Bugs = {{{v}}}")
         else:
-            lines.append(f"    {k} {'<-' if k in SUBSTITUTED else '='} {v}")
+            lines.append(f"    {k} {'<-' if k in substituted else '='} {v}")
     return lines
 
 
