@@ -46,8 +46,7 @@ def insert_costs(connect, tmp: Path, replicas: int, mode: str) -> dict:
         if mode == "plain":
             # Plain replication: every replica keeps every partition and nothing is allocated or
             # checked. The assignment exists beforehand only so the reference's filter keeps all.
-            for p in ("202401-1",):
-                c.admin.create(c.layout.assignment(p), Assignment(tuple(names)).encode())
+            c.admin.create(c.layout.assignment("202401-1"), Assignment(tuple(names)).encode())
             for rep in c.replicas.values():
                 rep.load_map()
         out = {}
