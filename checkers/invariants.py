@@ -366,6 +366,30 @@ INVARIANTS = {i.name: i for i in (
         spark_note="DataFrame joins: the part names' fields are read with a regular expression, whose "
                    "backslashes Spark SQL literals unescape"),
     Invariant(
+        "RepairOutcomeProp", "at every snapshot, each assigned partition has replication_factor owners less its "
+        "owners SYSTEM DROP REPLICA removed so far and not yet repaired: a drop lowers the count by one per partition "
+        "the replica owned, a repair's SWITCH adds one back, nothing else changes it (tables replica_drops, repairs; "
+        "a drop at the snapshot's own step may precede or follow it)", "RepairOutcomeProp",
+        ("run", "assignments", "replica_drops", "repairs"),
+        # the spec's step property summed over the steps up to each snapshot: owners = RF - dropped + repaired
+        """WITH a AS (SELECT x.snapshot_step, x.partition_id, cardinality(array_distinct(x.owners)) AS owners
+                      FROM {assignments} x),
+                d AS (SELECT a.snapshot_step, a.partition_id, count(*) AS dropped,
+                             sum(CASE WHEN y.step < a.snapshot_step THEN 1 ELSE 0 END) AS dropped_before
+                      FROM a JOIN {replica_drops} y ON y.partition_id = a.partition_id AND y.step <= a.snapshot_step
+                      GROUP BY a.snapshot_step, a.partition_id),
+                r AS (SELECT a.snapshot_step, a.partition_id, count(*) AS repaired
+                      FROM a JOIN {repairs} z ON z.partition_id = a.partition_id AND z.step <= a.snapshot_step
+                      GROUP BY a.snapshot_step, a.partition_id),
+                e AS (SELECT a.snapshot_step, a.partition_id, a.owners, f.rf, coalesce(d.dropped, 0) AS dropped,
+                             coalesce(d.dropped_before, 0) AS dropped_before, coalesce(r.repaired, 0) AS repaired
+                      FROM a CROSS JOIN (SELECT max(replication_factor) AS rf FROM {run}) f
+                      LEFT JOIN d ON d.snapshot_step = a.snapshot_step AND d.partition_id = a.partition_id
+                      LEFT JOIN r ON r.snapshot_step = a.snapshot_step AND r.partition_id = a.partition_id)
+           SELECT snapshot_step, partition_id, owners, rf, dropped, repaired FROM e
+           WHERE owners < rf - dropped + repaired OR owners > rf - dropped_before + repaired""",
+        spark=True),
+    Invariant(
         "DropsAppliedInv", "no replica holds, in its final state, a row a DROP PARTITION removed (dropped rows do "
         "not come back)", "DropsAppliedInv", ("drops", "parts"),
         """SELECT h.partition_id, h.row_id, h.replica, d.dropped_at FROM {held} h

@@ -62,6 +62,11 @@ by TLC and conformance only. Without it a CLEANUP that records a switched migrat
 breaks nothing else, nor one on a down leaver's behalf whose end is lost (the migration left
 switched with no one leaving, until the leaver comes back and ends it).
 
+RepairOutcomeProp: at every snapshot a partition has replication_factor owners, less its owners
+SYSTEM DROP REPLICA removed so far (table replica_drops), plus its repairs' SWITCHes so far (table
+repairs) (`owner_counts_off`). Without it a repair whose SWITCH moves the partition away from its
+coordinator (repair_moves_coordinator) shows only at a settled end, in ReplicationFactorInv.
+
 DownWaitBoundedProp: no migration waits on a down replica much longer than the down timeout
 (run.down_timeout, in steps; a history without it, or with it null, is not judged). A
 migration whose Leaver (the source after SWITCH, the target after CANCEL) is down, or a CLONE
@@ -87,7 +92,7 @@ INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "Q
               "ReplicationFactorInv", "NoForeignPartsInv", "AmbiguousInsertAtomicInv", "NoPhantomRowsInv", "DropsAppliedInv",
               "GlobalEntriesAppliedInv", "MigrationsEndProp", "NoLogicalErrorsInv",
               "CommandsFollowGuardsInv", "CancelHonouredInv", "DownWaitBoundedProp", "InsertRefusalsFollowGuardsInv",
-              "MutationsAppliedInv", "MigrationOutcomeInv", "CrashFailsQueriesInv")
+              "MutationsAppliedInv", "MigrationOutcomeInv", "CrashFailsQueriesInv", "RepairOutcomeProp")
 
 
 def check(history: History, rf: int) -> dict[str, list[str]]:
@@ -182,6 +187,7 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
     out["MutationsAppliedInv"] = mutations_not_applied(t)
     out["MigrationOutcomeInv"] = outcomes_contradicted(t)
     out["CrashFailsQueriesInv"] = queries_across_crashes(t)
+    out["RepairOutcomeProp"] = owner_counts_off(t, rf)
     unknown: dict[str, set[int]] = {}
     for x in t["inserts"]:
         if x["status"] == "unknown":
@@ -221,6 +227,32 @@ def queries_across_crashes(t: dict) -> list[str]:
         if during:
             out.append(f"{q['query_id']} at {q['replica']} was answered complete at step {q['end_step']}, "
                        f"though {q['replica']} crashed at step {min(during)} after it started at {q['start_step']}")
+    return out
+
+
+def owner_counts_off(t: dict, rf: int) -> list[str]:
+    """RepairOutcomeProp at every snapshot: a partition's owners number replication_factor, less
+    one per SYSTEM DROP REPLICA of a replica that owned it (table replica_drops) up to the
+    snapshot, plus one per repair SWITCH of it (table repairs) up to the snapshot. A drop does not
+    tick the clock, so one at the snapshot's own step may or may not be in it: either count is
+    accepted. A repair's SWITCH is stamped with the step it was applied at. One line per
+    (snapshot, partition); a history without the tables dropped and repaired nothing."""
+    drops: dict[str, list[int]] = {}
+    for x in t.get("replica_drops", ()):
+        drops.setdefault(x["partition_id"], []).append(x["step"])
+    repairs: dict[str, list[int]] = {}
+    for x in t.get("repairs", ()):
+        repairs.setdefault(x["partition_id"], []).append(x["step"])
+    out = []
+    for a in sorted(t["assignments"], key=lambda a: (a["snapshot_step"], a["partition_id"])):
+        s, p = a["snapshot_step"], a["partition_id"]
+        n = len(set(a["owners"] or ()))
+        repaired = sum(1 for x in repairs.get(p, ()) if x <= s)
+        before = sum(1 for x in drops.get(p, ()) if x < s)
+        upto = sum(1 for x in drops.get(p, ()) if x <= s)
+        if not rf - upto + repaired <= n <= rf - before + repaired:
+            maybe = f" (or {before} dropped: a drop at step {s} may follow the snapshot)" if before != upto else ""
+            out.append(f"{p} has {n} owners at step {s}, not {rf} less {upto} dropped plus {repaired} repaired{maybe}")
     return out
 
 

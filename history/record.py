@@ -89,6 +89,14 @@ class History:
         """A replica's process killed at `step`."""
         self._add("crashes", [{"step": step, "replica": replica}])
 
+    def replica_dropped(self, step: int, replica: str, owned) -> None:
+        """SYSTEM DROP REPLICA of `replica` at `step`; `owned`: the partitions it owned right before."""
+        self._add("replica_drops", [{"step": step, "replica": replica, "partition_id": p} for p in sorted(owned)])
+
+    def repair_switched(self, step: int, partition: str, dst: str) -> None:
+        """A repair's SWITCH of `partition`, applied at `step`: `dst` added to its owners."""
+        self._add("repairs", [{"step": step, "partition_id": partition, "dst": dst}])
+
     def insert_refused(self, row: dict) -> None:
         """An INSERT try refused, and the write path around it (reference/refusals.row)."""
         self._add("insert_refusals", [row])

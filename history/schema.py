@@ -244,6 +244,22 @@ HISTORY = {t.name: t for t in (
           doc="every replica crash (its process killed: Cluster.crash_replica, also the crash of a replica lost for "
               "good), at the step it happened: no query completed across its receiver's crash "
               "(CrashFailsQueriesInv)"),
+    Table("replica_drops", (
+        _col("step", "long"), _col("replica", "string"),
+        _col("partition_id", "string", doc="a partition the dropped replica owned right before the drop")),
+        optional=True,
+        doc="every SYSTEM DROP REPLICA (the spec's DropReplica; Cluster.drop_replica, in the profiles that lose a "
+            "replica for good): one row per partition the dropped replica owned right before it (read from Keeper "
+            "then), at the step it was issued. It does not tick the clock: a snapshot at the same step may precede "
+            "or follow it. Each such partition is one owner short until a repair's SWITCH (table repairs) adds "
+            "one back (RepairOutcomeProp). A history without it is checked as one in which no replica was dropped"),
+    Table("repairs", (
+        _col("step", "long"), _col("partition_id", "string"), _col("dst", "string", "unread")),
+        optional=True,
+        doc="every SWITCH of a repair (a CLONE with no source: Cluster.repair's, or a move whose source SYSTEM DROP "
+            "REPLICA removed, carried on as a repair), at the step it was applied: it adds one owner, its target "
+            "dst, and removes none (RepairOutcomeProp). A history without it is checked as one in which nothing "
+            "was repaired"),
     Table("insert_refusals", (
         _col("step", "long"), _col("block_id", "string"), _col("partition_id", "string"),
         _col("receiver", "string"), _col("error", "string"), _col("reason", "string", "nullable"),

@@ -54,6 +54,10 @@ TEETH = [
     # ... and a run where the variant breaks nothing but its repairs: a mutant that gives the
     # naive path to the moves instead of the repairs holds there (on losing 0 it breaks as much)
     Tooth("repair_without_clone", "losing", 3, "OwnersCompleteInv", long=True),
+    # A repair's SWITCH that moves the partition away from its coordinator (PR-F9's mechanism in
+    # the RFC design, issue 37): one owner short after every repair, which only the owner count
+    # step by step names (RepairOutcomeProp; at the settled end ReplicationFactorInv too).
+    Tooth("repair_moves_coordinator", "losing", 0, "RepairOutcomeProp", long=True),
     # The down-leaver rule (spec/FINDINGS.md, issue 15), in the racing runs' steps (races.py `leaving`):
     # the source back from down keeps the partition cleaned up for it (caught on 6 of seeds 0-9) ...
     Tooth("restart_keeps_foreign_parts", "leaving", 1, "NoForeignPartsInv", long=True),

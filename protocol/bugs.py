@@ -23,6 +23,8 @@ SWITCHES = {
     "down_leaver_cleanup_ignores_maps": "variant: a CLEANUP done for a down leaver does not wait for every map to see the change",
     "restart_keeps_foreign_parts": "variant: a replica back from down keeps partitions cleaned up on its behalf",
     "repair_without_clone": "F20 variant: the repair after DROP REPLICA adds the new owner without CLONE",
+    "repair_moves_coordinator": "variant: the repair's SWITCH moves the partition away from its coordinator, as "
+                                "PR #102244's phase 1 does (PR-F9); the partition stays one owner short",
     # PR #102244's design as written (spec/pr102244/PR102244.tla and PR102244Whole.tla, FINDINGS PR-F1..PR-F5;
     # --design pr102244).
     # source_stops_at_switch above is the same switch there: the source stops and drops at SWITCH.

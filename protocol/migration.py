@@ -191,12 +191,19 @@ def coordinator_switch(keeper: Keeper, layout: Layout, partition: str, dst: str,
         raise GuardFailed("CoordinatorSwitch", f"target {dst} has not caught up on {partition} to log entry "
                                                f"{mig.get('catchup_to', 'the end')}")
     a = read_assignment(keeper, layout, partition)
-    owners = tuple(sorted((set(a.owners) - {mig["src"]}) | {mig["dst"]}))
+    src = mig["src"]
+    if src is None and "repair_moves_coordinator" in bugs and mig["coord"] in a.owners:
+        # The broken variant: the repair's SWITCH takes its coordinator, an owner, for the source it
+        # moves away from, as PR #102244's rebalancer does with its phase-1 migration (PR-F9): the
+        # coordinator leaves through CLEANUP and the partition stays one owner short.
+        src = mig["coord"]
+    owners = tuple(sorted((set(a.owners) - {src}) | {mig["dst"]}))
     # A repair (no source: protocol/repair.py, F20) only adds the target: nothing leaves, no CLEANUP.
-    repair = mig["src"] is None
-    leaving = None if "source_stops_at_switch" in bugs or repair else mig["src"]
+    repair = src is None
+    leaving = None if "source_stops_at_switch" in bugs or repair else src
     new = Assignment(owners, target=None, leaving=leaving)
-    _write(keeper, layout, partition, a, new, {**mig, "state": "done" if repair else "switched"}, mig_version)
+    _write(keeper, layout, partition, a, new, {**mig, "src": src, "state": "done" if repair else "switched"},
+           mig_version)
     return new
 
 

@@ -1,7 +1,8 @@
 """What a driver records of a run, the history side of reference/cluster.py's Cluster (a mixin):
 the logical clock every event is stamped with, what clients sent and were told (INSERTs and
 queries, with the rows the spec excuses as replication lag), operators' commands with what
-Keeper held around them, each migration's timeline (gantt.py), the snapshots of every replica's
+Keeper held around them, each migration's timeline (gantt.py), the replicas dropped for good and the
+repairs' SWITCHes, the snapshots of every replica's
 parts, metadata and queued mutations, the assignments and migrations, and the history's files
 (history/record.py). What it reads of Keeper it reads through the administrator's session (or
 another replica's), not through the protocol's own code (the code under test), and it draws
@@ -175,17 +176,42 @@ class Recorder:
             after = dict.fromkeys(commands.AFTER)
         self.history.command(self.step, command, {**seen, **after}, outcome, reason)
 
-    def _started(self, partition: str, src: str, dst: str) -> None:
+    def _started(self, partition: str, src: str | None, dst: str) -> None:
+        """A migration started: a move of src -> dst, or a repair (src None: Cluster.repair)."""
         self.timeline.append({"partition": partition, "src": src, "dst": dst, "clone": self.step,
-                              "fetch": None, "switch": None, "cleanup": None})
+                              "fetch": None, "switch": None, "cleanup": None, "repair": src is None})
 
     def _mark(self, partition: str, step: str) -> None:
-        """Record `step` (fetch, switch, cleanup) of the partition's latest migration, at the next tick."""
+        """Record `step` (fetch, switch, cleanup) of the partition's latest migration, at the next tick.
+        A repair's SWITCH goes into the history too (table repairs): it adds an owner back. What
+        makes it a repair is what the driver started (or SYSTEM DROP REPLICA turned into one), not
+        what the SWITCH wrote: a SWITCH that removes a source all the same is the fault to be seen
+        (RepairOutcomeProp)."""
         for m in reversed(self.timeline):
             if m["partition"] == partition:
                 if m[step] is None:
                     m[step] = self.step + 1
+                    if step == "switch" and m.get("repair"):
+                        self.history.repair_switched(m[step], partition, m["dst"])
                 return
+
+    def drop_replica(self, name: str) -> list[str]:
+        """SYSTEM DROP REPLICA 'name' (the nemesis's, reference/nemesis.py: the next of Cluster's
+        bases) and its history: the partitions `name` owned right before it, read from Keeper through
+        the administrator's session (table replica_drops; each is one owner short until a repair),
+        and the migrations in CLONE out of it, which the drop carries on as repairs (their SWITCH
+        then only adds the target: table repairs, through _mark). Recorded once the drop succeeded,
+        at the current step (it does not tick the clock, as a crash does not)."""
+        owned = [a["partition_id"] for a in self.assignment_rows() if name in a["replicas"]]
+        carried = {m["partition_id"] for m in migrations_rows(self.admin, self.layout)
+                   if m.get("state") == "clone" and m.get("src") == name}
+        left = super().drop_replica(name)
+        self.history.replica_dropped(self.step, name, owned)
+        for p in carried:
+            m = next((m for m in reversed(self.timeline) if m["partition"] == p), None)
+            if m is not None and m["src"] == name:
+                m["repair"] = True
+        return left
 
     def assignment_rows(self) -> list[dict]:
         """system.selective_assignments (History.snapshot). An assignment znode a broken step left

@@ -92,6 +92,18 @@ class Views:
         return local_frame(self.spark, [("snapshot_step", "bigint")],
                            [(self.h.final_step,)] if self.h.settled_step is not None else [])
 
+    def replica_drops(self) -> DataFrame:
+        return self._optional("replica_drops", [("step", "bigint"), ("replica", "string"), ("partition_id", "string")])
+
+    def repairs(self) -> DataFrame:
+        return self._optional("repairs", [("step", "bigint"), ("partition_id", "string")])
+
+    def _optional(self, name: str, columns: list[tuple[str, str]]) -> DataFrame:
+        """An optional table read from its file, or, absent (an older history), empty."""
+        if name in self.h.sources:
+            return read_table(self.spark, self.h.sources[name])
+        return local_frame(self.spark, columns, [])
+
     def run(self) -> DataFrame:
         h = self.h
         return local_frame(self.spark, [("replication_factor", "bigint"), ("bugs", "array<string>"),
@@ -471,6 +483,11 @@ def check(spark: SparkSession, h: History, sample: int = 5, progress: Progress |
     record("MigrationOutcomeInv", by_sql(spark, h, "MigrationOutcomeInv", sample,
                                          _have_rows(h, "assignments", "migrations")))
     record("CrashFailsQueriesInv", crash_fails_queries(spark, h, sample))
+    # RepairOutcomeProp at every snapshot: with no replica dropped and nothing repaired, every owner
+    # count the small tables gave must be RF (no job); otherwise, or to count and sample, its SQL
+    off_rf = any(n != h.replication_factor for _, _, n in h.owner_counts)
+    record("RepairOutcomeProp", by_sql(spark, h, "RepairOutcomeProp", sample,
+                                       off_rf or _have_rows(h, "replica_drops") or _have_rows(h, "repairs")))
     record("DownWaitBoundedProp", down_wait_bounded(spark, h, sample))
     record("InsertRefusalsFollowGuardsInv", refusals_off_guard(spark, h, sample))
     record("MutationsAppliedInv", mutations_applied(spark, h, sample))

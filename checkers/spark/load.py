@@ -196,6 +196,9 @@ class History:
     # Rows of the optional `errors` table (step, replica, action, error, message), by step: each is
     # a NoLogicalErrorsInv violation. A small table: a racing run stops retrying a step after a few raises.
     errors: list = field(default_factory=list)
+    # (snapshot_step, partition_id, owners) at every snapshot, owners counted once each: RepairOutcomeProp
+    # needs no job when no replica was dropped (every count must then be replication_factor)
+    owner_counts: list = field(default_factory=list)
 
     def large(self, spark: SparkSession) -> DataFrame:
         """The large tables' rows (see _narrow), read again at each call."""
@@ -265,7 +268,8 @@ def load_history(spark: SparkSession, folder: str, partitions: int | None = None
                    down_timeout=run[0]["down_timeout"], bugs=tuple(run[0]["bugs"] or ()),
                    crash_failed=[{k: q[k] for k in ("query_id", "replica", "start_step", "end_step", "failed_by")}
                                  | {"pending_at": list(q["pending_at"] or ())}
-                                 for q in queries if q["status"] == "failed" and q["failed_by"] is not None])
+                                 for q in queries if q["status"] == "failed" and q["failed_by"] is not None],
+                   owner_counts=[(r["snapshot_step"], r["partition_id"], len(set(r["owners"]))) for r in assignments])
 
 
 def _triples(keepers: dict) -> list[tuple]:

@@ -600,16 +600,22 @@ ReplicaCloneFetch(p) ==
 \* a leaving keeper, still replicating the partition, because maps that have not seen the
 \* SWITCH keep routing SELECTs to it. RFC as written (source_stops_at_switch): it is dropped.
 \* A repair (no source: RepairStart, or a move whose source DropReplica removed) only adds the
-\* target: nothing leaves, so there is no CLEANUP and the migration is done at once.
+\* target: nothing leaves, so there is no CLEANUP and the migration is done at once. With
+\* repair_moves_coordinator the repair's SWITCH takes its coordinator, an owner, for the source
+\* it moves away from, as PR #102244's rebalancer does with its phase-1 migration (PR-F9,
+\* repair_moves_replica in PR102244Code.tla): the coordinator leaves through CLEANUP like any
+\* source, and the partition stays one owner short (RepairOutcomeProp).
 CoordinatorSwitch(p) ==
-    LET repair == mig[p].src = None IN
+    LET src == IF mig[p].src = None /\ Bug("repair_moves_coordinator") /\ mig[p].coord \in asg[p].owners
+               THEN mig[p].coord ELSE mig[p].src
+        repair == src = None IN
     /\ mig[p].st = "clone" /\ mig[p].fetched
     /\ mig[p].coord \in active
     /\ Bug("switch_without_catchup") \/ CaughtUpTo(mig[p].dst, p, mig[p].pos)
-    /\ asg' = [asg EXCEPT ![p] = [owners |-> (@.owners \ {mig[p].src}) \cup {mig[p].dst}, target |-> None,
-                                  leaving |-> IF Bug("source_stops_at_switch") \/ repair THEN None ELSE mig[p].src,
+    /\ asg' = [asg EXCEPT ![p] = [owners |-> (@.owners \ {src}) \cup {mig[p].dst}, target |-> None,
+                                  leaving |-> IF Bug("source_stops_at_switch") \/ repair THEN None ELSE src,
                                   version |-> @.version + 1]]
-    /\ mig' = [mig EXCEPT ![p].st = IF repair THEN "done" ELSE "switched"]
+    /\ mig' = [mig EXCEPT ![p].st = IF repair THEN "done" ELSE "switched", ![p].src = src]
     /\ UNCHANGED <<active, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
@@ -997,6 +1003,33 @@ TrimmedMonotonicProp == [][trimmed' >= trimmed]_vars
 \* nothing, since the entries it is behind on are ones the cleanup thread removed (`log` keeps
 \* them only as the model's history). The replicas not lost are at or past `trimmed`.
 LostReplicaClonesProp == [][\A r \in lost : ptr'[r] # ptr[r] => r \notin lost']_vars
+
+\* How many owners each partition has: replication_factor, less its owners that SYSTEM DROP
+\* REPLICA removed and no repair has replaced yet. The state does not say which partitions a
+\* dropped replica owned (DropReplica takes it out of the owners in the same step, and `gone`
+\* says only who went), so the count is stated on the steps, an action property, not as a state
+\* invariant: that would need a history variable threaded through every action, through the
+\* modules that EXTEND or INSTANCE this one and through conformance's reading of TLC's state
+\* graph, for what the steps already say. Each step leaves every assigned partition's count as
+\* it was, except that DropReplica lowers it by one per owner it removes and a repair's SWITCH
+\* (a CLONE with no source: RepairStart, or a move whose source was dropped) adds exactly its
+\* target and removes no one; a move's SWITCH keeps the count. An allocation starts at RF. From
+\* Init (RF each, ReplicationFactorInv with no replica gone) it follows that at every state
+\* owners = RF - dropped owners + repairs switched, partition by partition. ReplicationFactorInv
+\* only bounds the count by the replicas gone, table-wide: with one replica dropped, any partition
+\* may sit at RF - 1, one the dropped replica never owned, or one whose repair has switched.
+\* Without it a repair whose SWITCH moves the partition away from its coordinator
+\* (repair_moves_coordinator, PR-F9's mechanism) leaves it short for good and breaks no other
+\* safety property: only the liveness RepairedEventuallyProp, on a model TLC must exhaust with
+\* fairness. The history's checkers judge the count at every snapshot (checkers/invariants.py).
+RepairOutcomeProp ==
+    [][\A p \in Partitions : asg'[p].version # Absent =>
+         LET repair == mig[p].st = "clone" /\ mig'[p].st \in {"switched", "done"} /\ mig[p].src = None
+             dropped == asg[p].owners \cap (gone' \ gone) IN
+         /\ Cardinality(asg'[p].owners) = IF ~Assigned(p) THEN RF
+                                          ELSE Cardinality(asg[p].owners) - Cardinality(dropped)
+                                               + (IF repair THEN 1 ELSE 0)
+         /\ repair => asg'[p].owners = asg[p].owners \cup {mig[p].dst}]_vars
 
 \* The RFC's promise for reads after SWITCH ("Full speed: data is on local disk, no cold cache"):
 \* the step that makes a CLONE's target an owner finds it holding every live acknowledged block of

@@ -37,7 +37,7 @@ def test_a_correct_synthetic_history_holds_in_one_pass(spark, correct):
     before = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
     result = checked(spark, correct)
     assert {k: spark.conf.get(k) for k in before} == before  # the caller's session is left as it was
-    assert failing(result) == set() and len(result["invariants"]) == 19   # 10 invariants, MigrationsEndProp, NoLogicalErrorsInv, CommandsFollowGuardsInv, CancelHonouredInv, DownWaitBoundedProp, InsertRefusalsFollowGuardsInv, MutationsAppliedInv, MigrationOutcomeInv, CrashFailsQueriesInv
+    assert failing(result) == set() and len(result["invariants"]) == 20   # 10 invariants, MigrationsEndProp, NoLogicalErrorsInv, CommandsFollowGuardsInv, CancelHonouredInv, DownWaitBoundedProp, InsertRefusalsFollowGuardsInv, MutationsAppliedInv, MigrationOutcomeInv, CrashFailsQueriesInv, RepairOutcomeProp
     assert result["counts"]["inserted_rows"] == 2000 and result["counts"]["part_rows"] > 2 * 1900
     # three small tables collected, then one job over the large ones (and one job per broadcast
     # table: replicas, each snapshot's keepers for NoForeignPartsInv, queries, partitions):
@@ -124,7 +124,8 @@ def _read_tables(folder):
 def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhere(spark, correct, tmp_path):
     """The spec's ReplicationFactorInv is `Cardinality(owners) = RF`: a third complete owner of a
     partition at RF 2 (PR-F3's over-replication) is a violation for the Spark job, DuckDB and the
-    oracle alike, and for no other invariant."""
+    oracle alike, and for no other invariant but RepairOutcomeProp (an owner more than RF less
+    what was dropped, at that snapshot)."""
     import types
 
     import pyarrow as pa
@@ -149,15 +150,18 @@ def test_a_partition_with_more_owners_than_rf_breaks_replication_factor_everywhe
         pq.write_table(pa.Table.from_pylist(rows[t], schema=x.schema), out / f"{t}.parquet")
 
     result = checked(spark, out)
-    assert failing(result) == {"ReplicationFactorInv"}
+    assert failing(result) == {"ReplicationFactorInv", "RepairOutcomeProp"}
+    assert result["invariants"]["RepairOutcomeProp"]["violations"] == 1
     bad = result["invariants"]["ReplicationFactorInv"]
     assert bad["violations"] == 1 and bad["sample"][0]["partition_id"] == victim["partition_id"]
     assert bad["sample"][0]["owners"] == 3
     duck = duckdb_check(out)
-    assert {k for k, n in duck.items() if n} == {"ReplicationFactorInv"} and duck["ReplicationFactorInv"] == 1
+    assert {k: n for k, n in duck.items() if n} == {"ReplicationFactorInv": 1, "RepairOutcomeProp": 1}
     rf = rows["run"][0]["replication_factor"]
     said = {name: problems for name, problems in check(types.SimpleNamespace(tables=rows), rf).items() if problems}
-    assert said == {"ReplicationFactorInv": [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"]}
+    assert said == {"ReplicationFactorInv": [f"{victim['partition_id']} has owners {victim['owners']}, not {rf}"],
+                    "RepairOutcomeProp": [f"{victim['partition_id']} has 3 owners at step {final}, not {rf} less 0 "
+                                          f"dropped plus 0 repaired"]}
 
 
 @pytest.mark.parametrize("named", [True, False])

@@ -61,6 +61,10 @@ def test_every_switch_the_machine_drives_is_in_the_table():
 NOT_ON_INVARIANTS = {
     "ignore_fault_domains": "fault domains other than one per replica are not driven through the reference "
                             "(conformance/spec_model.py RFC_PLACEMENT); TLC and tests/protocol/test_bugs.py catch it",
+    "repair_moves_coordinator": "breaks only RepairOutcomeProp, an action property (owner counts step by step) "
+                                "that the machines' invariant checks do not evaluate, and no walk of the protocol "
+                                "machine drops a replica; TLC (MCRepair_repair_moves_coordinator), "
+                                "tests/protocol/test_repair_switch.py and the `losing` history (lab/teeth.py) catch it",
     **{switch: f"covered by {guard}'s guard since F23's fix: alone it breaks no invariant (conformance/switches.py "
                "COVERED); its models turn both off" for switch, guard in COVERED.items()},
 }
