@@ -539,3 +539,41 @@ def test_naive_cancel_leaves_the_target_with_foreign_parts(make_cluster, bugs, f
     assert "r3" not in keepers
     assert (reps["r3"].has_rows_of(P) != []) == foreign
     assert [m["state"] for m in migrations_rows(admin, LAYOUT)] == ["cancelled"]   # ended, either way
+
+
+# --- one clause each (issue 37; tests/README.md's table) ---------------------------------------
+def test_reassign_from_a_source_that_is_not_active_is_refused(make_cluster, connect):
+    """StartMigration's src \\in active: the source coordinates the CLONE; a takeover covers only
+    a coordinator that fails later."""
+    admin, reps = make_cluster()
+    connect.expire(reps["r1"].keeper)
+    with pytest.raises(MigrationError, match="source 'r1' of .* is not active"):
+        admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    assert read_migration(admin, LAYOUT, P)[0] is None
+
+
+def test_a_cancel_whose_coordinator_is_down_waits_for_a_takeover(make_cluster, connect):
+    """CoordinatorCancel's mig[p].coord \\in active: a dead coordinator's CANCEL is no one's to
+    make until an active replica takes the migration over."""
+    from protocol.migration import replica_take_over_migration
+    admin, reps = make_cluster()
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    connect.expire(reps["r1"].keeper)
+    with pytest.raises(GuardFailed, match="coordinator r1 of .* is not active"):
+        coordinator_cancel(admin, LAYOUT, P)
+    assert read_migration(admin, LAYOUT, P)[0]["state"] == "clone"
+    replica_take_over_migration(admin, LAYOUT, P, "r2")
+    coordinator_cancel(admin, LAYOUT, P)
+    assert read_migration(admin, LAYOUT, P)[0]["state"] == "cancelling"
+
+
+def test_a_down_leaver_is_not_cleaned_up_for_while_it_holds_a_part_no_owner_staying_has(make_cluster, connect):
+    """F23 on the down leaver's path: r1 wrote a part after the fetch's position and went down
+    after the SWITCH; ending the migration for it would make it drop that part when it comes back,
+    the only copy. Refused until r2, an owner staying, has it registered."""
+    admin, reps = make_cluster()
+    late = _switch_with_a_part_written_after_the_catch_up_position(admin, reps)
+    connect.expire(reps["r1"].keeper)
+    with pytest.raises(GuardFailed, match=f"r1 holds {late} of {P}, which no owner staying has yet"):
+        replica_cleanup_for_down_leaver(reps["r2"], P)
+    assert read_migration(admin, LAYOUT, P)[0]["state"] == "switched"
