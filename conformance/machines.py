@@ -37,7 +37,7 @@ from conformance.protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, RE
                                          ProtocolSystem, enabled)
 from conformance.stategraph import state_key
 from conformance.transitions import of_module
-from conformance.windows import DIRECTED, Walk
+from conformance.windows import DIRECTED, Walk, window_of
 
 settings.register_profile("ci", max_examples=60, stateful_step_count=40, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck), print_blob=False)
@@ -270,6 +270,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
         def take(self, name, params):
             before = self.system.fingerprint()
             migs = self.system.migration_states() if coverage is not None else None
+            window = window_of(self.system, name, params) if coverage is not None else None
             try:
                 self.system.step(name, params)
             except REFUSED:
@@ -281,6 +282,8 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
             if coverage is not None:
                 wrote = INSERT_PARTITION[params[1]] if name == "ReplicaWriteInsert" else None
                 coverage.observe(name, wrote, migs, self.system.migration_states())
+                if window:
+                    coverage.window(window)
             self._inv = None
             self._enabled = {}
 

@@ -431,3 +431,20 @@ DIRECTED = {
     "InsertRetry": insert_retry,
     "AlterBeforeMigration": alter_before_migration,
 }
+
+
+def window_of(system: ProtocolSystem, name: str, params: tuple) -> str | None:
+    """The window a step about to be taken opens, as reference/windows.py names the racing runs'
+    (issue 37), for lab/migration_coverage.py's count per hundred walks: a SWITCH taken while its
+    target has an entry of the partition queued (SWITCH's gate decides there: F23), a CANCEL; None
+    for any other step. The protocol machine has no DropReplica or RepairStart step, so no repair
+    window (MCRepair's model machine drives those)."""
+    if name == "CoordinatorSwitch":
+        pid = PIDS[params[0]]
+        mig = read_migration(system.admin, LAYOUT, pid)[0]
+        if mig and any(e.partition == pid for e in system.queue(mig["dst"])):
+            return "switch_with_target_queued"
+        return "switch"
+    if name == "CoordinatorCancel":
+        return "cancel"
+    return None

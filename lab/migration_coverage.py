@@ -33,9 +33,12 @@ class MigrationCoverage:
     _walk_completed: bool = False
     _walk_covered: bool = False
     _steps: int = 0
+    windows: dict = field(default_factory=dict)     # window -> walks that opened it (conformance/windows.py window_of)
+    _walk_windows: set = field(default_factory=set)
 
     def start_walk(self) -> None:
         self._open, self._walk_completed, self._walk_covered, self._steps = {}, False, False, 0
+        self._walk_windows = set()
 
     def end_walk(self) -> None:
         # Hypothesis also starts examples it gives up before their first step (a draw past its
@@ -43,6 +46,16 @@ class MigrationCoverage:
         self.walks += self._steps > 0
         self.completed += self._walk_completed
         self.covered += self._walk_covered
+        if self._steps > 0:
+            for w in self._walk_windows:
+                self.windows[w] = self.windows.get(w, 0) + 1
+
+    def window(self, name: str) -> None:
+        """A step of this walk opened `name` (a SWITCH with the target's queue not empty of its
+        partition counts as a SWITCH too)."""
+        self._walk_windows.add(name)
+        if name == "switch_with_target_queued":
+            self._walk_windows.add("switch")
 
     def observe(self, action: str, partition_of_step: str | None, before: dict, after: dict) -> None:
         """One step taken: `before`/`after` map each partition to its migration state ("clone",
@@ -72,5 +85,6 @@ class MigrationCoverage:
                     del self._open[p]
 
     def as_dict(self) -> dict:
+        per_100 = {w: round(100 * n / self.walks, 1) if self.walks else 0.0 for w, n in sorted(self.windows.items())}
         return {"walks": self.walks, "migrations_completed": self.completed,
-                "migrations_completed_with_writes_and_queries": self.covered}
+                "migrations_completed_with_writes_and_queries": self.covered, "windows_per_100_walks": per_100}

@@ -122,10 +122,19 @@ def _racing_runs(spark, folder: Path, scale: str, sample: int, results: list[dic
     """Each run must agree with the oracle; a fixed one must hold, a switched one must be refused
     with its tooth's invariant named. The report says what each found."""
     from lab.teeth import SIZE
-    from reference.races import racing_history
+    from lab.window_coverage import WINDOW_SEEDS, coverage, short, table
+    from reference.races import PROFILES, racing_history
+    # Which windows each profile's seeds open (reference/windows.py): a history judges a guard
+    # only where its run opened the window the guard decides; a forced one must open on half.
+    say(f"spark-check: windows opened by each racing profile, seeds 0-{WINDOW_SEEDS - 1} (fixed protocol) ...")
+    cov = coverage(list(PROFILES), WINDOW_SEEDS, say=lambda m: None)
+    say(table(cov, WINDOW_SEEDS))
+    missing = short(cov, WINDOW_SEEDS)
+    say("  every forced window opened on at least half the seeds" if not missing else
+        "  FORCED WINDOWS OPENED ON FEWER THAN HALF THE SEEDS: " + ", ".join(missing))
+    ok = not missing
     teeth, fixed = racing_cases(scale)
     cases = [(p, s, None) for p, s in fixed] + [(t.profile, t.seed, t) for t in teeth]
-    ok = True
     for profile, seed, tooth in cases:
         bugs = frozenset({tooth.switch}) if tooth else frozenset()
         say(f"spark-check: racing profile {profile} seed {seed} {sorted(bugs) or '(fixed protocol)'} ...")

@@ -89,7 +89,8 @@ def switch_table(prof: settings, profile: str, model_machine: bool = False, dire
     print(f"protocol machine ({profile}), no switch: {'FAILED: ' + str(fixed['invariant']) if fixed['caught'] else 'holds'} "
           f"in {fixed['seconds']} s; {fixed['migrations_completed']}/{fixed['walks']} walks complete a migration, "
           f"{fixed['migrations_completed_with_writes_and_queries']} with an INSERT in CLONE and a query around "
-          "the SWITCH", flush=True)
+          "the SWITCH; windows per 100 walks: "
+          + (", ".join(f"{w} {n}" for w, n in fixed["windows_per_100_walks"].items()) or "none"), flush=True)
     if fixed["caught"]:
         print("    " + "\n    ".join(fixed["walk"]), flush=True)
     rows = []

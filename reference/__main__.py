@@ -444,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a cluster with a workload (in-memory keeper unless --zk)")
     r.add_argument("--replicas", type=at_least_1, default=3)
-    r.add_argument("--replication-factor", type=at_least_1, default=2)
+    r.add_argument("--replication-factor", type=at_least_1, default=None,
+                   help="default: the profile's (2; windows_rf1: 1)")
     r.add_argument("--buckets", type=at_least_1, default=16, help="user_id %% BUCKETS in the partition key")
     r.add_argument("--months", type=at_least_1, default=2)
     r.add_argument("--blocks", type=at_least_1, default=20, help="INSERT blocks")
@@ -533,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--fixed", action="store_true", help="with the finding's fix (default: the code as it is)")
     x.add_argument("--history", type=output_dir, metavar="DIR", help="write the run's history there")
     a = ap.parse_args(argv)
+    if a.cmd == "run" and a.replication_factor is None:   # a racing profile names its own (Profile.rf)
+        from reference.profiles import PROFILES as RACING   # an unknown name is refused later, as before
+        a.replication_factor = RACING[a.profile].rf if a.profile in RACING else 2
+
     def no_auth(e):   # an ACL refusal is bad input: the credentials name another identity, or none
         return BadInput(f"ZooKeeper refused a request by the node's ACL ({e}): the credentials (--zk-auth-file, "
                         f"{ZK_AUTH_ENV}) name another identity, or none were given")

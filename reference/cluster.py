@@ -49,6 +49,7 @@ from protocol.table import Table
 from reference.nemesis import Nemesis
 from reference.parallel_reads import ParallelReads
 from reference.recorder import KEEPER_FAULTS, Recorder
+from reference.windows import clone_target_of, switch_with_target_queued
 from reference.workload import WORKLOAD
 
 # A (replica, step kind) whose step raised this many times is not tried again in the run. An
@@ -120,6 +121,9 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         # Log entries a "pull" step moves into the queue: 1, the spec's ReplicaPullLog, unless a
         # driver asks for ClickHouse's batches (Replica.replica_pull_logs; the live runtime does).
         self.pull_batch = 1
+        # The windows a racing run counts (reference/windows.py): None, nothing observed (each
+        # observation reads Keeper; only the racing runs ask for them).
+        self.windows = None
         self._down_since: dict[tuple[str, str], float] = {}
         # down_timeout is a number of the history's steps (count_steps): the history records it
         # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
@@ -588,6 +592,9 @@ class Cluster(Recorder, Nemesis, ParallelReads):
                         replica_take_over_migration(rep.keeper, self.layout, p, rep.name)
                         return f"ReplicaTakeOverMigration({p}, {rep.name})"
                     if mig["coord"] == rep.name:
+                        if self.windows is not None and switch_with_target_queued(rep.keeper, self.layout, p,
+                                                                                  mig["dst"]):
+                            self.windows.open("switch_with_target_queued", self.step)
                         coordinator_switch(rep.keeper, self.layout, p, mig["dst"], self.bugs)
                         self.log(f"SWITCH {p}: {mig['src']} -> {mig['dst']}" if mig["src"] else
                                  f"SWITCH {p}: {mig['dst']} added (repair)")
@@ -690,6 +697,7 @@ class Cluster(Recorder, Nemesis, ParallelReads):
                 with self.every_replica_locked():   # it pins each replica it routes to
                     q = client_start_query(self.replicas[at], partitions, choose=self._choose_reader,
                                            replicas=self.replicas)
+                self.note_clone_target_query(at)
             except GuardFailed:
                 if not self.replicas[at].keeper.expired:
                     raise
@@ -725,6 +733,11 @@ class Cluster(Recorder, Nemesis, ParallelReads):
             raise
         self.query_answered(at, start, routes, got, "complete", partitions, lag)
         return q
+
+    def note_clone_target_query(self, at: str) -> None:
+        """A SELECT received by `at`: a window opened if `at` is a CLONE's target (windows.py)."""
+        if self.windows is not None and clone_target_of(self.admin, self.layout, at, self.replicas[at].cache):
+            self.windows.open("query_at_clone_target", self.step)
 
     @contextlib.contextmanager
     def every_replica_locked(self):

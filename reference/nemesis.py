@@ -8,7 +8,7 @@ a replica comes back through the driver (Cluster.add_replica, Cluster.reestablis
 `_faults` draws from the driver's random generator (`rng`), in the order route_insert calls it;
 a racing run replaces it on the instance for one INSERT (`c._faults = ...`, then `del c._faults`).
 The class it is mixed into provides `rng`, `fault_rate`, `replicas`, `stores`, `down`, `gone`,
-`admin`, `layout`, `history`, `step` and `log`.
+`admin`, `layout`, `history`, `step`, `log` and `windows`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from protocol.crash import replica_crash
 from protocol.insert import InsertOutcomeUnknown
 from protocol.keeper import Create
 from protocol.repair import drop_replica
+from reference.windows import repair_in_flight
 
 
 class Nemesis:
@@ -31,10 +32,17 @@ class Nemesis:
         if self.fault_rate and self.rng.random() < self.fault_rate:
             raise InsertOutcomeUnknown(f"connection broken {where} of {partition}")
 
+    def _note_loss(self) -> None:
+        """A replica lost (crashed, dropped, its session expired) while a repair is in flight: the
+        window reference/windows.py names repair_racing_loss (counted only when the driver asks)."""
+        if self.windows is not None and repair_in_flight(self.admin, self.layout):
+            self.windows.open("repair_racing_loss", self.step)
+
     def crash_replica(self, name: str) -> None:
         """ReplicaCrash: the session goes (is_active with it), the map is lost, the disk stays."""
         if name not in self.replicas:
             raise ValueError(f"unknown or stopped replica {name!r}; running: {sorted(self.replicas)}")
+        self._note_loss()
         self.down[name] = self.stores.pop(name)
         # No query of this driver's is open across a step (Cluster.query runs to its end); the
         # racing workload fails the ones it keeps open itself (race_faults.py, _fail_served).
@@ -52,6 +60,7 @@ class Nemesis:
         if name not in self.down:
             known = sorted(set(self.replicas) | set(self.down))
             raise ValueError(f"unknown replica {name!r}; replicas: {', '.join(known)}")
+        self._note_loss()
         left = drop_replica(self.admin, self.layout, name)
         store = self.down.pop(name)
         shutil.rmtree(store.folder, ignore_errors=True)
@@ -64,6 +73,7 @@ class Nemesis:
         timeout): is_active goes, every request of the session fails, the replica is read-only until
         Cluster.reestablish. At once on the in-memory keeper; on ZooKeeper server-side, waited for
         (20 s at most) until the client hears of it."""
+        self._note_loss()
         keeper = self.replicas[name].keeper
         if hasattr(keeper, "ensemble"):   # the in-memory keeper: expired at once
             keeper.ensemble.expire(keeper.session_id)

@@ -85,6 +85,12 @@ deterministic driver (reference/cluster.py), so a (profile, seed) is one history
   --parallel-replicas`): the fix by default, ClickHouse master's (`snapshot_replica`, the path
   PR #102244 takes: PR-F11) or 2023's (`union`) to show F24 in a history; `orphan` forces F24's
   first window: every owner of a partition down while a parallel-replicas SELECT runs;
+- in `windows` (as `losing`) and `windows_rf1` (replication factor 1, no crash, no loss), the
+  windows of reference/windows.py forced on half the seeds (Profile.windows, driven by
+  reference/race_windows.py): a SWITCH tried with a GET_PART of its partition queued on the
+  target, a SELECT received by a CLONE's target whose map names it so, and (RF 2 only) a replica
+  crashed while a repair is in flight. At RF 1 the copy a weakened guard lets go is the only one,
+  so the loss reaches the history instead of surviving on the other owner;
 - in `impatient`, `expiring` with most INSERTs from clients that try once (Profile.client_tries):
   a try whose commit went out and whose answer was lost is the client's only answer, and must be
   told "unknown", not "failed" (its rows are in the table).
@@ -120,6 +126,8 @@ class Profile:
     min_down: int = 0                          # steps a crashed replica stays down before a restart may pick it
     client_tries: int = 3                      # tries of a client_send_insert before its client gives up
     max_parallel_replicas: int = 3             # replicas a parallel-replicas SELECT spreads over (`parallel`)
+    rf: int = 2                                # the table's replication_factor
+    windows: tuple[str, ...] = ()              # the windows forced on the forced seeds (reference/windows.py)
     describe: str = ""
 
 
@@ -234,6 +242,18 @@ PROFILES = {p.name: p for p in (
             describe="as dropping, with ALTER TABLE UPDATE racing CLONE/SWITCH/CLEANUP: an owner writes a "
                      "partition's MUTATE_PARTs, every replica pulls them and executes late, and the partition "
                      "is moved, so a CLONE fetch meets keepers with the mutation still queued"),
+    Profile("windows", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.3, "query": 2, "crash": 0.2,
+                        "restart": 0.6, "lose": 0.2, "repair": 0.5},
+            _KINDS, max_down=1,
+            windows=("switch_with_target_queued", "query_at_clone_target", "repair_racing_loss"),
+            describe="as losing, with the three windows a guard's history needs opened on purpose on half the "
+                     "seeds: SWITCH tried with a GET_PART queued on the target, a SELECT received by a CLONE's "
+                     "target, a replica crashed while a repair is in flight"),
+    Profile("windows_rf1", {"insert": 4, "step": 8, "reassign": 1.5, "cancel": 0.3, "query": 2},
+            _KINDS, rf=1, windows=("switch_with_target_queued", "query_at_clone_target"),
+            describe="as windows at replication factor 1, where a copy a guard lets go is the only one: no "
+                     "crash (a partition's one owner down is a failed query, not a window) and no loss (a "
+                     "replica lost at RF 1 takes its rows with it, the base protocol's bound)"),
     Profile("parallel", {"insert": 4, "step": 8, "reassign": 2, "cancel": 0.5, "parallel_query": 3, "query": 1,
                          "crash": 0.3, "restart": 0.6, "orphan": 0.3},
             {**_KINDS, "migrate": 5}, interleave=6, months=1,

@@ -42,6 +42,8 @@ from protocol.replica import InsertRejected, caught_up
 from reference.cluster import KEEPER_FAULTS, Cluster, read_done
 from reference.profiles import PROFILES, Profile, UnknownProfile, profile_of  # noqa: F401 - re-exported
 from reference.race_faults import RaceFaults
+from reference.race_windows import RaceWindows
+from reference.windows import WindowLog
 
 # Steps one Cluster.settle may take in a racing run (racing_cluster): 100x the most measured.
 SETTLE_BUDGET = 30_000
@@ -71,7 +73,7 @@ class OpenQuery:
 SNAPSHOT_EVERY = 10
 
 
-class Race(RaceFaults):
+class Race(RaceFaults, RaceWindows):
     """One profile's loop over a cluster; `counts` says what was done (and what was refused). The
     clients' and operators' actions are below, the faults RaceFaults's (reference/race_faults.py)."""
 
@@ -86,6 +88,9 @@ class Race(RaceFaults):
         self.rng = random.Random(f"race-{profile.name}-{seed}")
         self.counts: dict[str, int] = {}
         self._init_faults()                 # down_at, doomed (RaceFaults)
+        if c.windows is None:
+            c.windows = WindowLog()          # what the run opened (reference/windows.py)
+        self._init_windows(seed, self.steps)   # force_at (RaceWindows)
         self.open: list[OpenQuery] = []     # SELECTs in flight (`overlapping`)
 
     def _count(self, what: str) -> None:
@@ -95,6 +100,7 @@ class Race(RaceFaults):
         names, weights = zip(*sorted(self.p.actions.items()))
         for turn in range(1, self.steps + 1):
             action = self.rng.choices(names, weights)[0]
+            self._force_due(turn)
             try:
                 getattr(self, f"_{action}")()
             except KEEPER_FAULTS:
@@ -105,6 +111,7 @@ class Race(RaceFaults):
             if self.snapshot_every and turn % self.snapshot_every == 0:
                 self._observe()
         self.wind_down()
+        self.counts.update(self.c.windows.as_counts())
         return self.counts
 
     # --- actions: clients and operators (the faults: race_faults.py) -------------------
@@ -408,6 +415,7 @@ class Race(RaceFaults):
         if rep.keeper.expired:   # read-only: it refuses the SELECT (F22), as Cluster.query records
             return self._query()
         start = c.tick()
+        c.note_clone_target_query(at)
         q = select_all(rep, c.replicas, choose=c._choose_reader)
         lag = c.unpulled_lag(at, q.routes, None)
         for p, reader in q.routes.items():
@@ -455,6 +463,7 @@ class Race(RaceFaults):
             c.query_answered(at, start, {}, {}, "failed", partitions)
             self._count("open query refused")
             return None
+        c.note_clone_target_query(at)
         q = client_start_query(c.replicas[at], partitions, choose=choose, replicas=c.replicas)
         o = OpenQuery(q, at, start, partitions, c.unpulled_lag(at, q.routes, partitions))
         self.open.append(o)
@@ -803,9 +812,11 @@ class Race(RaceFaults):
 
 
 def racing_cluster(connect, data_dir, profile: Profile, seed: int, bugs=frozenset(), replicas: int = 4,
-                   buckets: int | None = None, rf: int = 2, **kw) -> Cluster:
-    """A cluster for a profile: few partitions (so moves, writes and reads meet on them)."""
+                   buckets: int | None = None, rf: int | None = None, **kw) -> Cluster:
+    """A cluster for a profile: few partitions (so moves, writes and reads meet on them), at the
+    profile's replication factor unless `rf` is given."""
     buckets = profile.buckets if buckets is None else buckets
+    rf = profile.rf if rf is None else rf
     from protocol.table import Table
     from reference.workload import WORKLOAD
     table = Table(WORKLOAD.name, WORKLOAD.columns, f"(toYYYYMM(date), user_id % {buckets})", WORKLOAD.order_by,

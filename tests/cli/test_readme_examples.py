@@ -96,6 +96,10 @@ EXAMPLES = {
     "python -m reference run --profile PROFILE --seed N": Covered(
         "tests/reference/test_races.py (each profile's run and its exit codes)"),
     "python -m lab.teeth --seeds N": Help(["lab.teeth"]),
+    "python -m lab.guard_clauses": Covered("tests/lab/test_guard_clauses.py (one clause dropped for real; the "
+                                           "whole run, about 15 min, records the table it checks)"),
+    "python -m lab.window_coverage": Covered("tests/reference/test_race_windows.py (the windows profiles); make "
+                                             "spark-check prints it for every profile"),
     "python -m lab.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
         "tests/spec/test_invariant_domains.py (the guard's drop mutant holds on MCRestartQuery and breaks QueryAnsweredProp)"),
     ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
