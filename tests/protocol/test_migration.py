@@ -1,6 +1,8 @@
 """CLONE -> SWITCH -> CLEANUP on both backends: the fixed steps keep owners complete; the
 switches break what the spec's models of the same name break (spec/FINDINGS.md F3, variants)."""
 
+import json
+
 import pytest
 from cluster_helpers import LAYOUT, P, drain
 
@@ -577,3 +579,37 @@ def test_a_down_leaver_is_not_cleaned_up_for_while_it_holds_a_part_no_owner_stay
     with pytest.raises(GuardFailed, match=f"r1 holds {late} of {P}, which no owner staying has yet"):
         replica_cleanup_for_down_leaver(reps["r2"], P)
     assert read_migration(admin, LAYOUT, P)[0]["state"] == "switched"
+
+
+def test_a_migration_fetched_before_positions_were_fixed_switches_once_caught_up_to_the_end(make_cluster):
+    """A migration record with no catch-up position (fetched by a checkout before F23's fix, read
+    from its Keeper tree): SWITCH waits for the target to be caught up to the end of the log, as it
+    did then, not to a position."""
+    admin, reps = make_cluster()
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    mig, version = read_migration(admin, LAYOUT, P)
+    admin.set(LAYOUT.migration(P), json.dumps({k: v for k, v in mig.items() if k != "catchup_to"}).encode(), version)
+    reps["r1"].replica_refresh_cache(P)
+    reps["r1"].replica_write_insert(P, [{**ROWS[0], "user_id": 37}], "h2")   # past the end r3 has pulled
+    with pytest.raises(GuardFailed, match="has not caught up on .* to log entry the end"):
+        coordinator_switch(admin, LAYOUT, P, "r3")
+    drain(reps["r3"])
+    coordinator_switch(admin, LAYOUT, P, "r3")
+    assert read_assignment(admin, LAYOUT, P).owners == ("r2", "r3")
+
+
+def test_an_owner_staying_that_is_lost_does_not_cover_the_leavers_part(make_cluster):
+    """CLEANUP's F23 wait counts only owners staying that are not lost: r2 has the late part
+    registered but is marked lost (is_lost = 1: it will clone and may not keep it), so r1's copy
+    is still the one to keep."""
+    admin, reps = make_cluster()
+    late = _switch_with_a_part_written_after_the_catch_up_position(admin, reps)
+    drain(reps["r2"])   # r2 fetches the late part from r1 and registers it
+    admin.set(LAYOUT.is_lost("r2"), b"1")
+    with pytest.raises(GuardFailed, match=f"r1 holds {late} of {P}, which no owner staying has yet"):
+        replica_cleanup(reps["r1"], P)
+    admin.set(LAYOUT.is_lost("r2"), b"0")
+    replica_cleanup(reps["r1"], P)
