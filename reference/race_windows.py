@@ -10,9 +10,10 @@ guard refused, or that found no partition to move, is counted `forced <name> mis
   the coordinator tries SWITCH at once: SWITCH's gate (F23) must let it through (the position is
   reached) with the entry still queued on the target, and the source's CLEANUP must then wait for
   an owner staying to have it;
-- `query_at_clone_target`: a move started, its target's map refreshed so that it names the
-  target, and before the fetch an unsynced SELECT sent to that target, whose own copy of the
-  partition is empty (F5: the query must read an owner);
+- `query_at_clone_target`: a replica pulls the log up to date (skipping a partition it does not
+  keep), a move of that partition to it starts, its map is refreshed so that it names the target,
+  and before the fetch an unsynced SELECT is sent to it: its own copy lacks rows whose entries it
+  has pulled, which no lag excuses (F5: the query must read an owner);
 - `repair_racing_loss`: a replica lost for good (crash, SYSTEM DROP REPLICA) if none is yet, the
   repairs started, and a second replica crashed while a repair is in flight.
 
@@ -22,7 +23,7 @@ The class it is mixed into provides `c`, `p`, `rng`, `work`, `_count`, `_start_m
 
 from __future__ import annotations
 
-from protocol.migration import migrations_in_flight, read_migration
+from protocol.migration import at_limit, migrations_in_flight, read_migration
 from reference.recorder import KEEPER_FAULTS
 from reference.windows import WINDOWS, repair_in_flight
 
@@ -101,15 +102,26 @@ class RaceWindows:
         return block_id, [{**r, "date": a_row["date"], "user_id": a_row["user_id"]} for r in rows]
 
     def _force_query_at_clone_target(self) -> None:
+        """The target first pulls the log up to date while it keeps nothing of the partition (its
+        filter skips the partition's GET_PARTs), then the move starts: the rows it skipped are not
+        in flight to it (the spec's InFlightTo: it has pulled their entries), only the fetch brings
+        them, so a read of its own copy before the fetch misses them for good (F5), where a target
+        that had not pulled them yet would still receive them as lag."""
         c = self.c
-        p = self._a_clone(fetched=False)
+        if at_limit(c.admin, c.layout, c.max_concurrent):
+            # at the limit a REASSIGN is refused: the moves in flight end first (maps refreshed, CLEANUPs done)
+            c.settle()
+        dst = self.rng.choice(sorted(c.replicas))
+        while c._try("pull", c.replicas[dst]):
+            c.tick()
+        p = self._start_move(dst=dst)
         if p is None:
             return
-        dst = read_migration(c.admin, c.layout, p)[0]["dst"]
-        if dst in c.replicas:
-            c.replicas[dst].replica_refresh_cache(p)   # its map names it the target (ReplicaRefreshCache)
-            q = c.query(at=dst, interleave=self.p.interleave, sync=False)
-            self._count("query" if q is not None else "query failed")
+        c.replicas[dst].replica_refresh_cache(p)   # its map names it the target (ReplicaRefreshCache)
+        # read at once: a background step before the read could run the fetch, whose GET_PARTs
+        # then bring the rows as lag (InFlightTo), which is no longer F5's window
+        q = c.query(at=dst, interleave=0, sync=False)
+        self._count("query" if q is not None else "query failed")
 
     def _force_repair_racing_loss(self) -> None:
         c = self.c

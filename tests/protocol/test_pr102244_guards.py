@@ -45,6 +45,13 @@ SWITCHED_AFTER_A_WRITE = COMPLETE + [("RefreshView", ("r1",)), ("WriteInsert", (
 ALLOCATED_SHORT = [("Allocate", ("r1", ("r1", "r2"))), ("WriteInsert", ("r1", 1))]
 
 
+def _refused_at_the_read(s: PRCodeSystem, driver: str, match: str, decide) -> None:
+    """A driver's read (ReadSnapshot, PlanUnderReplicated) refused by `match`: nothing decided."""
+    with pytest.raises(GuardFailed, match=match):
+        decide(s.drivers[driver])
+    assert s.drivers[driver].pending is None
+
+
 def _state(s: PRCodeSystem, m: str = "1"):
     node = read_migration(s.admin, LAYOUT, m)[0]
     return None if node is None else node["state"]
@@ -61,26 +68,21 @@ def test_read_snapshot_refuses_a_migration_id_that_exists():
 def test_read_snapshot_refuses_a_source_that_is_no_owner():
     s = _system(owners=("r1",), rf=1)
     s.step("WriteInsert", ("r1", 1))
-    with pytest.raises(GuardFailed, match="source 'r2' is not an owner"):
-        s.drivers["r1"].read_snapshot("1", P, "r2", "r3")
-    assert s.drivers["r1"].pending is None
+    _refused_at_the_read(s, "r1", "source 'r2' is not an owner", lambda d: d.read_snapshot("1", P, "r2", "r3"))
 
 
 def test_read_snapshot_refuses_a_target_that_owns_the_partition():
     s = _system()
     s.step("WriteInsert", ("r1", 1))
-    with pytest.raises(GuardFailed, match="target 'r2' already owns"):
-        s.drivers["r1"].read_snapshot("1", P, "r1", "r2")
-    assert s.drivers["r1"].pending is None
+    _refused_at_the_read(s, "r1", "target 'r2' already owns", lambda d: d.read_snapshot("1", P, "r1", "r2"))
 
 
 # --- PlanUnderReplicated (the rebalancer's phase 1) --------------------------------------------
 def test_phase_one_refuses_a_partition_with_its_rf_owners():
     s = _system()
     s.step("WriteInsert", ("r1", 1))
-    with pytest.raises(GuardFailed, match="has 2 owners, replication_factor 2"):
-        s.drivers["r1"].plan_under_replicated("1", P, "r1", "r3", 2)
-    assert s.drivers["r1"].pending is None
+    _refused_at_the_read(s, "r1", "has 2 owners, replication_factor 2",
+                         lambda d: d.plan_under_replicated("1", P, "r1", "r3", 2))
 
 
 def test_phase_one_refuses_a_partition_with_a_migration_in_flight():
@@ -93,9 +95,7 @@ def test_phase_one_refuses_a_partition_with_a_migration_in_flight():
 def test_phase_one_refuses_a_move_from_a_replica_that_is_no_owner():
     s = _system(rf=3)
     _steps(s, ALLOCATED_SHORT)
-    with pytest.raises(GuardFailed, match="not a move from an owner"):
-        s.drivers["r1"].plan_under_replicated("1", P, "r3", "r3", 3)
-    assert s.drivers["r1"].pending is None
+    _refused_at_the_read(s, "r1", "not a move from an owner", lambda d: d.plan_under_replicated("1", P, "r3", "r3", 3))
 
 
 # --- CloneMulti ----------------------------------------------------------------------------------

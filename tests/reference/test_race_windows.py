@@ -25,6 +25,16 @@ def test_a_forced_seed_says_what_it_forced_and_the_others_force_nothing(tmp_path
     assert run["oracle_violations"] == 0
 
 
+def test_a_query_the_clone_target_reads_itself_misses_rows_the_history_shows(tmp_path):
+    """route_to_clone_target (F5) on the forced seed 0 of windows_rf1: the target pulled the
+    partition's entries before it became one (skipped them), so its own copy lacks rows no lag
+    excuses; the same run fixed holds."""
+    broken = racing_history(tmp_path / "broken", "windows_rf1", 0, frozenset({"route_to_clone_target"}), **SIZE)
+    fixed = racing_history(tmp_path / "fixed", "windows_rf1", 0, **SIZE)
+    assert broken["actions"].get("forced query_at_clone_target") == 1
+    assert "QueryNoMissingInv" in broken["oracle_invariants"] and fixed["oracle_violations"] == 0
+
+
 def test_at_rf_1_a_switch_without_its_catch_up_loses_rows_the_history_shows(tmp_path):
     """switch_without_catchup (F23's gate dropped) on the seed-0 run of windows_rf1: the source's
     CLEANUP deletes the only copy of what the target had still queued; the same run fixed holds."""
