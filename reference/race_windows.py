@@ -23,9 +23,9 @@ The class it is mixed into provides `c`, `p`, `rng`, `work`, `_count`, `_start_m
 
 from __future__ import annotations
 
-from protocol.migration import at_limit, migrations_in_flight, read_migration
+from protocol.migration import at_limit, read_migration
 from reference.recorder import KEEPER_FAULTS
-from reference.windows import WINDOWS, repair_in_flight
+from reference.windows import WINDOWS, clones
 
 
 class RaceWindows:
@@ -53,12 +53,8 @@ class RaceWindows:
         """A move in CLONE whose target runs (not fetched yet, when `fetched` is False): one in
         flight, or one started now (at the concurrency limit, the REASSIGN is refused)."""
         c = self.c
-        flying = []
-        for p in migrations_in_flight(c.admin, c.layout):
-            mig = read_migration(c.admin, c.layout, p)[0]
-            if (mig and mig["state"] == "clone" and mig["src"] is not None and mig["dst"] in c.replicas
-                    and (fetched is None or mig["fetched"] == fetched)):
-                flying.append(p)
+        flying = [m["partition_id"] for m in clones(c.admin, c.layout)
+                  if m["src"] is not None and m["dst"] in c.replicas and (fetched is None or m["fetched"] == fetched)]
         if flying:
             return self.rng.choice(sorted(flying))
         for _ in range(3):
@@ -128,11 +124,9 @@ class RaceWindows:
         if not c.gone:
             self._lose()
         c.repair()
-        if not repair_in_flight(c.admin, c.layout):
-            return
-        repairs = [read_migration(c.admin, c.layout, p)[0] for p in migrations_in_flight(c.admin, c.layout)]
+        repairs = [m for m in clones(c.admin, c.layout) if m["src"] is None]
         # the repair's own target or coordinator first: the loss that races it most closely
-        near = sorted({r for m in repairs if m and m["src"] is None for r in (m["dst"], m["coord"])} & set(c.replicas))
+        near = sorted({r for m in repairs for r in (m["dst"], m["coord"])} & set(c.replicas))
         if len(c.replicas) <= max(self.p.min_live, c.table.replication_factor) or not near:
             return
         self._down(self.rng.choice(near))

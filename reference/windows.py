@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from protocol.keeper import NoNodeError
 from protocol.log_entry import LogEntry
-from protocol.migration import migrations_in_flight, read_migration
+from protocol.migration import migrations_rows
 
 WINDOWS = {
     "switch_with_target_queued": "SWITCH tried with an entry of the partition in the target's queue",
@@ -61,21 +61,18 @@ def clone_target_of(keeper, layout, receiver, cache: dict) -> list[str]:
     """The partitions whose CLONE in flight has `receiver` as its target by Keeper's record and by
     the receiver's own map (`cache`): a map that has not seen the CLONE routes as before it, so
     only one that has can send the partition to the target's incomplete copy (F5)."""
-    out = []
-    for p in migrations_in_flight(keeper, layout):
-        mig = read_migration(keeper, layout, p)[0]
-        if (mig and mig["state"] == "clone" and mig["dst"] == receiver
-                and getattr(cache.get(p), "target", None) == receiver):
-            out.append(p)
-    return out
+    return [m["partition_id"] for m in clones(keeper, layout)
+            if m["dst"] == receiver and getattr(cache.get(m["partition_id"]), "target", None) == receiver]
+
+
+def clones(keeper, layout) -> list[dict]:
+    """The migrations in CLONE, as system.selective_migrations' rows (protocol.migration
+    migrations_rows: each record read once, with its partition_id)."""
+    return [m for m in migrations_rows(keeper, layout) if m.get("state") == "clone"]
 
 
 def repair_in_flight(keeper, layout) -> bool:
-    for p in migrations_in_flight(keeper, layout):
-        mig = read_migration(keeper, layout, p)[0]
-        if mig and mig["state"] == "clone" and mig["src"] is None:
-            return True
-    return False
+    return any(m["src"] is None for m in clones(keeper, layout))
 
 
 class WindowLog:
