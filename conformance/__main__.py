@@ -199,6 +199,17 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     if res["failed"]:
         print("    " + "\n    ".join(res["steps"]))
     _print_counts(counts, refusals, ALL_PROTOCOL_ACTIONS)
+    # The same machine with SYSTEM DROP REPLICA and the repair as steps (issue 37: F32 and F33
+    # were found there): it must hold too.
+    counts, refusals = Counter(), Counter()
+    res = run_machine(protocol_machine(counts=counts, refusals=refusals, repair=True), prof, shrink=True)
+    ok &= not res["failed"]
+    res.update(rule_counts=dict(counts), refusals=dict(refusals))
+    out["protocol_fixed_with_repair"] = res
+    print(f"  protocol machine with repair steps (fixed): {'FAILED: ' + res['error'] if res['failed'] else 'passed'} "
+          f"({res['seconds']} s; {counts['DropReplica']} replicas dropped, {counts['RepairStart']} repairs started)")
+    if res["failed"]:
+        print("    " + "\n    ".join(res["steps"]))
     out["protocol_switches"] = []
     if profile == "ci":
         return ok

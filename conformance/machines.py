@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, note, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from conformance.assignment_system import AssignmentSystem
-from conformance.protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, REFUSED, RETRIES_NOT_DROPS,
-                                         ProtocolSystem, enabled)
+from conformance.protocol_system import (DROPS_NOT_RETRIES, INSERT_PARTITION, REFUSED, REPAIR_BOUNDS,
+                                         RETRIES_NOT_DROPS, ProtocolSystem, enabled)
 from conformance.stategraph import state_key
 from conformance.transitions import of_module
 from conformance.windows import DIRECTED, Walk, window_of
@@ -152,14 +152,17 @@ def _name(fn, name: str) -> None:
 PROTOCOL_INVARIANTS = ("ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
                        "QueryNoMissingInv", "QueryNoDuplicateInv", "NoDuplicateRowsInv", "CleanupSafeInv",
                        "NoForeignPartsInv", "MutationsAppliedInv", "DropsAppliedInv", "GlobalEntriesAppliedInv", "MigrationLimitInv",
-                       "MigrationOutcomeInv")
+                       "MigrationOutcomeInv",
+                       # an action property, judged on each step the machine takes (ProtocolSystem.step)
+                       "RepairOutcomeProp")
 
 
 # The actions the protocol machine drives: its ProtocolSystem's steps. SYSTEM DROP REPLICA and
-# the repair (DropReplica, RepairStart: F20) are driven by the model machines and the replays
-# (conformance/spec_system.py) under the repair models' bounds, not here (its switch:
-# conformance/switches.py OTHER_SWITCHES).
+# the repair (DropReplica, RepairStart: F20) only in the machine built with repair=True, which
+# drops one crashed replica for good amid the whole workload (the repair models, driven by the
+# model machines and the replays, conformance/spec_system.py, have no merges, mutations or moves).
 ALL_PROTOCOL_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.name in ProtocolSystem.PARAMS]
+REPAIR_ACTIONS = [t.name for t in of_module("SelectiveReplication") if t.name in ProtocolSystem.REPAIR_PARAMS]
 SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry", "ReplicaCrash", "ClientTimeout",
                  "ClientMutate", "ClientDropPartition", "ClientAlterMetadata", "CoordinatorCancel",
                  "ReplicaSelectMerge", "ClientStartQuery"]
@@ -177,14 +180,18 @@ DIRECTED_WEIGHT = 256
 # InsertNextStep or InsertAroundMigration with no INSERT in CLONE, QueryOnDisagreeingMap with no
 # query in the window (a plain query weighs 1 of ~150). Swarm testing leaves out what a walk can
 # do without; these it cannot, for the windows the directed rules aim at.
-SWARM_KEEPS = ("MigrationStart", "MigrationNextStep", "InsertNextStep", "InsertAroundMigration", "QueryOnDisagreeingMap")
+# RepairAfterLoss runs only in the repair machine (and is kept out of the swarm's draw, so that
+# the default machine's walks are the same draws as before it existed).
+SWARM_KEEPS = ("MigrationStart", "MigrationNextStep", "InsertNextStep", "InsertAroundMigration",
+               "QueryOnDisagreeingMap", "RepairAfterLoss")
 SWARM_DIRECTED = [n for n in DIRECTED if n not in SWARM_KEEPS]
 PLAIN_WEIGHT = {"ClientStartQuery": 1, "CoordinatorCancel": 2, "ReplicaCrash": 2, "AdminReassign": 2, "ClientSendInsert": 4}
 PLAIN_WEIGHT_DEFAULT = 8
 
 
 def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts: Counter | None = None,
-                     refusals: Counter | None = None, namespace=None, coverage=None, directed: bool = True):
+                     refusals: Counter | None = None, namespace=None, coverage=None, directed: bool = True,
+                     repair: bool = False):
     """`namespace`: makes a `connect` into a fresh, empty Keeper namespace for each example (real
     ZooKeeper); by default each example gets its own in-memory ensemble. `coverage`
     (lab/migration_coverage.py MigrationCoverage): counts the walks that complete a
@@ -194,15 +201,21 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
     directed rules of conformance/windows.py (each a spec action restricted to the instances that
     open or use a migration's or a restart's window), the latter weighted DIRECTED_WEIGHT, with
     swarm testing over both. False: one rule per action, Hypothesis's uniform choice among the
-    enabled ones (the machine before the directed rules; `python -m lab.switch_table --undirected`)."""
+    enabled ones (the machine before the directed rules; `python -m lab.switch_table --undirected`).
+
+    `repair`: SYSTEM DROP REPLICA and RepairStart are steps too (REPAIR_BOUNDS: one replica, down
+    and holding no row only it has, dropped for good), and the directed rule RepairAfterLoss
+    crashes such a replica, drops it and repairs its partitions."""
     counts = Counter() if counts is None else counts
     refusals = Counter() if refusals is None else refusals
+    actions = ALL_PROTOCOL_ACTIONS + (REPAIR_ACTIONS if repair else [])
 
     class ProtocolMachine(RuleBasedStateMachine):
         def __init__(self):
             super().__init__()
             self.system = ProtocolSystem(bugs=bugs, block_during_clone=block_during_clone,
-                                         connect=namespace() if namespace else None)
+                                         connect=namespace() if namespace else None,
+                                         bounds=REPAIR_BOUNDS if repair else None)
             self._inv = None
             self._enabled = {}
             if coverage is not None:
@@ -253,7 +266,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
                 return False
             if name not in self.swarm_out:
                 return True
-            return not any(self.enabled(n) for n in ALL_PROTOCOL_ACTIONS if n not in self.swarm_out)
+            return not any(self.enabled(n) for n in actions if n not in self.swarm_out)
 
         def directed_options(self, rule_name):
             if rule_name in self.swarm_out:
@@ -298,7 +311,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
         # every rule that could run was off). Every step is still one of the spec's actions with an
         # instance its guard allows; a directed rule only narrows the instances and weighs more.
         def step(self, data):
-            plain = [(n, None) for n in ALL_PROTOCOL_ACTIONS if self.allowed(n)]
+            plain = [(n, None) for n in actions if self.allowed(n)]
             aimed = [(n, opts) for n in DIRECTED if (opts := self.directed_options(n))]
             weights = [DIRECTED_WEIGHT] * len(aimed) + [PLAIN_WEIGHT.get(n, PLAIN_WEIGHT_DEFAULT) for n, _ in plain]
             pick = data.draw(st.integers(0, sum(weights) - 1), label="rule")
@@ -315,7 +328,7 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
         _name(step, "Step")
         ProtocolMachine.Step = rule(data=st.data())(step)
     else:
-        for name in ALL_PROTOCOL_ACTIONS:
+        for name in actions:
             def make(name):
                 def step(self, choice):
                     options = self.enabled(name)

@@ -29,13 +29,20 @@ from protocol.parts import PartName, PartStore, active_set
 from protocol.query import client_query_fails, client_start_query, replica_read_partition
 from protocol.rebalance import RebalanceError, system_rebalance
 from protocol.registration import create_table_znodes, declare_replicas, register_replica
+from protocol.repair import drop_replica, repair_start
 from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
 from protocol.restart import replica_restart
 
 LAYOUT = Layout("/clickhouse/tables/conformance/events")
 PIDS = {"p1": "202401-0", "p2": "202401-1"}
 INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
-BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1}
+BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1,
+          "replica_drops": 0}
+# SYSTEM DROP REPLICA and the repair back to RF (DropReplica, RepairStart: spec/FINDINGS.md F20)
+# are steps of the machine built with repair=True (conformance/machines.py REPAIR_BOUNDS), which
+# lets one crashed replica be dropped for good. Not in the default machine: its walks, and the
+# switch table measured on them, stay as they were.
+REPAIR_BOUNDS = {"replica_drops": 1}
 # No holding TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may
 # run (MaxDrops 1), and the spec itself breaks NoDuplicateRowsInv there: the DROP clears the insert's
 # hash, and its retry is written again on a replica that has not executed the DROP_RANGE yet, which
@@ -46,6 +53,26 @@ RETRIES_NOT_DROPS, DROPS_NOT_RETRIES = {"drops": 0}, {"tries": 1}
 # The cleanup thread trims as soon as it may, and a replica down one entry behind is lost: the
 # machine reaches trimmed logs and lost replicas in a few steps.
 CLEANUP = CleanupSettings(min_logs_to_keep=0, max_logs_to_keep=1)
+
+
+def repair_outcome_broken(before: tuple, after: tuple, dropped_now: set[str], rf: int) -> str | None:
+    """The spec's RepairOutcomeProp on one step of one partition: `before` and `after` are its
+    (assignment, migration record) around the step, `dropped_now` the replicas the step removed
+    for good. A step leaves the owner count as it was, except that SYSTEM DROP REPLICA lowers it
+    by one per owner it removes and a repair's SWITCH (a CLONE with no source) adds exactly its
+    target; an allocation starts at RF. None: it holds; else what broke."""
+    (a, mig), (a2, mig2) = before, after
+    if a2 is None:
+        return None
+    if a is None:
+        return None if len(a2.owners) == rf else f"allocated with {len(a2.owners)} owners, not {rf}"
+    repair = mig.get("state") == "clone" and mig2.get("state") in ("switched", "done") and mig.get("src") is None
+    want = len(a.owners) - len(set(a.owners) & dropped_now) + (1 if repair else 0)
+    if len(a2.owners) != want:
+        return f"has {len(a2.owners)} owners after the step, not {want}"
+    if repair and set(a2.owners) != set(a.owners) | {mig["dst"]}:
+        return f"repair's SWITCH left owners {sorted(a2.owners)}, not {sorted(set(a.owners) | {mig['dst']})}"
+    return None
 
 
 class ProtocolSystem(RFCBridge):
@@ -79,6 +106,10 @@ class ProtocolSystem(RFCBridge):
         self.read_cleaned = False
         self._rows: dict = {}
         self.restarted: set[str] = set()   # replicas that came back from a crash (for directed walks)
+        self.gone: set[str] = set()        # replicas SYSTEM DROP REPLICA removed (the spec's gone)
+        # RepairOutcomeProp, an action property, judged on every step taken (step below): the
+        # first step that broke it, if one did.
+        self.repair_outcome_broken: str | None = None
 
     def _start(self, r: str) -> None:
         k = self.connect()
@@ -115,6 +146,11 @@ class ProtocolSystem(RFCBridge):
     def migration_states(self) -> dict[str, str | None]:
         """Each partition's migration state in Keeper (clone, switched, done, ...; None: never migrated)."""
         return {p: (read_migration(self.admin, LAYOUT, pid)[0] or {}).get("state") for p, pid in PIDS.items()}
+
+    def kept(self) -> list[str]:
+        """The replicas that still exist (running or down): not removed by SYSTEM DROP REPLICA,
+        whose Keeper subtree is gone with them."""
+        return [r for r in self.names if r not in self.gone]
 
     def ptr(self, r: str) -> int:
         return int(self.admin.get(LAYOUT.log_pointer(r))[0])
@@ -189,13 +225,15 @@ class ProtocolSystem(RFCBridge):
             if a is None:
                 continue
             st = (migs[p] or {}).get("state", "none")
-            ok &= len(a.owners) == self.rf and (a.target is not None) == (st == "clone")
+            # RF exactly, or short by at most one owner per replica dropped, none of them keeping it
+            ok &= self.rf - len(self.gone) <= len(a.owners) <= self.rf and not set(a.keepers()) & self.gone
+            ok &= (a.target is not None) == (st == "clone")
             ok &= (a.leaving is not None) == (st == "cancelling" or st == "switched"
                                               and "source_stops_at_switch" not in self.bugs)
         out["ReplicationFactorInv"] = ok
         acked = self.live_acked(log)
-        ptrs = {r: self.ptr(r) for r in self.names}      # read once for every clause below
-        queues = {r: self.queue(r) for r in self.names}
+        ptrs = {r: self.ptr(r) for r in self.kept()}      # read once for every clause below
+        queues = {r: self.queue(r) for r in self.kept()}
         # Committed: the reference returned the part it wrote for i, on this try or an earlier one
         # (a deduplicated retry writes nothing new). The log itself may be trimmed by now.
         out["AckedCommittedInv"] = all(self.blocks[i] for i, x in self.ins.items() if x.get("acked"))
@@ -213,7 +251,7 @@ class ProtocolSystem(RFCBridge):
         out["NoDuplicateRowsInv"] = dup
         out["CleanupSafeInv"] = not self.read_cleaned
         foreign = mutations = drops = alters = True
-        for r in self.names:
+        for r in self.kept():   # a dropped replica's disk went with it
             passed, queued = log[:ptrs[r]], queues[r]
             alters &= self.reps[r].metadata_version + sum(e.type == ALTER_METADATA for e in queued) == sum(
                 e.type == ALTER_METADATA for e in passed) if r in self.reps else True
@@ -243,13 +281,32 @@ class ProtocolSystem(RFCBridge):
         out["DropsAppliedInv"] = drops
         out["GlobalEntriesAppliedInv"] = alters
         out["MigrationLimitInv"] = len(migrations_in_flight(self.admin, LAYOUT)) <= self.max_concurrent
-        # (this machine removes no replica: SYSTEM DROP REPLICA is the model machines', so gone is empty)
         out["MigrationOutcomeInv"] = not any(
-            outcome_contradiction(m["state"], m["src"], m["dst"], asg[p].owners if asg[p] else (), gone=(),
+            outcome_contradiction(m["state"], m["src"], m["dst"], asg[p].owners if asg[p] else (), gone=self.gone,
                                   leaving=asg[p].leaving if asg[p] else None,
                                   stops_at_switch="source_stops_at_switch" in self.bugs)
             for p, m in migs.items() if m)
+        out["RepairOutcomeProp"] = self.repair_outcome_broken is None
         return out
+
+    def step(self, action: str, args: tuple) -> str:
+        """The bridge's step, with RepairOutcomeProp judged on it: the owners of every partition
+        before and after (the action property's primed and unprimed asg, mig and gone)."""
+        before = self._owners_and_migrations()
+        gone = set(self.gone)
+        out = super().step(action, args)
+        if self.repair_outcome_broken is None:
+            after = self._owners_and_migrations()
+            for p in PIDS:
+                why = repair_outcome_broken(before[p], after[p], self.gone - gone, self.rf)
+                if why:
+                    self.repair_outcome_broken = f"{action}{args}: {p} {why}"
+                    break
+        return out
+
+    def _owners_and_migrations(self) -> dict:
+        return {p: (read_assignment(self.admin, LAYOUT, pid), read_migration(self.admin, LAYOUT, pid)[0] or {})
+                for p, pid in PIDS.items()}
 
     # --- the steps -------------------------------------------------------------------------
     PARAMS = {
@@ -264,6 +321,8 @@ class ProtocolSystem(RFCBridge):
         "ReplicaTakeOverMigration": ("p", "r"), "ReplicaCleanupForDownLeaver": ("p", "r"), "AdminReassign": ("p", "r", "r"), "AdminRebalance": ("p", "r", "r"),
         "CleanupClearOldLogs": (), "CleanupClearOldBlocks": ("i",),
     }
+    # The machine built with repair=True has these too (REPAIR_BOUNDS).
+    REPAIR_PARAMS = {"DropReplica": ("r",), "RepairStart": ("p", "r", "r")}
     DOMAINS = {"Replicas": ("r1", "r2", "r3"), "Partitions": tuple(PIDS), "Inserts": tuple(INSERT_PARTITION),
                "Queries": ("q1", "q2")}
 
@@ -315,8 +374,8 @@ class ProtocolSystem(RFCBridge):
         return rep.replica_execute_entry(q[k % len(q)][0])
 
     def _ReplicaRestart(self, r):
-        if r in self.reps:
-            raise GuardFailed("ReplicaRestart", f"{r} is up")
+        if r in self.reps or r in self.gone:
+            raise GuardFailed("ReplicaRestart", f"{r} is up or dropped for good")
         self._start(r)
         self.restarted.add(r)
         return "restarted"
@@ -433,11 +492,32 @@ class ProtocolSystem(RFCBridge):
         """SYSTEM REBALANCE starts the moves its plan picks; the spec's (p, src, dst) is one of
         them, so the drawn parameters are not used."""
         self._check_bound("migrations", "AdminRebalance")
-        started = system_rebalance(self.admin, LAYOUT, list(self.names), 1)
+        started = system_rebalance(self.admin, LAYOUT, self.kept(), 1)
         if not started:
             raise GuardFailed("AdminRebalance", "balanced")
         self.counts["migrations"] += len(started)
         return str(started)
+
+    def _DropReplica(self, r):
+        """SYSTEM DROP REPLICA of a replica that is down (protocol/repair.py drop_replica): its
+        Keeper subtree goes, it leaves every assignment, and its disk goes with it."""
+        if r in self.reps or r in self.gone:
+            raise GuardFailed("DropReplica", f"{r} is up or already dropped")
+        self._bounded("replica_drops")
+        try:
+            left = drop_replica(self.admin, LAYOUT, r)
+        except GuardFailed:
+            self.counts["replica_drops"] -= 1   # refused: nothing changed, the bound not spent
+            raise
+        self.gone.add(r)
+        for n in list(self.stores[r].names()):
+            self.stores[r].remove(n)
+        self.peers.pop(r, None)
+        return f"dropped from {left}"
+
+    def _RepairStart(self, p, c, dst):
+        repair_start(self.admin, LAYOUT, PIDS[p], c, dst, self.max_concurrent)
+        return f"repair {c}: ->{dst}"
 
     def _CleanupClearOldLogs(self):
         self.log()   # history first: the entries are about to leave Keeper
@@ -465,7 +545,31 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
     elif action == "ReplicaCrash":
         out = [(r,) for r in up] if s.counts["crashes"] < s.bounds["crashes"] else []
     elif action == "ReplicaRestart":
-        out = [(r,) for r in s.names if r not in s.reps]
+        out = [(r,) for r in s.kept() if r not in s.reps]
+    elif action == "DropReplica":
+        # The machine's bound, not the spec's guard: a replica is dropped only when every row on
+        # its disk is on another replica too. Dropping the only copy of an INSERT acknowledged or
+        # on its way loses it by the base protocol's bound (MCRepairUnreplicatedInsert breaks
+        # NoAckedBlockLostInv in the spec too), which is the operator's loss, not a repair's; the
+        # repair models start from replicated blocks (MCRepair's InitBlocks) for the same reason.
+        if s.counts["replica_drops"] < s.bounds["replica_drops"]:
+            for r in s.kept():
+                if r in s.reps:
+                    continue
+                mine = {x["row_id"] for pid in PIDS.values() for _, rows in s.held(r, pid) for x in rows}
+                others = {x["row_id"] for o in s.kept() if o != r for pid in PIDS.values()
+                          for _, rows in s.held(o, pid) for x in rows}
+                if mine <= others:
+                    out.append((r,))
+    elif action == "RepairStart":
+        if len(migrations_in_flight(s.admin, LAYOUT)) < s.max_concurrent:
+            active = s.active()
+            for p in P:
+                a = read_assignment(s.admin, LAYOUT, PIDS[p])
+                mig = read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}
+                if a is None or len(a.owners) >= s.rf or mig.get("state") not in (None, "done", "cancelled"):
+                    continue
+                out += [(p, c, d) for c in a.owners if c in active for d in sorted(active) if d not in a.keepers()]
     elif action == "ReplicaRefreshCache":
         # Always enabled in the spec; the refreshes that change a map are offered first, so that
         # runs do not spend their steps on refreshes that change nothing.
@@ -553,7 +657,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
                 owners = {pid: read_assignment(s.admin, LAYOUT, pid).owners for pid in PIDS.values()
                           if read_assignment(s.admin, LAYOUT, pid)}
                 try:
-                    plan = plan_rebalance(owners, list(s.names), set(in_flight))
+                    plan = plan_rebalance(owners, s.kept(), set(in_flight))
                 except RebalanceError:
                     plan = []
                 out = [("p1", "r1", "r1")] if any(dst in active for _, _, dst in plan) else []

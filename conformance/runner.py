@@ -21,7 +21,7 @@ def run_machine(machine, prof: settings, shrink: bool) -> dict:
         notes = "\n".join(getattr(e, "__notes__", []))
         # The failing sequence as Hypothesis prints it: one `state.<Action>(...)` line per step,
         # each preceded by the instance it took (a note); invariant checks left out.
-        lines = [x for x in notes.splitlines() if x and not x.endswith(("Inv()", "Invariants()"))
+        lines = [x for x in notes.splitlines() if x and not x.endswith(("Inv()", "Prop()", "Invariants()"))
                  and not x.startswith(("Explanation", " "))]
         # Steps are the spec's actions: not the teardown, the model machine's schedule draw or its
         # stutters once nothing can run.

@@ -44,6 +44,9 @@ class Model:
     block_during_clone: bool
     bugs: frozenset[str]
     cleanup: dict = None            # MinLogsToKeep, MaxLogsToKeep, DedupWindow: the cleanup thread's settings
+    # OperatorDrops <- DropKeepsACopy (MCSelectiveReplication.tla): SYSTEM DROP REPLICA only of a
+    # replica whose every block has a copy on another replica that stays
+    drops_keep_a_copy: bool = False
 
     def cleanup_settings(self):
         from protocol.cleanup_thread import CleanupSettings
@@ -87,6 +90,11 @@ def load_model(cfg: str) -> Model:
         m = re.match(r"^\s+(\w+) (<-|=) (.+)$", line)
         if not m or re.fullmatch(r"[rp]\d+ = .*", f"{m[1]} {m[2]} {m[3]}"):
             continue
+        if m[1] == "OperatorDrops":
+            if (m[2], m[3]) != ("<-", "DropKeepsACopy"):
+                raise ModelError(f"{cfg}: OperatorDrops other than DropKeepsACopy is not driven through the reference")
+            values[m[1]] = True
+            continue
         if m[1] in RFC_PLACEMENT:
             if (m[2], m[3]) == ("<-", RFC_PLACEMENT[m[1]]):
                 continue
@@ -108,7 +116,7 @@ def load_model(cfg: str) -> Model:
     return Model(cfg, tuple(sorted(values["Replicas"])), tuple(sorted(values["Partitions"])), values["RF"],
                  as_map(values["InsertPartition"]), as_map(values["InitOwners"]), values["InitBlocks"],
                  tuple(sorted(values["Queries"])), bounds, bool(values.get("BlockDuringClone", False)),
-                 frozenset(values["Bugs"]), cleanup)
+                 frozenset(values["Bugs"]), cleanup, drops_keep_a_copy=values.get("OperatorDrops", False))
 
 
 # --- the spec's helpers --------------------------------------------------------------------------

@@ -511,6 +511,8 @@ class SpecSystem(RFCBridge, Attempts):
             raise GuardFailed("DropReplica", f"{r} is up or already dropped")
         if len(self.gone) >= self.m.bounds.get("MaxReplicaDrops", 0):
             raise GuardFailed("MaxReplicaDrops", "drops bound reached")
+        if self.m.drops_keep_a_copy and not self._copy_elsewhere(r):
+            raise GuardFailed("DropKeepsACopy", f"{r} holds the only copy of a block (the model's NEXT rules it out)")
         before, mr = self.abstract(), self.mv[r]
         kept = {"ptr": at(before["ptr"], mr), "lost": mr in before["lost"], "meta": at(before["meta"], mr)}
         drop_replica(self.admin, LAYOUT, r)
@@ -518,6 +520,13 @@ class SpecSystem(RFCBridge, Attempts):
         for n in list(self.stores[r].names()):
             self.stores[r].remove(n)
         return "dropped"
+
+    def _copy_elsewhere(self, r: str) -> bool:
+        """Every row on r's disk is on another replica that stays (MCSelectiveReplication's
+        DropKeepsACopy)."""
+        def rows(x):
+            return {row["row_id"] for n in self.stores[x].names() for row in self.stores[x].read(n)}
+        return rows(r) <= set().union(*(rows(o) for o in self.names if o != r and o not in self.gone))
 
     def _RepairStart(self, p, c, dst):
         repair_start(self.admin, LAYOUT, self.pid_of(p), c, dst, self.max_concurrent)

@@ -10,12 +10,14 @@ PROTOCOL_SWITCHES = ["filter_with_stale_cache", "clone_from_source_only",
                      "clone_lost_replica_from_one_peer", "clone_keeps_only_what_the_source_has",
                      "clone_reads_skipped_entries_from_log", "restart_keeps_foreign_parts",
                      "down_leaver_cleanup_ignores_maps"]
-# The switches the protocol machine cannot drive, each with the ci machine that does: the
-# assignment's own (None: Assignment.tla's machine, with no graph to check its steps against),
-# and the repair's (SYSTEM DROP REPLICA and RepairStart are not ProtocolSystem steps: the model
-# machine under the variant's cfg, on invariants alone).
-OTHER_SWITCHES = {"blind_write": None, "allow_short_assignment": None,
-                  "repair_without_clone": "MCRepair_repair_without_clone.cfg"}
+# The repair's switches, driven by the protocol machine built with repair=True (SYSTEM DROP
+# REPLICA and RepairStart as steps amid the whole workload: conformance/machines.py): the naive
+# repair (F20), the repair that moves away from its coordinator (an action property's), and the
+# cancelled target's CLEANUP that trusts the owners (F32, which that machine found).
+REPAIR_SWITCHES = ["repair_without_clone", "repair_moves_coordinator", "cancel_cleanup_trusts_owners"]
+# The switches no protocol machine drives, each with the ci machine that does: the assignment's
+# own (None: Assignment.tla's machine, with no graph to check its steps against).
+OTHER_SWITCHES = {"blind_write": None, "allow_short_assignment": None}
 # Switches whose fault another guard of the fixed protocol covers, with that guard's switch:
 # alone they break no invariant, so no machine can catch them alone, and their findings' models
 # turn the covering guard off too. Since F23's fix the source's CLEANUP waits until an owner that

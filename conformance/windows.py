@@ -77,7 +77,7 @@ def migration_start(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str
     once every replica has pulled the log."""
     if walk.restart_before_migration and s.counts["crashes"] < s.bounds["crashes"] and "ReplicaCrash" not in walk.left_out:
         return []   # this walk's crash and restart come first (restart_after_writes)
-    if walk.lost_restart and len(s.reps) < len(s.names) and "RestartAfterWrites" not in walk.left_out:
+    if walk.lost_restart and len(s.reps) < len(s.kept()) and "RestartAfterWrites" not in walk.left_out:
         return []   # ... and a lost replica's restart too
     if walk.alter_first and "AlterBeforeMigration" not in walk.left_out and alter_before_migration(s, enabled_of, walk):
         return []   # the skipped entry is trimmed first
@@ -151,7 +151,7 @@ def migration_next_steps(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tupl
                         if params[0] == m["dst"]]
         elif st == "switched" and walk.down_leaver and (down := down_leaver_steps(s, enabled_of, p, m, stale)):
             out += down
-        elif st == "done" and walk.down_leaver and m["src"] not in s.reps:
+        elif st == "done" and walk.down_leaver and (m["src"],) in enabled_of("ReplicaRestart"):
             out += [("ReplicaRestart", (m["src"],))]
         elif st in ("switched", "cancelling"):
             out += [("ReplicaCleanup", (p,))] if (p,) in enabled_of("ReplicaCleanup") else []
@@ -229,7 +229,7 @@ def queries_in_window(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
         # q2 waits for a map that has not seen the SWITCH of a migration a down leaver's CLEANUP
         # ended, once the leaver is back (a query routed to a replica that is down fails at once):
         # the target's, which lists the old owners and not itself (down_leaver_cleanup_ignores_maps)
-        up = len(s.reps) == len(s.names)
+        up = len(s.reps) == len(s.kept())
         readers = {(read_migration(s.admin, LAYOUT, PIDS[p])[0] or {}).get("dst"): p
                    for p, st in states.items() if st == "done" and up}
         return [("ClientStartQuery", (q, r)) for q, r in enabled_of("ClientStartQuery")
@@ -333,7 +333,7 @@ def lost_restart(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, t
             ("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "idle"]) + [
             ("ReplicaRefreshCache", (r, p)) for r, p in enabled_of("ReplicaRefreshCache") if stale_map(s, r, p)]
 
-    down = [r for r in s.names if r not in s.reps]
+    down = [r for r in s.kept() if r not in s.reps]
     pulls = [("ReplicaPullLog", x) for x in enabled_of("ReplicaPullLog")]
     if not down:
         log = s.log()
@@ -343,8 +343,8 @@ def lost_restart(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, t
         # every replica has pulled is there for the cleanup thread to trim: F15's source has not
         # pulled the block; F14's one peer does not keep the other partition r keeps, if r kept two
         def sole(r, i):
-            return all(not s.has_block(o, i) and s.ptr(o) < s.first_idx(i, log) for o in s.names if o != r)
-        ready = min(s.ptr(r) for r in s.names) >= 1
+            return all(not s.has_block(o, i) and s.ptr(o) < s.first_idx(i, log) for o in s.kept() if o != r)
+        ready = min(s.ptr(r) for r in s.kept()) >= 1
         crash = [r for r, mine in holds.items() if ready and any(sole(r, i) for i in mine)]
         return [("ReplicaCrash", (r,)) for r in crash] or (writes() + pulls if ready or not log else pulls)
     if any(is_lost(s, r) for r in down):
@@ -405,6 +405,42 @@ def insert_retry(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, t
     return out + [("ClientSendInsert", (i, r)) for i, r in enabled_of("ClientSendInsert") if s.ins[i]["st"] == "unknown"]
 
 
+def repair_after_loss(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
+    """Only in the machine built with repair=True (a bound on replica drops): once an INSERT is
+    acknowledged, an owner whose rows all have a copy elsewhere crashes, is dropped for good
+    while down (SYSTEM DROP REPLICA), and each partition left short of RF is repaired
+    (RepairStart; its CLONE and SWITCH are then MigrationNextStep's). The repair meets whatever
+    else the walk has under way: a move of the partition, a query on a stale map, an INSERT.
+    First, where a move's target has copied rows that of the owners only the source holds, the
+    move is cancelled and the source is the one lost: the cancelled target then holds their last
+    copy (F32's window)."""
+    if not s.bounds["replica_drops"]:
+        return []
+    out = [("RepairStart", x) for x in enabled_of("RepairStart")] + [
+        ("DropReplica", x) for x in enabled_of("DropReplica")]
+    if out or s.gone or not any(x.get("acked") for x in s.ins.values()):
+        return out
+
+    def rows(r, pids=tuple(PIDS.values())):
+        return {x["row_id"] for pid in pids for _, xs in s.held(r, pid) for x in xs}
+    for p, pid in PIDS.items():
+        m = read_migration(s.admin, LAYOUT, pid)[0] or {}
+        if m.get("state") not in ("clone", "cancelling") or m["src"] is None:
+            continue
+        others = set().union(*(rows(o, (pid,)) for o in read_assignment(s.admin, LAYOUT, pid).owners if o != m["src"]))
+        if not rows(m["dst"], (pid,)) & rows(m["src"], (pid,)) - others:
+            continue
+        if m["state"] == "clone":
+            out += [("CoordinatorCancel", x) for x in enabled_of("CoordinatorCancel") if x == (p,)]
+        else:
+            out += [("ReplicaCrash", x) for x in enabled_of("ReplicaCrash") if x == (m["src"],)]
+    if out:
+        return out
+    owners = {o for pid in PIDS.values() if (a := read_assignment(s.admin, LAYOUT, pid)) for o in a.owners}
+    return [("ReplicaCrash", (r,)) for (r,) in enabled_of("ReplicaCrash")
+            if r in owners and rows(r) <= set().union(*(rows(o) for o in s.kept() if o != r))]
+
+
 def alter_during_clone(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
     """A mutation or a DROP PARTITION while a partition is in CLONE: entries the target's filter
     skipped and its CLONE must still apply (F8)."""
@@ -430,6 +466,7 @@ DIRECTED = {
     "AlterDuringClone": alter_during_clone,
     "InsertRetry": insert_retry,
     "AlterBeforeMigration": alter_before_migration,
+    "RepairAfterLoss": repair_after_loss,
 }
 
 
@@ -437,11 +474,29 @@ def window_of(system: ProtocolSystem, name: str, params: tuple) -> str | None:
     """The window a step about to be taken opens, as reference/windows.py names the racing runs'
     (issue 37), for lab/migration_coverage.py's count per hundred walks: a SWITCH taken while its
     target has an entry of the partition queued (SWITCH's gate decides there: F23), a CANCEL; None
-    for any other step. The protocol machine has no DropReplica or RepairStart step, so no repair
-    window (MCRepair's model machine drives those)."""
+    for any other step. SYSTEM DROP REPLICA, a repair's start and its SWITCH (the machine built
+    with repair=True) are windows of their own, and so is a drop that leaves a cancelled target
+    with the last copy of rows (F32)."""
+    if name == "RepairStart":
+        return "repair"
+    if name == "DropReplica":
+        # F32's window: a cancelled move's target holds rows of which the replica dropped now held
+        # the only other copy among the owners
+        for pid in PIDS.values():
+            m = read_migration(system.admin, LAYOUT, pid)[0] or {}
+            if m.get("state") != "cancelling":
+                continue
+            rows = {o: {x["row_id"] for _, xs in system.held(o, pid) for x in xs} for o in system.kept()}
+            owners = read_assignment(system.admin, LAYOUT, pid).owners
+            staying = set().union(*(rows[o] for o in owners if o != params[0]))
+            if rows[m["dst"]] - staying:
+                return "drop_with_cancelled_target_last_copy"
+        return "drop_replica"
     if name == "CoordinatorSwitch":
         pid = PIDS[params[0]]
         mig = read_migration(system.admin, LAYOUT, pid)[0]
+        if mig and mig["src"] is None:
+            return "repair_switch"
         if mig and any(e.partition == pid for e in system.queue(mig["dst"])):
             return "switch_with_target_queued"
         return "switch"

@@ -152,6 +152,8 @@ CLAUSES: tuple[Clause, ...] = (
     _c(RFC, "ReplicaCleanup", "no part of the leaver's that no owner staying has (F23)", MIG,
        'unique = leaver_unique_parts(keeper, layout, partition, mig, leaver.store.names(partition), bugs)',
        'unique = []'),
+    _c(RFC, "ReplicaCleanup", "a cancelled target's parts too, once an owner may have been dropped (F32)", MIG,
+       'if st not in ("switched", "cancelling"):\n        return []', 'if st != "switched":\n        return []'),
     _never(RFC, "ReplicaCleanup", "no running query pinned to the leaver's copy", MIG,
            'leaver.pins.get(partition)'),
     _c(RFC, "ReplicaCleanup", "every active replica's map has seen the assignment", MIG,

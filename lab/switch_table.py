@@ -11,9 +11,9 @@ model machine under each broken variant's own constants, on invariants alone (sl
 tries every instance). `--undirected` runs the protocol machine without the directed rules of
 conformance/windows.py (one rule per action, uniform choice: the machine before them).
 
-The three switches it does not drive (OTHER_SWITCHES: the assignment's two, the repair's) run on
-the ci machine that does, on invariants alone too; a switch another guard covers (COVERED) must
-hold alone.
+The repair's switches (REPAIR_SWITCHES) run on the protocol machine built with repair=True, which
+drops a replica for good and repairs; the assignment's two (OTHER_SWITCHES) on the ci machine that
+drives them, on invariants alone too; a switch another guard covers (COVERED) must hold alone.
 
 Exit 0 when the fixed run holds, every switch is caught and every covered one holds alone, 1 otherwise.
 """
@@ -31,8 +31,8 @@ from hypothesis import settings
 
 from conformance.runner import run_machine
 # The switches of protocol/bugs.py that SelectiveReplication.tla models and the protocol machine
-# drives, and the three it cannot (the assignment's, the repair's) with the machine that does.
-from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES
+# drives (the repair's with its repair steps), and the assignment's two with the machine that does.
+from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES, REPAIR_SWITCHES
 
 # Walks a switch gets, at least, stopping at the first that fails: a switch's window is one kind
 # of walk among several (windows.py Walk), and which walks a process draws varies (F6 was missed
@@ -41,18 +41,20 @@ SWITCH_WALKS = 300
 
 
 def _invariant(error: str) -> str:
-    m = re.search(r"(\w+Inv) violated", error)
+    m = re.search(r"(\w+(?:Inv|Prop)) violated", error)
     return m.group(1) if m else error[:80]
 
 
-def protocol_row(bug: str | None, prof: settings, directed: bool = True) -> dict:
+def protocol_row(bug: str | None, prof: settings, directed: bool = True, repair: bool = False) -> dict:
+    """`repair`: the machine with SYSTEM DROP REPLICA and RepairStart steps (REPAIR_SWITCHES)."""
     from conformance.machines import protocol_machine
     from lab.migration_coverage import MigrationCoverage
     coverage = MigrationCoverage()
     r = run_machine(protocol_machine(frozenset({bug}) if bug else frozenset(), coverage=coverage,
-                                     directed=directed),
+                                     directed=directed, repair=repair),
                     settings(prof, database=None), shrink=False)
-    return {"switch": bug, "caught": r["failed"], "invariant": _invariant(r["error"]) if r["failed"] else None,
+    return {"switch": bug, "caught": r["failed"], "repair": repair,
+            "invariant": _invariant(r["error"]) if r["failed"] else None,
             "seconds": r["seconds"], **coverage.as_dict(),
             # The failing walk: the instances taken (Hypothesis's notes), not its rule lines.
             "walk": [x for x in r.get("sequence", []) if not x.startswith("state.")]}
@@ -100,6 +102,19 @@ def switch_table(prof: settings, profile: str, model_machine: bool = False, dire
         rows.append(r)
         print(f"  {bug}: " + (f"caught, {r['invariant']}, {r['seconds']} s, walk {r['walks']}" if r["caught"]
                               else f"NOT caught in {r['walks']} walks, {r['seconds']} s"), flush=True)
+    repair = protocol_row(None, prof, directed, repair=True)
+    print(f"protocol machine with repair steps ({profile}), no switch: "
+          f"{'FAILED: ' + str(repair['invariant']) if repair['caught'] else 'holds'} in {repair['seconds']} s; "
+          "windows per 100 walks: " + (", ".join(f"{w} {n}" for w, n in repair["windows_per_100_walks"].items())
+                                       or "none"), flush=True)
+    if repair["caught"]:
+        print("    " + "\n    ".join(repair["walk"]), flush=True)
+    for bug in REPAIR_SWITCHES:
+        r = protocol_row(bug, hunt, directed, repair=True)
+        rows.append(r)
+        seen = (f"caught, {r['invariant']}, {r['seconds']} s, walk {r['walks']}" if r["caught"]
+                else f"NOT caught in {r['walks']} walks, {r['seconds']} s")
+        print(f"  {bug} (with repair steps): {seen}", flush=True)
     for bug in OTHER_SWITCHES:
         r = other_row(bug, prof)
         rows.append(r)
@@ -112,12 +127,14 @@ def switch_table(prof: settings, profile: str, model_machine: bool = False, dire
         covered.append(r)
         print(f"  {bug} (covered by {guard}'s guard): " + (f"FAILED, {r['invariant']}, walk {r['walks']}" if r["caught"]
               else f"holds alone in {r['walks']} walks, {r['seconds']} s"), flush=True)
-    out = {"profile": profile, "directed": directed, "fixed": fixed, "switches": rows, "covered": covered}
+    out = {"profile": profile, "directed": directed, "fixed": fixed, "fixed_with_repair": repair, "switches": rows,
+           "covered": covered}
     if model_machine:
         out["model_machine"] = model_rows(prof)
     caught = sum(r["caught"] for r in rows)
     print(f"{caught}/{len(rows)} switches caught on invariants alone ({time.perf_counter() - t0:.0f} s)")
-    return not fixed["caught"] and caught == len(rows) and not any(r["caught"] for r in covered), out
+    return (not fixed["caught"] and not repair["caught"] and caught == len(rows)
+            and not any(r["caught"] for r in covered)), out
 
 
 def main(argv: list[str] | None = None) -> int:

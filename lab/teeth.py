@@ -95,7 +95,16 @@ GAPS: dict[str, str] = {switch: f"covered by {guard}'s guard since F23's fix: al
 
 
 # Switches that a history could show but no profile and seed tried has yet: the seeds tried.
-NOT_YET: dict[str, str] = {}
+NOT_YET: dict[str, str] = {
+    "cancel_cleanup_trusts_owners": "F32 needs a CANCEL after the target copied a part only the source had, then the "
+                                    "source dropped for good before the other owner fetched it: not shown by losing, "
+                                    "windows, windows_rf1 or cancelling, seeds 0-3 (python -m lab.teeth --switch "
+                                    "cancel_cleanup_trusts_owners ...)",
+    "clone_lost_replica_from_any_keeper": "F33 needs a replica lost while a move of a partition it owns is in CLONE, "
+                                          "unfetched, its target lagging least at the restart: not shown by lossy, "
+                                          "thin, losing or racing, seeds 0-3 (python -m lab.teeth --switch "
+                                          "clone_lost_replica_from_any_keeper ...)",
+}
 
 
 def main(argv=None) -> int:

@@ -14,6 +14,8 @@ SWITCHES = {
     "clone_reads_skipped_entries_from_log": "F16: F8's first fix, re-reading skipped entries from a log the cleanup trimmed",
     "clone_lost_replica_from_one_peer": "F14: a lost replica clones everything from one source, as cloneReplica does",
     "clone_keeps_only_what_the_source_has": "F15: a lost replica drops local parts its source has not pulled yet",
+    "clone_lost_replica_from_any_keeper": "F33: a lost replica clones a partition from any keeper, a CLONE target "
+                                          "that has fetched nothing among them",
     "serve_before_map_loaded": "F9: a (re)started replica serves SELECTs before loading its map",
     "switch_without_catchup": "variant: SWITCH without waiting for the target to catch up, nor the source's CLEANUP for an owner to hold its parts (the RFC has neither)",
     "cleanup_without_catchup": "variant: the source's CLEANUP does not wait for an owner to have what it wrote after the catch-up position (F23)",
@@ -22,6 +24,8 @@ SWITCHES = {
     "no_dedup": "variant: no blocks/ deduplication of retried INSERTs",
     "down_leaver_cleanup_ignores_maps": "variant: a CLEANUP done for a down leaver does not wait for every map to see the change",
     "restart_keeps_foreign_parts": "variant: a replica back from down keeps partitions cleaned up on its behalf",
+    "cancel_cleanup_trusts_owners": "F32: a cancelled CLONE's target cleans up without waiting for an owner to hold "
+                                    "its parts, which after SYSTEM DROP REPLICA of an owner may be the last copies",
     "repair_without_clone": "F20 variant: the repair after DROP REPLICA adds the new owner without CLONE",
     "repair_moves_coordinator": "variant: the repair's SWITCH moves the partition away from its coordinator, as "
                                 "PR #102244's phase 1 does (PR-F9); the partition stays one owner short",

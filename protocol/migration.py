@@ -217,13 +217,21 @@ def _caught_up_for_switch(keeper: Keeper, layout: Layout, dst: str, partition: s
 
 def leaver_unique_parts(keeper: Keeper, layout: Layout, partition: str, mig: dict, leaver_parts: list[PartName],
                         bugs: frozenset[str] = frozenset()) -> list[PartName]:
-    """The spec's LeaverRedundant, its negation: the parts of the partition a switched source
-    holds that no owner staying (not lost) has a part covering, by the parts the owners have
-    registered in Keeper. SWITCH waits for the target only up to the position the fetch fixed
-    (F23), so what the source wrote after it may be the source's alone until an owner fetches it:
-    its CLEANUP must not delete that. None to wait for after a CANCEL (the target only copied),
-    nor with switch_without_catchup or cleanup_without_catchup."""
-    if mig["state"] != "switched" or "switch_without_catchup" in bugs or "cleanup_without_catchup" in bugs:
+    """The spec's LeaverRedundant, its negation: the parts of the partition the leaver holds that
+    no owner staying (not lost) has a part covering, by the parts the owners have registered in
+    Keeper; its CLEANUP must not delete those. A switched source: SWITCH waits for the target only
+    up to the position the fetch fixed (F23), so what the source wrote after it may be the
+    source's alone until an owner fetches it. A cancelled target only copied, but the owner it
+    copied from may since have been dropped for good (SYSTEM DROP REPLICA) before another owner
+    fetched the part, and the target's copy is then the last (F32). None to wait for with
+    switch_without_catchup or cleanup_without_catchup (a switched source) or
+    cancel_cleanup_trusts_owners (a cancelled target)."""
+    st = mig["state"]
+    if st not in ("switched", "cancelling"):
+        return []
+    if st == "switched" and ("switch_without_catchup" in bugs or "cleanup_without_catchup" in bugs):
+        return []
+    if st == "cancelling" and "cancel_cleanup_trusts_owners" in bugs:
         return []
     a = read_assignment(keeper, layout, partition)
     staying = [o for o in a.owners if not _is_lost(keeper, layout, o)]

@@ -64,9 +64,13 @@ def source_parts(rep: Replica, s: str, partition: str, with_log: bool) -> list[P
 
 
 def choose_sources(rep: Replica, kept: list[str]) -> tuple[dict[str, str], str]:
-    """Per kept partition, the keeper that is not lost with the least replication lag (log entries
+    """Per kept partition, the owner that is not lost with the least replication lag (log entries
     not pulled plus queue size, as cloneReplicaIfNeeded picks); and the log_pointer source, the one
-    of them furthest behind. Refused while a partition has no such keeper ("All replicas are lost")."""
+    of them furthest behind. Refused while a partition has no such owner ("All replicas are lost").
+    An owner, not any keeper (F33): a CLONE target that has not fetched yet keeps the partition and
+    holds nothing of it, queued or on disk, and is often the least lagging (it pulled the log just
+    now); cloned from, it would leave the lost owner with nothing. clone_lost_replica_from_any_keeper
+    takes any keeper, as this function first did."""
     k, lay = rep.keeper, rep.layout
     head = max((entry_number(n) + 1 for n in k.get_children(lay.log)), default=0)
     candidates = [r for r in k.get_children(lay.replicas) if r != rep.name and k.get(lay.is_lost(r))[0] != b"1"]
@@ -76,9 +80,10 @@ def choose_sources(rep: Replica, kept: list[str]) -> tuple[dict[str, str], str]:
     src = {}
     for p in kept:
         a = read_assignment(k, lay, p)
-        ok = sorted((r for r in candidates if r in a.keepers()), key=lambda r: (lag[r], r))
+        may = a.keepers() if "clone_lost_replica_from_any_keeper" in rep.bugs else a.owners
+        ok = sorted((r for r in candidates if r in may), key=lambda r: (lag[r], r))
         if not ok:
-            raise GuardFailed("ReplicaRestart", f"{rep.name} is lost and no keeper of {p} that is not lost is left")
+            raise GuardFailed("ReplicaRestart", f"{rep.name} is lost and no owner of {p} that is not lost is left")
         src[p] = ok[0]
     pool = sorted(set(src.values())) or sorted(candidates, key=lambda r: (lag[r], r))[:1]
     g = min(pool, key=lambda r: (_ptr(rep, r), r))

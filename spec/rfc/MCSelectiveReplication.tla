@@ -36,6 +36,12 @@ R3TwiceTheDisk == (r1 :> 1 @@ r2 :> 1 @@ r3 :> 2)
 NoQueries == {}
 OneQuery == {"q1"}
 
+\* The operator's side of SYSTEM DROP REPLICA, for the models that override OperatorDrops with it:
+\* a replica is dropped only while every block on its disk has a copy on another replica that
+\* stays. Dropping the only copy is the base protocol's bound (MCRepairUnreplicatedInsert, F20), not
+\* a repair's doing; with it ruled out, what a model still loses after a drop is the protocol's.
+DropKeepsACopy(r) == \A i \in Inserts : HasBlock(r, i) => \E o \in Replicas \ (gone \cup {r}) : HasBlock(o, i)
+
 (***************************************************************************)
 (* Witnesses: states the fixed protocol must reach on the models that name *)
 (* them (lab/mutation_spec.py's WITNESSES). TLC checks safety, so a    *)

@@ -621,14 +621,18 @@ CoordinatorSwitch(p) ==
 \* The replica that leaves the partition: the source after SWITCH, the target after CANCEL.
 Leaver(p) == IF mig[p].st = "switched" THEN mig[p].src ELSE mig[p].dst
 
-\* A switched source holds no part of p that no staying owner has: its CLEANUP deletes no only
-\* copy. SWITCH waits for the target only up to mig.pos (F23), so a part the source wrote after
-\* that, before SWITCH, may be the source's alone until an owner fetches it. A CANCEL's leaver,
-\* the target, only ever copied. Off with switch_without_catchup (no catch-up anywhere; the RFC
-\* has none at CLEANUP) and with cleanup_without_catchup (this wait alone left out).
+\* The leaver holds no part of p that no staying owner has: its CLEANUP deletes no only copy.
+\* A switched source: SWITCH waits for the target only up to mig.pos (F23), so a part the source
+\* wrote after that, before SWITCH, may be the source's alone until an owner fetches it. A
+\* cancelled target only ever copied, but an owner it copied from may since have been dropped for
+\* good (DropReplica) before another owner fetched the part: the target's copy is then the last
+\* one (F32). Off for a switched source with switch_without_catchup (no catch-up anywhere; the RFC
+\* has none at CLEANUP) and with cleanup_without_catchup (this wait alone left out); off for a
+\* cancelled target with cancel_cleanup_trusts_owners (F32's variant: the wait as F23 first had it).
 LeaverRedundant(p) ==
-    \/ mig[p].st # "switched"
-    \/ Bug("switch_without_catchup") \/ Bug("cleanup_without_catchup")
+    \/ mig[p].st \notin {"switched", "cancelling"}
+    \/ mig[p].st = "switched" /\ (Bug("switch_without_catchup") \/ Bug("cleanup_without_catchup"))
+    \/ mig[p].st = "cancelling" /\ Bug("cancel_cleanup_trusts_owners")
     \/ \A x \in NoEmpty(PartsOf(Leaver(p), p)) : \E o \in asg[p].owners \ lost : HasCovering(o, x)
 
 \* CLEANUP on the leaving replica after old_parts_lifetime. The delay is modelled by what it
@@ -757,7 +761,12 @@ ReplicaCrash(r) ==
 \*  - clone_keeps_only_what_the_source_has (F15): a source per partition, each as cloneReplica
 \*    treats its one source; a part the lost replica wrote and whose GET_PART its source has not
 \*    pulled yet is taken out, and it may be the only copy.
-\*  - fixed: a source per partition the replica keeps (a keeper that is not lost); that
+\*  - clone_lost_replica_from_any_keeper (F33): a source per partition, any keeper that is not
+\*    lost, as the fix below first had it; a CLONE target that has not fetched yet (or a target
+\*    cancelled before its fetch) is one, holds nothing of the partition and has nothing of it
+\*    queued, and the lost owner, cloning from it, drops its own parts and queues nothing.
+\*  - fixed: a source per partition the replica keeps (an owner that is not lost: an owner holds
+\*    every block of the partition or has it on its way, OwnersCompleteInv); that
 \*    partition's queue entries and parts from it; a local part is kept when the source has it,
 \*    or a queued entry of the source or an entry of the log beyond the source's log_pointer will
 \*    make it (as PR #58132's clonePartition reads them). The log_pointer is that of the source
@@ -777,7 +786,8 @@ CloneLostReplica(r) ==
             /\ meta' = [meta EXCEPT ![r] = meta[s]]
             /\ lost' = lost \ {r}
     ELSE LET kept == {p \in Partitions : r \in Keepers(asg[p])}
-             sources(p) == Keepers(asg[p]) \ (lost \cup {r})
+             sources(p) == (IF Bug("clone_lost_replica_from_any_keeper") THEN Keepers(asg[p]) ELSE asg[p].owners)
+                               \ (lost \cup {r})
              withLog == ~Bug("clone_keeps_only_what_the_source_has") IN
          /\ \A p \in kept : sources(p) # {}        \* else "All replicas are lost": retried later
          /\ \E src \in [kept -> Replicas], g \in Replicas \ (lost \cup gone \cup {r}) :
@@ -818,6 +828,12 @@ ReplicaRestart(r) ==
             /\ UNCHANGED <<ptr, meta, lost>>
     /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
+\* Which replica that is down the operator may drop for good: any (TRUE). A model may override it
+\* in its cfg (`OperatorDrops <- DropKeepsACopy`, MCSelectiveReplication.tla) to leave out the
+\* drops that take the only copy of a block with them, the base protocol's bound (F20), so that
+\* what it finds after a drop is the protocol's doing (F32).
+OperatorDrops(r) == TRUE
+
 \* SYSTEM DROP REPLICA 'r': an operator removes a dead replica for good (ClickHouse refuses an
 \* active one). Its replicas/{r} subtree goes (queue, log_pointer as a holder of the log: the
 \* cleanup thread no longer waits for it), and so does its disk: the machine is not coming back.
@@ -832,6 +848,7 @@ DropReplica(r) ==
     /\ r \notin active
     /\ r \notin gone
     /\ Cardinality(gone) < MaxReplicaDrops
+    /\ OperatorDrops(r)
     /\ gone' = gone \cup {r}
     /\ asg' = [p \in Partitions |->
                 IF r \in Keepers(asg[p])
@@ -1101,11 +1118,13 @@ MigrationsEndProp ==
 \* a part the source wrote after it may be the source's alone, and ending the migration would make
 \* the source drop it when it comes back. It comes back under LiveSpec (MigrationsEndProp holds
 \* there); under LiveSpecWithoutRestart it may not, and the operator's SYSTEM DROP REPLICA
-\* (DropReplica) is what ends the migration, with the part.
+\* (DropReplica) is what ends the migration, with the part. The same for a cancelled target down
+\* with the last copy of a part an owner dropped for good had (F32).
 MigrationsEndOrWaitOnOnlyCopyProp ==
     \A p \in Partitions :
         (mig[p].st = "clone") ~> \/ mig[p].st \in {"done", "cancelled"}
-                                 \/ mig[p].st = "switched" /\ Leaver(p) \notin active /\ ~LeaverRedundant(p)
+                                 \/ mig[p].st \in {"switched", "cancelling"} /\ Leaver(p) \notin active
+                                    /\ ~LeaverRedundant(p)
 
 \* Every partition a permanent loss left short of RF gets back to RF owners (while replicas
 \* enough are left: the repair models drop one of three at RF 2).

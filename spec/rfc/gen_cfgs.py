@@ -14,7 +14,7 @@ BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", In
             MaxConcurrentMigrations="1", MaxCrashes="0", MaxReplicaDrops="0", BlockDuringClone="FALSE", MinLogsToKeep="100",
             MaxLogsToKeep="100", DedupWindow="100", Domain="SelfDomains", Capacity="UnitCapacity", Bugs="")
 # defined in MCSelectiveReplication
-SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity"}
+SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity", "OperatorDrops"}
 SAFETY = ["TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
           "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
           "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
@@ -161,6 +161,19 @@ MODELS["MCLostReplica_clone_keeps_only_what_the_source_has"] = (
 MODELS["MCLostReplica_clone_lost_replica_from_one_peer"] = (
     "ClickHouse's cloneReplica as is: one source, which does not hold every partition the lost replica keeps.",
     dict(LOST, Bugs='"clone_lost_replica_from_one_peer"'), None)
+# A replica lost while a CLONE of a partition it owns is in flight (F33): p1 on r1 and r2, r1 down
+# while an INSERT moves the log on and the cleanup thread (keeping no entry) marks it lost, a REASSIGN
+# from r2 to r3, r1 back. The fixed clone takes p1 from an owner; the variant may take it from the
+# CLONE target, which holds nothing yet.
+LOST_MIGRATION = dict(InitOwners="P1OnR1R2", InsertPartition="TwoInsertsP1", InitBlocks="{1}", MaxCrashes="1",
+                      MinLogsToKeep="0", MaxLogsToKeep="0", MaxMigrations="1", Queries="NoQueries")
+MODELS["MCLostReplicaMigration"] = (
+    "A replica lost while a CLONE of a partition it owns is in flight clones the partition from an owner, fixed.",
+    LOST_MIGRATION, False)
+MODELS["MCLostReplicaMigration_clone_lost_replica_from_any_keeper"] = (
+    "F33: the lost replica may clone a partition from any keeper, a CLONE target that has fetched nothing among them: "
+    "it drops its own parts and queues nothing.",
+    dict(LOST_MIGRATION, Bugs='"clone_lost_replica_from_any_keeper"'), False)
 # A retry after blocks/ has forgotten the first try's hash: the base protocol's bound on dedup.
 MODELS["MCRetryBeyondDedupWindow"] = ("A retried INSERT whose hash the dedup window dropped is written twice.",
                                       dict(RETRY, DedupWindow="0"), True)
@@ -260,6 +273,17 @@ MODELS["MCRepairDuringMigration"] = (
 MODELS["MCRepairUnreplicatedInsert"] = (
     "The base protocol's bound: an INSERT acknowledged on one replica, lost with it for good before any other fetched it.",
     dict(REPAIR, InsertPartition="TwoInsertsP1", Queries="NoQueries"), False)
+# A CLONE cancelled, then an owner it copied from dropped for good before the other owner fetched
+# the block (F32): the cancelled target's copy is the last one, and its CLEANUP must wait for an
+# owner to hold it, as a switched source's does (F23). One INSERT through the protocol, a move
+# and its CANCEL, a crash and a drop that leaves a copy somewhere (OperatorDrops: the bound left out).
+REPAIR_CANCEL = dict(REPAIR, InitBlocks="{}", Queries="NoQueries", MaxMigrations="1", OperatorDrops="DropKeepsACopy")
+MODELS["MCRepairCancel"] = (
+    "A cancelled CLONE's target holds the last copy of a block after an owner is dropped for good: its CLEANUP "
+    "waits for the staying owner to fetch it, fixed.", REPAIR_CANCEL, False)
+MODELS["MCRepairCancel_cancel_cleanup_trusts_owners"] = (
+    "F32: the cancelled target's CLEANUP trusts the owners to hold what it copied; after a drop it deletes the "
+    "last copy of an acknowledged block.", dict(REPAIR_CANCEL, Bugs='"cancel_cleanup_trusts_owners"'), False)
 
 # A retried INSERT meeting a DROP PARTITION (FINDINGS F21): the base protocol's bound on a lagging
 # replica. The DROP_RANGE clears p1's block ids (as ClickHouse does), so a retry of an insert

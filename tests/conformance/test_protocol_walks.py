@@ -134,11 +134,13 @@ def test_a_lost_replica_that_clones_from_a_peer_behind_it_keeps_its_global_entri
 
 # Found by the thorough fixed machine (walk 142 of 1000 with issue 18's walks, 864 before them),
 # shrunk to 21 steps, each enabled: r1 selects the mutation of p1, crashes, the log is trimmed
-# past it, and r1 comes back lost while p1 is in CLONE. Its clone source (the CLONE target r2)
-# had executed the MUTATE_PART: r1 queues a fetch of the mutated part and keeps its own older
-# one, which the fetch replaces. Not a protocol fault but an invariant too narrow: the spec's
-# MutationsAppliedInv excused a pending MUTATE_PART only, not a pending fetch of a part that
-# covers the old one with the mutation applied (MutatedPartQueued, in the spec now).
+# past it, and r1 comes back lost while p1 is in CLONE. Its clone source had executed the
+# MUTATE_PART: r1 queues a fetch of the mutated part and keeps its own older one, which the fetch
+# replaces. Not a protocol fault but an invariant too narrow: the spec's MutationsAppliedInv
+# excused a pending MUTATE_PART only, not a pending fetch of a part that covers the old one with
+# the mutation applied (MutatedPartQueued, in the spec now). The source was the CLONE target r2
+# when it was found; since F33 it must be an owner, so the owner r3 pulls and executes the
+# mutation first (five steps more) and is the source.
 LOST_REPLICA_WITH_A_MUTATION_UNDER_WAY = [
     ("ClientSendInsert", ("i1", "r3")), ("ReplicaAllocate", ("r3", "i1")), ("ReplicaWriteInsert", ("r3", "i1")),
     ("ClientMutate", ()), ("ClientSendInsert", ("i2", "r3")), ("ReplicaAllocate", ("r3", "i2")),
@@ -146,6 +148,8 @@ LOST_REPLICA_WITH_A_MUTATION_UNDER_WAY = [
     ("ReplicaSelectMutation", ("r1", "p1")), ("AdminReassign", ("p1", "r3", "r2")), ("ReplicaPullLog", ("r2",)),
     ("ReplicaPullLog", ("r2",)), ("ReplicaPullLog", ("r2",)), ("ReplicaExecuteEntry", ("r2", 0)),
     ("ReplicaExecuteEntry", ("r2", 0)), ("ReplicaExecuteEntry", ("r2", 0)), ("ReplicaPullLog", ("r3",)),
+    ("ReplicaPullLog", ("r3",)), ("ReplicaPullLog", ("r3",)), ("ReplicaExecuteEntry", ("r3", 0)),
+    ("ReplicaExecuteEntry", ("r3", 0)), ("ReplicaExecuteEntry", ("r3", 0)),
     ("ReplicaCrash", ("r1",)), ("CleanupClearOldLogs", ()), ("ReplicaRestart", ("r1",)),
 ]
 

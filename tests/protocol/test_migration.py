@@ -10,6 +10,7 @@ from protocol.assignment import Assignment, GuardFailed, read_assignment
 from protocol.migration import (MigrationError, admin_reassign, caught_up, coordinator_cancel, coordinator_switch,
                                 migrations_rows, read_migration, replica_cleanup, replica_cleanup_for_down_leaver,
                                 replica_clone_fetch)
+from protocol.repair import drop_replica
 
 ROWS = [{"date": "2024-01-15", "user_id": 21, "event": "click"}]
 
@@ -293,6 +294,45 @@ def test_cancel_sends_the_target_through_cleanup(make_cluster):
     replica_cleanup(reps["r3"], P)
     assert reps["r3"].has_rows_of(P) == [] and read_assignment(admin, LAYOUT, P).keepers() == {"r1", "r2"}
     assert migrations_rows(admin, LAYOUT)[0]["state"] == "cancelled"
+
+
+def _cancelled_after_its_writer_is_dropped(make_cluster, connect):
+    """F32's race, as MCRepairCancel: r1 writes a part of P that r2 has not pulled; the CLONE to r3
+    copies it from r1 and is cancelled; r1 crashes and is dropped for good. The cancelled target,
+    leaving, holds the only copy left."""
+    admin, reps = make_cluster()
+    part = reps["r1"].replica_write_insert(P, ROWS, "h1")
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)
+    drain(reps["r3"])
+    coordinator_cancel(admin, LAYOUT, P)
+    dead = reps.pop("r1")
+    connect.expire(dead.keeper)
+    assert drop_replica(admin, LAYOUT, "r1") == [P]
+    dead.peers.pop("r1")   # its disk goes with it: no replica fetches from it any more
+    assert read_assignment(admin, LAYOUT, P).owners == ("r2",) and read_assignment(admin, LAYOUT, P).leaving == "r3"
+    refresh_all(reps)
+    return admin, reps, part
+
+
+def test_a_cancelled_targets_cleanup_waits_while_it_holds_the_last_copy_of_a_dropped_owners_part(make_cluster, connect):
+    """F32's fix: the cancelled target's CLEANUP waits, as a switched source's does (F23), until an
+    owner staying holds every part it has; r2 then fetches the part from r3 and the CANCEL ends."""
+    admin, reps, part = _cancelled_after_its_writer_is_dropped(make_cluster, connect)
+    with pytest.raises(GuardFailed, match=f"r3 holds {part} of {P}, which no owner staying has yet"):
+        replica_cleanup(reps["r3"], P)
+    drain(reps["r2"])
+    replica_cleanup(reps["r3"], P)
+    assert [row["user_id"] for row in reps["r2"].has_rows_of(P)] == [21] and reps["r3"].has_rows_of(P) == []
+    assert migrations_rows(admin, LAYOUT)[0]["state"] == "cancelled"
+
+
+def test_cancel_cleanup_trusts_owners_deletes_the_last_copy_after_a_drop(make_cluster, connect):
+    """The broken variant, as MCRepairCancel_cancel_cleanup_trusts_owners: NoAckedBlockLostInv."""
+    admin, reps, _ = _cancelled_after_its_writer_is_dropped(make_cluster, connect)
+    replica_cleanup(reps["r3"], P, frozenset({"cancel_cleanup_trusts_owners"}))
+    drain(reps["r2"])
+    assert reps["r2"].has_rows_of(P) == [] and reps["r3"].has_rows_of(P) == []   # acknowledged, nowhere
 
 
 @pytest.mark.parametrize("args, message", [

@@ -100,3 +100,26 @@ def test_a_replica_joining_an_existing_table_clones_instead_of_replaying_a_trimm
     assert restart(connect, reps, "r4").startswith("cloned from")   # it registered as lost
     assert admin.get(LAYOUT.log_pointer("r4"))[0] == b"1" and not is_lost(reps["r4"])
     drain(reps["r4"])   # nothing to pull from 0: it starts where a member is
+
+
+@pytest.mark.parametrize("bugs, whole", [(frozenset(), True), (frozenset({"clone_lost_replica_from_any_keeper"}), False)])
+def test_a_lost_owner_clones_a_partition_from_an_owner_not_from_a_clone_target_that_has_nothing(
+        connect, cluster, bugs, whole):
+    """F33, as MCLostReplicaMigration_clone_lost_replica_from_any_keeper: r1 (an owner of P) is
+    lost; a move of P from r2 to r3 starts before r1 is back. r3, the CLONE target, keeps P and has
+    fetched nothing, and it lags least (it pulled the log just before, r2 has its own last entry
+    still to pull): cloneReplicaIfNeeded's pick by lag takes it as P's source, and r1 drops its
+    parts of P and queues nothing. The fix takes an owner."""
+    from protocol.migration import admin_reassign
+    admin, reps = cluster
+    reps["r1"].replica_write_insert(P, [row("base")], "h0")
+    for rep in reps.values():
+        drain(rep)
+    lose(connect, admin, reps, "r1")
+    reps["r2"].replica_write_insert(P, [row("late")], "h-late")   # r2 has not pulled its own entry
+    drain(reps["r3"])                                             # r3 skips it: not a keeper of P yet
+    admin_reassign(admin, LAYOUT, P, "r3", src="r2")
+    restart(connect, reps, "r1", bugs)
+    drain(reps["r1"])
+    events = sorted(x["event"] for x in reps["r1"].has_rows_of(P))
+    assert (events == ["base", "late"]) == whole, events
