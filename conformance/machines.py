@@ -26,6 +26,7 @@ Profiles (`CONFORMANCE_PROFILE`): ci, dev, thorough.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 
@@ -175,6 +176,11 @@ SWARM_ACTIONS = ["ReplicaRefreshCache", "ReplicaPullLog", "ReplicaExecuteEntry",
 # met; a REASSIGN at a quarter and an INSERT sent at half (MigrationStart and the INSERT rules
 # pick the partition and the moment that leave an INSERT for the CLONE).
 DIRECTED_WEIGHT = 256
+# Steps a walk of the repair machine gets, at least: a crash, a drop, a move cancelled and a repair
+# switched take more than the ci profile's 40. Measured, ci, 100 walks each: at 40 steps a CANCEL
+# on 68 in a hundred walks, a repair started on 40 and switched on 15; at 60, 81, 55 and 46 (12.8 s);
+# at 80, 81, 60 and 51 (20.9 s).
+REPAIR_STEPS = 60
 # The directed rules a migration with traffic around it needs (windows.py): the swarm never leaves
 # them out. Left out, MigrationNextStep or MigrationStart left most walks with no SWITCH,
 # InsertNextStep or InsertAroundMigration with no INSERT in CLONE, QueryOnDisagreeingMap with no
@@ -258,6 +264,12 @@ def protocol_machine(bugs=frozenset(), block_during_clone: bool = False, counts:
             walk = Walk(not crosses, not knobs[1] and not crosses, knobs[2], knobs[3] == 3, self.swarm_out,
                         lost_restart=knobs[2] and knobs[3] == 1, down_leaver=not knobs[2] and knobs[3] == 2,
                         alter_first=not knobs[2] and knobs[3] == 1)
+            if repair:
+                # Every walk of the repair machine cancels its first move (its second, if any,
+                # runs to the end), where the default machine's draw gives one in four: a CANCEL
+                # then meets the drop and the repair on most walks (issue 37; with five walks in
+                # eight, 35-42 in a hundred). The default machine's draws are left as they were.
+                walk = dataclasses.replace(walk, cancel=True)
             self.walk = walk
             note(f"left out this run: {sorted(out)}; {'drops, no retries' if drops else 'retries, no drops'}; {walk}")
 

@@ -19,7 +19,7 @@ from conformance.machines import profile  # noqa: E402
 from conformance.replay import model_constants  # noqa: E402
 from conformance.stategraph import SPEC  # noqa: E402
 from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES, REPAIR_SWITCHES  # noqa: E402
-from lab.switch_table import SWITCH_WALKS, other_row, protocol_row  # noqa: E402
+from lab.switch_table import SWITCH_WALKS, SWITCH_WALKS_FOR, other_row, protocol_row  # noqa: E402
 
 BROKEN_BY = {
     "filter_with_stale_cache": {"OwnersCompleteInv", "QueryNoMissingInv"},
@@ -119,14 +119,15 @@ def test_ci_machine_holds_with_no_switch_and_completes_migrations_with_traffic()
 
 def test_ci_machine_with_repair_steps_holds_and_repairs():
     # The machine built with repair=True drops a crashed replica for good and repairs what it
-    # owned amid the whole workload (conformance/windows.py repair_after_loss). Measured on the
-    # fixed protocol, 150-165 walks in three runs: a repair started in 49-56 of 100 walks and
-    # switched in 47-50, beside a move's SWITCH in 55-62 and a CANCEL in 18-24.
+    # owned amid the whole workload (conformance/windows.py repair_after_loss), and cancels its
+    # first move on every walk. Measured on the fixed protocol, ci, 100 walks of REPAIR_STEPS (60):
+    # a CANCEL on 81 in a hundred walks, a drop on 57, a repair started on 55 and switched on 46,
+    # a move's SWITCH on 66 (the default machine: SWITCH on 80, CANCEL on 23).
     r = protocol_row(None, settings(profile(), max_examples=100), repair=True)
     assert not r["caught"], (r["invariant"], r["walk"])
     windows = r["windows_per_100_walks"]
-    assert windows.get("repair", 0) >= 25 and windows.get("repair_switch", 0) >= 25, windows
-    assert windows.get("cancel", 0) > 0, windows
+    assert windows.get("cancel", 0) >= 50 and windows.get("repair", 0) >= 40, windows
+    assert windows.get("repair_switch", 0) >= 30 and windows.get("switch", 0) >= 40, windows
 
 
 @pytest.mark.parametrize("switch", REPAIR_SWITCHES)
@@ -142,7 +143,7 @@ def test_ci_machine_catches_the_switch_on_invariants_alone(switch):
     # walks still differ from one process to another (str hashing orders the sets the rules pick
     # instances from), and F6, found at walk 57 of 60 by the switch table,
     # was missed by 71 walks in a fresh clone's make test, where F7 was missed too.
-    r = protocol_row(switch, settings(profile(), max_examples=SWITCH_WALKS))
+    r = protocol_row(switch, settings(profile(), max_examples=SWITCH_WALKS_FOR.get(switch, SWITCH_WALKS)))
     assert r["caught"], f"{switch} not caught in {r['walks']} walks"
     assert r["invariant"] in BROKEN_BY[switch], r["walk"]
 
