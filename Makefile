@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, long tests; summary table with time and cpu"
-	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite"
+	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite, the guard-clause table (lab.guard_clauses --check)"
 	@echo "make test         the test suite (pytest)"
 	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) and the load sweep's (clients x replicas) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"

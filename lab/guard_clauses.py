@@ -342,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="KEY", help="clauses whose 'step: clause' contains KEY")
     ap.add_argument("--jobs", type=int, default=2, choices=range(1, 9), metavar="N", help="copies run at once (1-8)")
     ap.add_argument("--check", action="store_true", help="exit 1 if the recorded table would change")
+    ap.add_argument("--report", type=Path, help="write a JSON summary here (make check-thorough's stage)")
     a = ap.parse_args(argv)
     chosen = [c for c in CLAUSES if not a.only or any(k in c.key for k in a.only)]
     if not chosen:
@@ -383,7 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         stale = {k: v["failing"] for k, v in results.items()} != {k: v["failing"] for k, v in before.items()
                                                                     if k in known}
-        print(f"{len(toothless)} clauses without teeth; table {'stale' if stale else 'current'}")
+        summary = (f"{len(results) - len(toothless)} of {len(results)} clauses have teeth; "
+                   f"table {'stale' if stale else 'current'}")
+        print(summary)
+        if a.report:
+            a.report.parent.mkdir(parents=True, exist_ok=True)
+            a.report.write_text(json.dumps({"summary": summary, "toothless": sorted(toothless), "stale": stale},
+                                           indent=1))
         return 1 if toothless or stale else 0
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     write_readme(results)
