@@ -98,6 +98,9 @@ EXAMPLES = {
     "python -m lab.teeth --seeds N": Help(["lab.teeth"]),
     "python -m lab.guard_clauses": Covered("tests/lab/test_guard_clauses.py (one clause dropped for real; the "
                                            "whole run, about 15 min, records the table it checks)"),
+    "python -m lab.guard_clauses --check": Covered("make check-thorough's guard-clauses stage (tests/harness/"
+                                                   "test_check_all.py); tests/lab/test_guard_clauses.py keeps the "
+                                                   "table it compares with true"),
     "python -m lab.window_coverage": Covered("tests/reference/test_race_windows.py (the windows profiles); make "
                                              "spark-check prints it for every profile"),
     "python -m lab.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
