@@ -39,8 +39,8 @@ INSERT_PARTITION = {"i1": "p1", "i2": "p2", "i3": "p1"}
 BOUNDS = {"tries": 2, "merges": 2, "mutations": 1, "drops": 1, "alters": 1, "migrations": 2, "crashes": 1,
           "replica_drops": 0}
 # SYSTEM DROP REPLICA and the repair back to RF (DropReplica, RepairStart: spec/FINDINGS.md F20)
-# are steps of the machine built with repair=True (conformance/machines.py REPAIR_BOUNDS), which
-# lets one crashed replica be dropped for good. Not in the default machine: its walks, and the
+# are steps of the machine built with repair=True (conformance/machines.py), whose bounds add these:
+# one crashed replica may be dropped for good. Not in the default machine: its walks, and the
 # switch table measured on them, stay as they were.
 REPAIR_BOUNDS = {"replica_drops": 1}
 # No holding TLC model lets an INSERT be retried (MaxTries 2) in a table where a DROP PARTITION may
