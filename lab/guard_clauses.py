@@ -250,7 +250,7 @@ CLAUSES: tuple[Clause, ...] = (
     _never(PR, "Done", "the target has pulled the log past the SWITCH (PR-F2)", PRM,
            'int(keeper.get(layout.log_pointer(t))[0]) < mig["log_at_switch"]'),
     _never(PR, "Done", "the target has nothing of the partition queued (PR-F2)", PRM,
-           'LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == p'),
+           'queued_of(keeper, layout, t, p)'),
     _c(PR, "ClientStartQuery", "each partition routed to an owner, not a :cloning target (PR-F10)", QRY,
        'if "read_from_cloning_target" in replica.bugs:\n            candidates |= set(a.cloning)',
        'if True:\n            candidates |= set(a.cloning)'),

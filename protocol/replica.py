@@ -659,17 +659,27 @@ class Replica:
         return [r for n in self.store.names(partition) for r in self.store.read(n)]
 
 
+def queued_of(keeper: Keeper, layout: Layout, r: str, partition: str) -> list[bytes]:
+    """The texts of r's queue entries of the partition, read from Keeper (a coordinator reads a
+    target's queue there: the target itself may be down)."""
+    queue = layout.queue(r)
+    out = []
+    for n in _children(keeper, queue):
+        try:
+            text = keeper.get(f"{queue}/{n}")[0]
+        except NoNodeError:
+            continue  # executed between the listing and the read
+        if LogEntry.parse(text).partition == partition:
+            out.append(text)
+    return out
+
+
 def caught_up(keeper: Keeper, layout: Layout, r: str, partition: str) -> bool:
     """Nothing of the partition in r's queue, nor in the log beyond r's log_pointer. Read from
     Keeper (the coordinator reads a target's state there: the target itself may be down)."""
     ptr = int(keeper.get(layout.log_pointer(r))[0])
-    queue = layout.queue(r)
-    for n in _children(keeper, queue):
-        try:
-            if LogEntry.parse(keeper.get(f"{queue}/{n}")[0]).partition == partition:
-                return False
-        except NoNodeError:
-            continue  # executed between the listing and the read
+    if queued_of(keeper, layout, r, partition):
+        return False
     return all(LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition != partition
                for n in keeper.get_children(layout.log) if log_number(n) >= ptr)
 
@@ -686,15 +696,7 @@ def caught_up_to(keeper: Keeper, layout: Layout, r: str, partition: str, upto: i
     if any(ptr <= log_number(n) < upto and LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition == partition
            for n in names):
         return False
-    queue = layout.queue(r)
-    pending = []
-    for n in _children(keeper, queue):
-        try:
-            text = keeper.get(f"{queue}/{n}")[0]
-        except NoNodeError:
-            continue  # executed between the listing and the read
-        if LogEntry.parse(text).partition == partition:
-            pending.append(text)
+    pending = queued_of(keeper, layout, r, partition)
     if not pending:
         return True
     after = set()

@@ -19,9 +19,8 @@ which windows.
 
 from __future__ import annotations
 
-from protocol.keeper import NoNodeError
-from protocol.log_entry import LogEntry
 from protocol.migration import migrations_rows
+from protocol.replica import queued_of
 
 WINDOWS = {
     "switch_with_target_queued": "SWITCH tried with an entry of the partition in the target's queue",
@@ -38,23 +37,8 @@ def forced(seed: int) -> bool:
     return seed % FORCED_SEEDS == 0
 
 
-def _queue_holds(keeper, layout, replica: str, partition: str) -> bool:
-    q = layout.queue(replica)
-    try:
-        names = keeper.get_children(q)
-    except NoNodeError:
-        return False
-    for n in names:
-        try:
-            if LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == partition:
-                return True
-        except NoNodeError:
-            continue   # executed meanwhile
-    return False
-
-
 def switch_with_target_queued(keeper, layout, partition: str, target: str) -> bool:
-    return _queue_holds(keeper, layout, target, partition)
+    return bool(queued_of(keeper, layout, target, partition))
 
 
 def clone_target_of(keeper, layout, receiver, cache: dict) -> list[str]:

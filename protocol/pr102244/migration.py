@@ -22,7 +22,7 @@ from protocol.log_entry import GET_PART, LogEntry
 from protocol.parts import PartName, active_set
 from protocol.pr102244 import layout as pr_layout
 from protocol.pr102244.assignment import PRAssignment, read_assignment, read_count, set_count
-from protocol.replica import Replica, _children, log_number
+from protocol.replica import Replica, _children, log_number, queued_of
 
 
 def read_migration(keeper: Keeper, layout: Layout, mig_id: str) -> tuple[dict | None, int]:
@@ -260,13 +260,8 @@ def target_caught_up(keeper: Keeper, layout: Layout, mig: dict) -> None:
     t, p = mig["target"], mig["partition"]
     if int(keeper.get(layout.log_pointer(t))[0]) < mig["log_at_switch"]:
         raise GuardFailed("Done", f"target {t} has not pulled the log past the SWITCH")
-    q = layout.queue(t)
-    for n in _children(keeper, q):
-        try:
-            if LogEntry.parse(keeper.get(f"{q}/{n}")[0]).partition == p:
-                raise GuardFailed("Done", f"target {t} still has {p} queued")
-        except NoNodeError:
-            continue
+    if queued_of(keeper, layout, t, p):
+        raise GuardFailed("Done", f"target {t} still has {p} queued")
 
 
 def done(keeper: Keeper, layout: Layout, mig_id: str, actor: str, bugs=frozenset()) -> None:
