@@ -205,9 +205,9 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
     # The same machine with SYSTEM DROP REPLICA and the repair as steps (issue 37: F32 and F33
     # were found there): it must hold too.
     counts, refusals = Counter(), Counter()
-    from conformance.machines import REPAIR_STEPS
-    res = run_machine(protocol_machine(counts=counts, refusals=refusals, repair=True),
-                      settings(prof, stateful_step_count=max(prof.stateful_step_count, REPAIR_STEPS)), shrink=True)
+    from conformance.machines import repair_settings
+    res = run_machine(protocol_machine(counts=counts, refusals=refusals, repair=True), repair_settings(prof),
+                      shrink=True)
     ok &= not res["failed"]
     res.update(rule_counts=dict(counts), refusals=dict(refusals))
     out["protocol_fixed_with_repair"] = res

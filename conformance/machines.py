@@ -181,6 +181,11 @@ DIRECTED_WEIGHT = 256
 # on 68 in a hundred walks, a repair started on 40 and switched on 15; at 60, 81, 55 and 46 (12.8 s);
 # at 80, 81, 60 and 51 (20.9 s).
 REPAIR_STEPS = 60
+
+
+def repair_settings(prof: settings) -> settings:
+    """The repair machine's settings: the profile's, with walks of REPAIR_STEPS at least."""
+    return settings(prof, stateful_step_count=max(prof.stateful_step_count, REPAIR_STEPS))
 # The directed rules a migration with traffic around it needs (windows.py): the swarm never leaves
 # them out. Left out, MigrationNextStep or MigrationStart left most walks with no SWITCH,
 # InsertNextStep or InsertAroundMigration with no INSERT in CLONE, QueryOnDisagreeingMap with no

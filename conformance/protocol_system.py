@@ -171,6 +171,14 @@ class ProtocolSystem(RFCBridge):
             out.append((n, [{"row_id": x} for x in self._rows[key]]))
         return out
 
+    def rows(self, r: str, pids=tuple(PIDS.values())) -> set[int]:
+        """The row ids on r's disk, of the partitions `pids` (every partition by default)."""
+        return {x["row_id"] for pid in pids for _, xs in self.held(r, pid) for x in xs}
+
+    def copy_elsewhere(self, r: str) -> bool:
+        """Every row on r's disk is on another replica that stays (not dropped)."""
+        return self.rows(r) <= set().union(*(self.rows(o) for o in self.kept() if o != r))
+
     def get_idx(self, i: str, log: list[LogEntry]) -> list[int]:
         """1-based indices of the GET_PARTs committing insert i (a retry after a DROP PARTITION
         cleared its hash writes it again)."""
@@ -553,14 +561,7 @@ def enabled(s: ProtocolSystem, action: str) -> list[tuple]:
         # NoAckedBlockLostInv in the spec too), which is the operator's loss, not a repair's; the
         # repair models start from replicated blocks (MCRepair's InitBlocks) for the same reason.
         if s.counts["replica_drops"] < s.bounds["replica_drops"]:
-            for r in s.kept():
-                if r in s.reps:
-                    continue
-                mine = {x["row_id"] for pid in PIDS.values() for _, rows in s.held(r, pid) for x in rows}
-                others = {x["row_id"] for o in s.kept() if o != r for pid in PIDS.values()
-                          for _, rows in s.held(o, pid) for x in rows}
-                if mine <= others:
-                    out.append((r,))
+            out = [(r,) for r in s.kept() if r not in s.reps and s.copy_elsewhere(r)]
     elif action == "RepairStart":
         if len(migrations_in_flight(s.admin, LAYOUT)) < s.max_concurrent:
             active = s.active()

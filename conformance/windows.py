@@ -420,15 +420,13 @@ def repair_after_loss(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
         ("DropReplica", x) for x in enabled_of("DropReplica")]
     if out or s.gone or not any(x.get("acked") for x in s.ins.values()):
         return out
-
-    def rows(r, pids=tuple(PIDS.values())):
-        return {x["row_id"] for pid in pids for _, xs in s.held(r, pid) for x in xs}
     for p, pid in PIDS.items():
         m = read_migration(s.admin, LAYOUT, pid)[0] or {}
         if m.get("state") not in ("clone", "cancelling") or m["src"] is None:
             continue
-        others = set().union(*(rows(o, (pid,)) for o in read_assignment(s.admin, LAYOUT, pid).owners if o != m["src"]))
-        if not rows(m["dst"], (pid,)) & rows(m["src"], (pid,)) - others:
+        owners = read_assignment(s.admin, LAYOUT, pid).owners
+        others = set().union(*(s.rows(o, (pid,)) for o in owners if o != m["src"]))
+        if not s.rows(m["dst"], (pid,)) & s.rows(m["src"], (pid,)) - others:
             continue
         if m["state"] == "clone":
             out += [("CoordinatorCancel", x) for x in enabled_of("CoordinatorCancel") if x == (p,)]
@@ -437,8 +435,7 @@ def repair_after_loss(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[s
     if out:
         return out
     owners = {o for pid in PIDS.values() if (a := read_assignment(s.admin, LAYOUT, pid)) for o in a.owners}
-    return [("ReplicaCrash", (r,)) for (r,) in enabled_of("ReplicaCrash")
-            if r in owners and rows(r) <= set().union(*(rows(o) for o in s.kept() if o != r))]
+    return [("ReplicaCrash", (r,)) for (r,) in enabled_of("ReplicaCrash") if r in owners and s.copy_elsewhere(r)]
 
 
 def alter_during_clone(s: ProtocolSystem, enabled_of, walk: Walk) -> list[tuple[str, tuple]]:
@@ -486,10 +483,9 @@ def window_of(system: ProtocolSystem, name: str, params: tuple) -> str | None:
             m = read_migration(system.admin, LAYOUT, pid)[0] or {}
             if m.get("state") != "cancelling":
                 continue
-            rows = {o: {x["row_id"] for _, xs in system.held(o, pid) for x in xs} for o in system.kept()}
             owners = read_assignment(system.admin, LAYOUT, pid).owners
-            staying = set().union(*(rows[o] for o in owners if o != params[0]))
-            if rows[m["dst"]] - staying:
+            staying = set().union(*(system.rows(o, (pid,)) for o in owners if o != params[0]))
+            if system.rows(m["dst"], (pid,)) - staying:
                 return "drop_with_cancelled_target_last_copy"
         return "drop_replica"
     if name == "CoordinatorSwitch":

@@ -52,11 +52,11 @@ def _invariant(error: str) -> str:
 
 def protocol_row(bug: str | None, prof: settings, directed: bool = True, repair: bool = False) -> dict:
     """`repair`: the machine with SYSTEM DROP REPLICA and RepairStart steps (REPAIR_SWITCHES)."""
-    from conformance.machines import REPAIR_STEPS, protocol_machine
+    from conformance.machines import protocol_machine, repair_settings
     from lab.migration_coverage import MigrationCoverage
     coverage = MigrationCoverage()
     if repair:
-        prof = settings(prof, stateful_step_count=max(prof.stateful_step_count, REPAIR_STEPS))
+        prof = repair_settings(prof)
     r = run_machine(protocol_machine(frozenset({bug}) if bug else frozenset(), coverage=coverage,
                                      directed=directed, repair=repair),
                     settings(prof, database=None), shrink=False)
