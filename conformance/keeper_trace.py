@@ -1,0 +1,358 @@
+"""What a run wrote into Keeper, as the events of spec/rfc/TraceSelectiveReplication.tla (issue 36).
+
+The trace comes from ZooKeeper's transaction log (harness/zk_txnlog.py), not from the system's own
+reports, so the same reading serves a real ClickHouse server and the reference: both write a
+table's znodes in ClickHouse's layout and its log entries in ClickHouse's text. This module is
+the one place that says which write is which spec step (``ABSTRACTION`` lists it), and every
+write under the table that it neither maps nor ignores for a stated reason becomes an
+``unmapped`` event, which no action explains: the trace is then rejected there, by name.
+
+Identities the spec needs and Keeper gives:
+- an INSERT is its dedup id (the GET_PART entry's ``block_id``, the ``blocks/`` node): the same id
+  committed again is the same INSERT retried (the spec's insert ids are these, numbered in order
+  of first commit);
+- a log entry is its index in the order the ``log/log-N`` nodes were created (1, 2, ...), the
+  spec's log index; the sequential suffix N is ClickHouse's and only maps to it;
+- a part is the set of INSERTs whose blocks its range covers, each with its entry's log index,
+  and its mutation version (the spec's [p, b, mv]); a block number is known from the GET_PART
+  that committed it.
+A replica is named by the path it writes under (``replicas/<r>/``) and, for what a session's end
+does (its ephemeral ``is_active`` goes with it), by the session that created its ``is_active``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from harness.zk_txnlog import Txn
+from protocol.log_entry import DROP_RANGE, GET_PART, MERGE_PARTS, BadLogEntry, LogEntry
+from protocol.parts import BadPart, PartName
+
+NO_PART = None   # rendered as the spec's NoPart
+
+# Which write is which spec step: the trace spec's action, and the record(s) that show it.
+ABSTRACTION = {
+    "insert": "ReplicaWriteInsert: the multi that creates log/log-N (GET_PART) and replicas/<r>/parts/<part>",
+    "pull": "ReplicaPullLog, once per entry: replicas/<r>/log_pointer set past it; take when the same "
+            "multi creates a queue entry with its text",
+    "execute": "ReplicaExecuteEntry: replicas/<r>/parts/<part> created outside an INSERT (the queue entry "
+               "whose part it is, or covers), or a queue entry removed that made no part",
+    "merge": "ReplicaSelectMerge: log/log-N created with MERGE_PARTS",
+    "drop": "ClientDropPartition: log/log-N created with DROP_RANGE",
+    "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
+    "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
+}
+
+# Writes that are no spec step, and why.
+IGNORED = {
+    "block_numbers": "numbering locks: the spec numbers a block by the log index its entry gets",
+    "temp": "abandonable locks and temporary nodes of the numbering",
+    "leader_election": "who selects merges is not a spec variable: any owner caught up may",
+    "host": "the replica's address, rewritten at every start",
+    "columns": "table structure; ALTERs are not in this trace yet",
+    "metadata": "table structure",
+    "flags": "a start-up flag file",
+    "parts_removed": "a part's znode removed after it was replaced or dropped: the spec keeps no outdated parts",
+    "part_children": "a part's columns/checksums children (older layouts)",
+    "replica_setup": "a replica's own subtree created when it joins, before any event",
+    "table_setup": "the table's subtree created, before any event",
+    "blocks": "the dedup node of an INSERT is part of its commit",
+    "quorum": "no INSERT here asks for a quorum",
+    "log_pointer_create": "a joining replica's pointer, at the log's start",
+}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One spec step of the trace. ``part`` is (partition, frozenset of (insert, log index), mv)."""
+    a: str
+    r: str = "none"
+    i: int = 0
+    k: int = 0
+    p: str = "none"
+    part: tuple | None = NO_PART
+    take: bool = False
+    zxid: int = 0
+    why: str = ""        # for the reader: the record it came from
+
+
+@dataclass
+class Trace:
+    events: list[Event]
+    replicas: list[str]
+    partitions: list[str]
+    insert_partition: dict[int, str]
+    block_ids: dict[int, str]      # insert id -> its dedup id
+
+
+class TraceError(ValueError):
+    """The transaction log holds no table at the path given, or it does not start with the table."""
+
+
+@dataclass
+class _State:
+    root: str
+    log_index: dict[int, int] = field(default_factory=dict)          # log-N suffix -> spec index
+    entries: dict[int, LogEntry] = field(default_factory=dict)       # spec index -> entry
+    insert_of: dict[str, int] = field(default_factory=dict)          # block_id -> insert id
+    block: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # (partition, number) -> (i, k)
+    pointer: dict[str, int] = field(default_factory=dict)            # replica -> log_pointer (real numbering)
+    queue: dict[str, dict[str, int]] = field(default_factory=dict)   # replica -> queue node -> spec index
+    executed: dict[str, set[int]] = field(default_factory=dict)      # replica -> spec indexes taken with a part
+    session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
+    active: set[str] = field(default_factory=set)
+    started: bool = False
+
+
+def _rel(root: str, path: str | None) -> list[str] | None:
+    if path is None or not (path == root or path.startswith(root + "/")):
+        return None
+    return [s for s in path[len(root):].split("/") if s]
+
+
+def abstract_part(st: _State, name: str) -> tuple:
+    """A part by name as the spec's [p, b, mv]: the INSERTs whose committed blocks its range covers."""
+    pn = PartName.parse(name)
+    blocks = frozenset(v for (p, n), v in st.block.items() if p == pn.partition and pn.min_block <= n <= pn.max_block)
+    return (pn.partition, blocks, pn.mutation)
+
+
+def _entry(data: bytes | None, where: str) -> LogEntry:
+    return LogEntry.parse(data or b"", where)
+
+
+def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace:
+    """The events of the table at ``root`` (the server's path, chroot included) written by its
+    ``replicas``, from a transaction log that starts before the table's first INSERT."""
+    st = _State(root=root.rstrip("/"))
+    names = sorted(replicas)
+    st.queue = {r: {} for r in names}
+    st.executed = {r: set() for r in names}
+    events: list[Event] = []
+    seen_table = False
+
+    def unmapped(t: Txn, what: str) -> None:
+        events.append(Event("unmapped", zxid=t.zxid, why=f"zxid {t.zxid:#x}: {what}"))
+
+    for t in txns:
+        if t.type == "closeSession" and t.session in st.session_of:
+            r = st.session_of.pop(t.session)
+            if r in st.active and st.started:
+                st.active.discard(r)
+                events.append(Event("crash", r=r, zxid=t.zxid, why="its session closed"))
+            else:
+                st.active.discard(r)
+            continue
+        if not t.is_write or t.failed:
+            continue   # a refused write changed nothing (a deduplicated INSERT's multi among them)
+        ops = [(op, _rel(st.root, op.path)) for op in _net(t.ops)]
+        ops = [(op, rel) for op, rel in ops if rel is not None]
+        if not ops:
+            continue
+        seen_table = True
+        log_creates = [(op, rel) for op, rel in ops if op.type in ("create", "create2") and rel[:1] == ["log"] and len(rel) == 2]
+        if log_creates:
+            for op, rel in log_creates:
+                _log_entry(st, t, op, rel, ops, events, unmapped)
+            continue
+        for op, rel in ops:
+            _other(st, t, op, rel, ops, events, unmapped, names)
+    if not seen_table:
+        raise TraceError(f"the transaction log holds no write under {root}")
+    parts = sorted({p for p, _ in st.block} | {e.partition for e in st.entries.values() if e.partition})
+    ipart = {i: p for (p, _n), (i, _k) in st.block.items()}
+    return Trace(events=events, replicas=names, partitions=parts, insert_partition=ipart,
+                 block_ids={i: b for b, i in st.insert_of.items()})
+
+
+def _net(ops) -> list:
+    """A multi's ops without the create-then-delete pairs of one path, which change nothing: 18.16's
+    checkPartChecksumsAndAddCommitOps adds such a pair for each other replica's part node, so that
+    the commit fails if that replica registers the same part meanwhile."""
+    out = list(ops)
+    for n, op in enumerate(ops):
+        if op.type in ("create", "create2"):
+            later = next((m for m in range(n + 1, len(ops)) if ops[m].type == "delete" and ops[m].path == op.path), None)
+            if later is not None and out[n] is not None and out[later] is not None:
+                out[n] = out[later] = None
+    return [op for op in out if op is not None]
+
+
+def _writer(st: _State, t: Txn, ops) -> str | None:
+    """The replica whose subtree the record writes into, else the one whose session it is."""
+    for _op, rel in ops:
+        if rel[:1] == ["replicas"] and len(rel) >= 2:
+            return rel[1]
+    return st.session_of.get(t.session)
+
+
+def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
+    suffix = int(rel[1].removeprefix("log-"))
+    try:
+        e = _entry(op.data, f"{op.path}")
+    except (BadLogEntry, BadPart) as err:
+        unmapped(t, f"a log entry that does not parse ({err})")
+        return
+    k = len(st.log_index) + 1
+    st.log_index[suffix] = k
+    st.entries[k] = e
+    r = _writer(st, t, ops)
+    if e.type == GET_PART:
+        pn = PartName.parse(e.new_part_name)
+        i = st.insert_of.setdefault(e.block_id or f"{t.zxid:#x}", len(st.insert_of) + 1)
+        st.block[(pn.partition, pn.min_block)] = (i, k)
+        own = [rel for o, rel in ops if o.type in ("create", "create2") and rel[:1] == ["replicas"]
+               and len(rel) == 4 and rel[2] == "parts" and rel[3] == e.new_part_name]
+        if r is None or not own:
+            unmapped(t, f"GET_PART {e.new_part_name} without its writer's part node")
+            return
+        events.append(Event("insert", r=r, i=i, k=k, p=pn.partition, part=abstract_part(st, e.new_part_name),
+                            zxid=t.zxid, why=f"INSERT {e.block_id} -> {e.new_part_name}"))
+    elif e.type == MERGE_PARTS:
+        events.append(Event("merge", r=r or "none", k=k, p=e.partition, part=abstract_part(st, e.new_part_name),
+                            zxid=t.zxid, why=f"MERGE_PARTS {', '.join(e.source_parts)} -> {e.new_part_name}"))
+    elif e.type == DROP_RANGE and not e.detach:
+        events.append(Event("drop", k=k, p=e.partition, zxid=t.zxid, why=f"DROP_RANGE {e.new_part_name}"))
+    else:
+        unmapped(t, f"log entry {e.type} is not in the trace spec yet")
+
+
+def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
+    head = rel[0] if rel else ""
+    if head in ("block_numbers", "temp", "leader_election", "columns", "metadata", "quorum", "blocks",
+                "nonincrement_block_numbers"):
+        return
+    if not st.started and not (head == "replicas" and rel[2:3] == ["is_active"]):
+        if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
+            st.pointer[rel[1]] = int((op.data or b"0").decode() or 0)
+        return   # the table and its replicas being created: the spec's Init is after
+    if head == "mutations" or head == "alter_partition_version":
+        unmapped(t, f"{op.type} {'/'.join(rel)}: mutations are not in the trace spec yet")
+        return
+    if head == "log":
+        if op.type == "delete":
+            unmapped(t, f"log entry {rel[1]} removed: the cleanup thread's trimming is not in the trace spec yet")
+        return   # the log/ node itself, created with the table
+    if head != "replicas" or len(rel) < 2:
+        return   # the table's own nodes, created with it
+    r = rel[1]
+    if r not in names:
+        unmapped(t, f"{op.type} under replicas/{r}, a replica the trace was not told of")
+        return
+    leaf = rel[2] if len(rel) > 2 else ""
+    if leaf == "is_active" and op.type in ("create", "create2"):
+        st.session_of[t.session] = r
+        if r in st.active:
+            return
+        st.active.add(r)
+        if st.started or len(st.active) < len(names):
+            if st.started:
+                events.append(Event("restart", r=r, zxid=t.zxid, why="is_active created by a new session"))
+            return
+        st.started = True   # every replica is up: the spec's Init
+        return
+    if leaf == "log_pointer":
+        value = int((op.data or b"0").decode() or 0)
+        old = st.pointer.get(r)
+        st.pointer[r] = value
+        if op.type in ("create", "create2") or old is None:
+            if st.log_index:
+                unmapped(t, f"replicas/{r}/log_pointer created at {value} after the log began: a joining replica")
+            return
+        if op.type != "setData":
+            return
+        queued = {q.path.rsplit("/", 1)[1]: q.data for q, qrel in ops if q.type in ("create", "create2")
+                  and qrel[:3] == ["replicas", r, "queue"] and len(qrel) == 4}
+        texts = {}
+        for node, data in queued.items():
+            try:
+                texts[_entry(data, node).format()] = node
+            except (BadLogEntry, BadPart) as err:
+                unmapped(t, f"queue entry {node} does not parse ({err})")
+        for suffix in range(old, value):
+            k = st.log_index.get(suffix)
+            if k is None:
+                unmapped(t, f"replicas/{r}/log_pointer moved past log-{suffix:010d}, which the trace never saw created")
+                return
+            node = texts.get(st.entries[k].format())
+            if node is not None:
+                st.queue[r][node] = k
+            events.append(Event("pull", r=r, k=k, take=node is not None, zxid=t.zxid, why=f"log_pointer {old} -> {value}"))
+        return
+    if leaf == "queue" and len(rel) == 4:
+        if op.type in ("create", "create2"):
+            if not any(q.type == "setData" and qrel == ["replicas", r, "log_pointer"] for q, qrel in ops):
+                unmapped(t, f"queue entry {rel[3]} created outside a pull")
+            return
+        if op.type == "delete":
+            k = st.queue[r].pop(rel[3], None)
+            if k is None:
+                unmapped(t, f"queue entry {rel[3]} of {r} removed, which no pull created")
+            elif k in st.executed[r]:
+                st.executed[r].discard(k)   # its part's registration was the step
+            else:
+                events.append(Event("execute", r=r, k=k, zxid=t.zxid, why=f"queue entry {rel[3]} removed"))
+        return
+    if leaf == "parts" and len(rel) == 4:
+        if op.type in ("create", "create2"):
+            _registered(st, t, r, rel[3], events, unmapped)
+        return   # a removal: the part was replaced or dropped earlier (see IGNORED)
+    return   # replica_setup, part_children, host, flags, is_lost (not set without a lost replica here)
+
+
+def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None:
+    """replicas/<r>/parts/<name> created outside an INSERT: the execution of the queue entry that
+    makes it (a GET, MERGE or MUTATE of that part), else of the oldest that it covers."""
+    try:
+        made = PartName.parse(name)
+    except BadPart as err:
+        unmapped(t, f"a part node that does not parse ({err})")
+        return
+    pending = sorted((k, node) for node, k in st.queue[r].items() if k not in st.executed[r])
+    exact = [k for k, _ in pending if st.entries[k].new_part_name == name]
+    covered = [k for k, _ in pending if st.entries[k].new_part_name
+               and st.entries[k].type != DROP_RANGE and made.covers(PartName.parse(st.entries[k].new_part_name))]
+    k = (exact or covered or [None])[0]
+    if k is None:
+        unmapped(t, f"{r} registered {name}, which no entry in its queue makes")
+        return
+    st.executed[r].add(k)
+    events.append(Event("execute", r=r, k=k, part=abstract_part(st, name), zxid=t.zxid,
+                        why=f"{r} registered {name} for {st.entries[k].type} {st.entries[k].new_part_name}"))
+
+
+# --- the trace as a TLA+ module --------------------------------------------------------------
+
+def _tla_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _tla_part(part: tuple | None) -> str:
+    if part is None:
+        return "NoPart"
+    p, blocks, mv = part
+    b = ", ".join(f"<<{i}, {k}>>" for i, k in sorted(blocks))
+    return f"[p |-> {_tla_str(p)}, b |-> {{{b}}}, mv |-> {mv}]"
+
+
+def tla_module(trace: Trace, name: str) -> str:
+    """The trace as a module of definitions the trace cfg substitutes for the spec's constants."""
+    reps = ", ".join(_tla_str(r) for r in trace.replicas)
+    parts = ", ".join(_tla_str(p) for p in trace.partitions)
+    ip = " @@ ".join(f"{i} :> {_tla_str(p)}" for i, p in sorted(trace.insert_partition.items())) or "<<>>"
+    lines = [f"---- MODULE {name} ----", "EXTENDS TraceSelectiveReplication",
+             f"TrReplicas == {{{reps}}}", f"TrPartitions == {{{parts}}}",
+             f"TrInsertPartition == {ip}",
+             "TrInitOwners == [p \\in TrPartitions |-> TrReplicas]",
+             "TrDomain == [r \\in TrReplicas |-> r]", "TrCapacity == [r \\in TrReplicas |-> 1]",
+             # ClickHouse merges a range of any length: up to every block of the trace at once
+             f"TrMergeWidths == 2..{max(2, len(trace.insert_partition))}",
+             "TrTrace == <<"]
+    for n, e in enumerate(trace.events):
+        sep = "," if n + 1 < len(trace.events) else ""
+        lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, i |-> {e.i}, k |-> {e.k}, "
+                     f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}]{sep}"
+                     f"  \\* {n + 1}: {e.why}")
+    lines += ["  >>", "===="]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,114 @@
+---------------------- MODULE TraceSelectiveReplication ----------------------
+(***************************************************************************)
+(* Trace validation (issue 36), in the manner of etcd-io/raft's            *)
+(* Traceetcdraft.tla: is a recorded run a behaviour of SelectiveReplication? *)
+(*                                                                         *)
+(* A trace is what a run wrote into Keeper, read from ZooKeeper's          *)
+(* transaction log (harness/zk_txnlog.py) and abstracted to one event per  *)
+(* spec step by conformance/keeper_trace.py, which says which write is     *)
+(* which event. TLC explores the behaviours of the core module's actions   *)
+(* that consume the trace in order: each event must be taken by the action *)
+(* it names, with the outcome the run wrote (the log index an entry got,   *)
+(* the part a replica registered). What Keeper does not show (a client     *)
+(* sending an INSERT, giving up on one) is taken only where the next event *)
+(* needs it, so the search stays near one behaviour.                       *)
+(*                                                                         *)
+(* The trace is accepted when some behaviour consumes all of it: TLC then  *)
+(* reports TraceConsumedInv violated, and the run is a behaviour of the    *)
+(* spec. When none does, TLC ends with the invariant holding, and the      *)
+(* furthest event any behaviour reached, printed as it grows (TraceProgress), *)
+(* names the first event no action explains: a bug in the system, or a    *)
+(* hole in the model.                                                      *)
+(***************************************************************************)
+EXTENDS SelectiveReplication, TLC
+
+CONSTANT Trace   \* the events, oldest first (conformance/keeper_trace.py's Event)
+
+VARIABLE l       \* events consumed
+
+tvars == <<vars, l>>
+
+TraceInit == Init /\ l = 0 /\ TLCSet(1, 0)
+
+\* The entry of r's queue that holds log index k (an entry a CLONE or a clone queued has k 0).
+Queued(r, k) == {x \in queue[r] : x.k = k}
+
+\* --- events -------------------------------------------------------------------
+
+\* An INSERT's commit multi by r (blocks/ hash, log/log-N GET_PART, replicas/r/parts): it is the
+\* k-th entry of the log. A deduplicated retry writes nothing and is not an event.
+InsertEvent(e) ==
+    /\ e.a = "insert"
+    /\ ReplicaWriteInsert(e.r, e.i)
+    /\ Len(log') = e.k
+
+\* log_pointer of r moved past log index k; take: whether a queue entry was created for it.
+PullEvent(e) ==
+    /\ e.a = "pull"
+    /\ ReplicaPullLog(e.r)
+    /\ ptr'[e.r] = e.k
+    /\ (\E x \in queue'[e.r] : x.k = e.k) = e.take
+
+\* r executed its queue entry of log index k. With a part (e.part # NoPart) the event is r's
+\* registration of that part in replicas/r/parts (the entry's own, or one covering it): it must be
+\* on r's disk after the step. Without one the event is the entry's removal from the queue, and
+\* the step must have made no part (a DROP_RANGE takes parts away).
+ExecuteEvent(e) ==
+    /\ e.a = "execute"
+    /\ Queued(e.r, e.k) # {}
+    /\ ReplicaExecuteEntry(e.r)
+    /\ Queued(e.r, e.k) \cap queue'[e.r] = {}
+    /\ IF e.part # NoPart THEN e.part \in parts'[e.r] ELSE parts'[e.r] \subseteq parts[e.r]
+
+\* The removal of a queue entry the spec had already taken out with another (a DROP_RANGE's
+\* removePartProducingOpsInRange, or the entry whose part was registered before it): nothing.
+ExecuteDoneEvent(e) ==
+    /\ e.a = "execute"
+    /\ e.part = NoPart
+    /\ Queued(e.r, e.k) = {}
+    /\ ptr[e.r] >= e.k
+    /\ UNCHANGED vars
+
+\* MERGE_PARTS by r into e.part, the k-th log entry.
+MergeEvent(e) ==
+    /\ e.a = "merge"
+    /\ ReplicaSelectMerge(e.r, e.p)
+    /\ Len(log') = e.k
+    /\ log'[e.k].part = e.part
+
+\* DROP_RANGE over partition e.p, the k-th log entry.
+DropEvent(e) ==
+    /\ e.a = "drop"
+    /\ ClientDropPartition(e.p)
+    /\ Len(log') = e.k
+
+\* r's is_active went (its session closed or expired), or came back (a new session created it).
+CrashEvent(e) == e.a = "crash" /\ ReplicaCrash(e.r)
+RestartEvent(e) == e.a = "restart" /\ ReplicaRestart(e.r)
+
+Explained(e) ==
+    \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ ExecuteDoneEvent(e)
+    \/ MergeEvent(e) \/ DropEvent(e) \/ CrashEvent(e) \/ RestartEvent(e)
+
+\* --- what Keeper does not show, taken only where the next event needs it ----------
+
+\* Before r commits insert i, the client must have sent it to r: it gives up on an earlier try
+\* (an unknown outcome: the retry that follows is what committed), then sends.
+Unobserved(e) ==
+    /\ e.a = "insert"
+    /\ ~(ins[e.i].st = "sent" /\ ins[e.i].at = e.r)
+    /\ \/ ins[e.i].st \in {"sent", "written"} /\ ClientTimeout(e.i)
+       \/ ClientSendInsert(e.i, e.r)
+
+TraceNext ==
+    /\ l < Len(Trace)
+    /\ \/ Explained(Trace[l + 1]) /\ l' = l + 1
+       \/ Unobserved(Trace[l + 1]) /\ UNCHANGED l
+
+\* Checked as an invariant: its violation is the acceptance (a behaviour consumed every event).
+TraceConsumedInv == l < Len(Trace)
+
+\* A state constraint that prints the furthest event consumed each time it grows; with one
+\* worker, the last line printed names how far the best behaviour got.
+TraceProgress == IF l > TLCGet(1) THEN TLCSet(1, l) /\ PrintT(<<"trace-consumed", l>>) ELSE TRUE
+=============================================================================
