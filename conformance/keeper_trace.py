@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from harness.zk_txnlog import Txn
-from protocol.log_entry import DROP_RANGE, GET_PART, MERGE_PARTS, BadLogEntry, LogEntry
+from protocol.log_entry import DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, BadLogEntry, LogEntry
+from protocol.mutations import BadMutation, MutationEntry
 from protocol.parts import BadPart, PartName
 
 NO_PART = None   # rendered as the spec's NoPart
@@ -40,6 +41,8 @@ ABSTRACTION = {
                "whose part it is, or covers), or a queue entry removed that made no part",
     "merge": "ReplicaSelectMerge: log/log-N created with MERGE_PARTS",
     "drop": "ClientDropPartition: log/log-N created with DROP_RANGE",
+    "mutation": "ClientMutate: mutations/N created (ALTER UPDATE/DELETE)",
+    "mutate": "ReplicaSelectMutation: log/log-N created with MUTATE_PART",
     "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
@@ -97,6 +100,7 @@ class _State:
     entries: dict[int, LogEntry] = field(default_factory=dict)       # spec index -> entry
     insert_of: dict[str, int] = field(default_factory=dict)          # block_id -> insert id
     block: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # (partition, number) -> (i, k)
+    mutation: dict[tuple[str, int], int] = field(default_factory=dict)  # (partition, number) -> the spec's muts value
     pointer: dict[str, int] = field(default_factory=dict)            # replica -> log_pointer (real numbering)
     queue: dict[str, dict[str, int]] = field(default_factory=dict)   # replica -> queue node -> spec index
     executed: dict[str, set[int]] = field(default_factory=dict)      # replica -> spec indexes taken with a part
@@ -115,7 +119,9 @@ def abstract_part(st: _State, name: str) -> tuple:
     """A part by name as the spec's [p, b, mv]: the INSERTs whose committed blocks its range covers."""
     pn = PartName.parse(name)
     blocks = frozenset(v for (p, n), v in st.block.items() if p == pn.partition and pn.min_block <= n <= pn.max_block)
-    return (pn.partition, blocks, pn.mutation)
+    # A part's mutation version is the block number its mutation took in the partition; the spec
+    # numbers a mutation by the log index it was created at (ClientMutate's Len(log) + 1).
+    return (pn.partition, blocks, st.mutation.get((pn.partition, pn.mutation), 0) if pn.mutation else 0)
 
 
 def _entry(data: bytes | None, where: str) -> LogEntry:
@@ -212,6 +218,9 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
     elif e.type == MERGE_PARTS:
         events.append(Event("merge", r=r or "none", k=k, p=e.partition, part=abstract_part(st, e.new_part_name),
                             zxid=t.zxid, why=f"MERGE_PARTS {', '.join(e.source_parts)} -> {e.new_part_name}"))
+    elif e.type == MUTATE_PART:
+        events.append(Event("mutate", r=r or "none", k=k, p=e.partition, part=abstract_part(st, e.new_part_name),
+                            zxid=t.zxid, why=f"MUTATE_PART {e.source_parts[0]} -> {e.new_part_name}"))
     elif e.type == DROP_RANGE and not e.detach:
         events.append(Event("drop", k=k, p=e.partition, zxid=t.zxid, why=f"DROP_RANGE {e.new_part_name}"))
     else:
@@ -227,8 +236,22 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
             st.pointer[rel[1]] = int((op.data or b"0").decode() or 0)
         return   # the table and its replicas being created: the spec's Init is after
-    if head == "mutations" or head == "alter_partition_version":
-        unmapped(t, f"{op.type} {'/'.join(rel)}: mutations are not in the trace spec yet")
+    if head == "mutations":
+        if len(rel) == 2 and op.type in ("create", "create2"):
+            try:
+                m = MutationEntry.parse(op.data or b"", op.path)
+            except BadMutation as err:
+                unmapped(t, f"a mutation that does not parse ({err})")
+                return
+            value = len(st.log_index) + 1
+            for partition, number in m.block_numbers:
+                st.mutation[(partition, number)] = value
+            events.append(Event("mutation", k=value, zxid=t.zxid, why=f"mutation {rel[1]}: {m.commands}"))
+        elif len(rel) == 2 and op.type == "delete":
+            unmapped(t, f"mutation {rel[1]} removed: finished mutations' cleanup is not in the trace spec yet")
+        return   # the mutations/ node's version bump, the CAS that orders mutations
+    if head == "alter_partition_version":
+        unmapped(t, f"{op.type} {'/'.join(rel)}: partition ALTERs are not in the trace spec yet")
         return
     if head == "log":
         if op.type == "delete":

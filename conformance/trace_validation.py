@@ -72,6 +72,7 @@ CFG = """CONSTANTS
     Bugs = {{}}
     Trace <- TrTrace
     MergeWidths <- TrMergeWidths
+    CaughtUp <- TraceCaughtUp
 INIT TraceInit
 NEXT TraceNext
 INVARIANT TraceConsumedInv

@@ -33,6 +33,14 @@ TraceInit == Init /\ l = 0 /\ TLCSet(1, 0)
 \* The entry of r's queue that holds log index k (an entry a CLONE or a clone queued has k 0).
 Queued(r, k) == {x \in queue[r] : x.k = k}
 
+\* Who may select a merge or a mutation. The core module lets only a replica caught up on the
+\* partition select (CaughtUp: nothing of it queued or unpulled), as a stand-in for ClickHouse's
+\* selection from its "virtual parts" (the parts its queue will make). 18.16 selects with entries
+\* of the partition still in its queue, its own MUTATE_PARTs among them (trace validation's first
+\* finding, spec/README.md): a trace overrides CaughtUp with this, and the parts selected must
+\* still be on the selector's disk (PartsOf), as in the core's actions.
+TraceCaughtUp(r, p) == TRUE
+
 \* --- events -------------------------------------------------------------------
 
 \* An INSERT's commit multi by r (blocks/ hash, log/log-N GET_PART, replicas/r/parts): it is the
@@ -76,6 +84,16 @@ MergeEvent(e) ==
     /\ Len(log') = e.k
     /\ log'[e.k].part = e.part
 
+\* ALTER UPDATE/DELETE: a mutation numbered k, the log index it was created at.
+MutationEvent(e) == e.a = "mutation" /\ ClientMutate /\ muts'[Len(muts')] = e.k
+
+\* MUTATE_PART by r of a part of e.p into e.part, the k-th log entry.
+MutateEvent(e) ==
+    /\ e.a = "mutate"
+    /\ ReplicaSelectMutation(e.r, e.p)
+    /\ Len(log') = e.k
+    /\ log'[e.k].part = e.part
+
 \* DROP_RANGE over partition e.p, the k-th log entry.
 DropEvent(e) ==
     /\ e.a = "drop"
@@ -88,7 +106,7 @@ RestartEvent(e) == e.a = "restart" /\ ReplicaRestart(e.r)
 
 Explained(e) ==
     \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ ExecuteDoneEvent(e)
-    \/ MergeEvent(e) \/ DropEvent(e) \/ CrashEvent(e) \/ RestartEvent(e)
+    \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e) \/ CrashEvent(e) \/ RestartEvent(e)
 
 \* --- what Keeper does not show, taken only where the next event needs it ----------
 
