@@ -22,7 +22,7 @@ does (its ephemeral ``is_active`` goes with it), by the session that created its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from harness.zk_txnlog import Txn
@@ -43,6 +43,11 @@ ABSTRACTION = {
     "drop": "ClientDropPartition: log/log-N created with DROP_RANGE",
     "mutation": "ClientMutate: mutations/N created (ALTER UPDATE/DELETE)",
     "mutate": "ReplicaSelectMutation: log/log-N created with MUTATE_PART",
+    "trim": "CleanupClearOldLogs: log/log-N removed by one multi (up to the last), with the replicas "
+            "replicas/<r>/is_lost was set to 1 for just before",
+    "forget": "CleanupClearOldBlocks: blocks/<hash> removed",
+    "clone": "ReplicaRestart of a lost replica (CloneLostReplica): from its is_active's creation to is_lost "
+             "set to 0, its log_pointer and the queue entries it copied (log indexes) or made up (GET_PARTs)",
     "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
@@ -60,7 +65,7 @@ IGNORED = {
     "part_children": "a part's columns/checksums children (older layouts)",
     "replica_setup": "a replica's own subtree created when it joins, before any event",
     "table_setup": "the table's subtree created, before any event",
-    "blocks": "the dedup node of an INSERT is part of its commit",
+    "blocks": "the dedup node's creation is part of its INSERT's commit",
     "quorum": "no INSERT here asks for a quorum",
     "log_pointer_create": "a joining replica's pointer, at the log's start",
 }
@@ -76,7 +81,12 @@ class Event:
     p: str = "none"
     part: tuple | None = NO_PART
     take: bool = False
+    q: tuple | None = NO_PART        # a queue entry a clone made up (index 0) is picked by its part
+    rs: frozenset = frozenset()      # trim: the replicas it marked lost
+    ks: frozenset = frozenset()      # clone: the log indexes of the entries it copied into the queue
+    gets: frozenset = frozenset()    # clone: the parts of the GET_PARTs it made up
     zxid: int = 0
+    session: int = 0     # the ZooKeeper session that wrote it
     why: str = ""        # for the reader: the record it came from
 
 
@@ -102,8 +112,13 @@ class _State:
     block: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # (partition, number) -> (i, k)
     mutation: dict[tuple[str, int], int] = field(default_factory=dict)  # (partition, number) -> the spec's muts value
     pointer: dict[str, int] = field(default_factory=dict)            # replica -> log_pointer (real numbering)
-    queue: dict[str, dict[str, int]] = field(default_factory=dict)   # replica -> queue node -> spec index
-    executed: dict[str, set[int]] = field(default_factory=dict)      # replica -> spec indexes taken with a part
+    queue: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)  # replica -> node -> (index, part)
+    executed: dict[str, set[str]] = field(default_factory=dict)      # replica -> queue nodes taken with a part
+    lost: set[str] = field(default_factory=set)                      # is_lost 1
+    marked: set[str] = field(default_factory=set)                    # marked lost since the last trim
+    cloning: dict[str, dict] = field(default_factory=dict)           # replica -> its clone's writes so far
+    hashed: set[int] = field(default_factory=set)                    # inserts whose hash the spec's dedup holds
+    partition_of: dict[int, str] = field(default_factory=dict)       # insert id -> its partition
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
     active: set[str] = field(default_factory=set)
     started: bool = False
@@ -161,9 +176,13 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
         if log_creates:
             for op, rel in log_creates:
                 _log_entry(st, t, op, rel, ops, events, unmapped)
-            continue
-        for op, rel in ops:
-            _other(st, t, op, rel, ops, events, unmapped, names)
+        else:
+            for op, rel in ops:
+                _other(st, t, op, rel, ops, events, unmapped, names)
+        n = len(events)   # this record's events are the untagged ones at the end
+        while n > 0 and events[n - 1].session == 0:
+            n -= 1
+        events[n:] = [replace(e, session=t.session) for e in events[n:]]
     if not seen_table:
         raise TraceError(f"the transaction log holds no write under {root}")
     parts = sorted({p for p, _ in st.block} | {e.partition for e in st.entries.values() if e.partition})
@@ -213,6 +232,8 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
         if r is None or not own:
             unmapped(t, f"GET_PART {e.new_part_name} without its writer's part node")
             return
+        st.hashed.add(i)
+        st.partition_of[i] = pn.partition
         events.append(Event("insert", r=r, i=i, k=k, p=pn.partition, part=abstract_part(st, e.new_part_name),
                             zxid=t.zxid, why=f"INSERT {e.block_id} -> {e.new_part_name}"))
     elif e.type == MERGE_PARTS:
@@ -222,6 +243,15 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
         events.append(Event("mutate", r=r or "none", k=k, p=e.partition, part=abstract_part(st, e.new_part_name),
                             zxid=t.zxid, why=f"MUTATE_PART {e.source_parts[0]} -> {e.new_part_name}"))
     elif e.type == DROP_RANGE and not e.detach:
+        # The spec's ClientDropPartition forgets the partition's hashes with the entry; 18.16's
+        # dropping session removes them from blocks/ just before it creates the entry: those
+        # removals are this step, and so are any of the partition's after it.
+        st.hashed -= {i for i, p in st.partition_of.items() if p == e.partition}
+        n = len(events)
+        while n > 0 and (events[n - 1].session != t.session or events[n - 1].a == "forget"):
+            n -= 1
+            if events[n].a == "forget" and events[n].session == t.session and events[n].p == e.partition:
+                del events[n]
         events.append(Event("drop", k=k, p=e.partition, zxid=t.zxid, why=f"DROP_RANGE {e.new_part_name}"))
     else:
         unmapped(t, f"log entry {e.type} is not in the trace spec yet")
@@ -229,13 +259,25 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
 
 def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
     head = rel[0] if rel else ""
-    if head in ("block_numbers", "temp", "leader_election", "columns", "metadata", "quorum", "blocks",
+    if head in ("block_numbers", "temp", "leader_election", "columns", "metadata", "quorum",
                 "nonincrement_block_numbers"):
         return
     if not st.started and not (head == "replicas" and rel[2:3] == ["is_active"]):
         if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
             st.pointer[rel[1]] = int((op.data or b"0").decode() or 0)
         return   # the table and its replicas being created: the spec's Init is after
+    if head == "blocks":
+        if len(rel) == 2 and op.type == "delete":
+            i = st.insert_of.get(rel[1])
+            if i is None:
+                unmapped(t, f"blocks/{rel[1]} removed, a hash no INSERT of the trace committed")
+            elif i not in st.hashed:
+                pass   # a DROP PARTITION's: the spec's ClientDropPartition forgot them with the entry
+            else:
+                st.hashed.discard(i)
+                events.append(Event("forget", i=i, p=st.partition_of[i], zxid=t.zxid, session=t.session,
+                                    why=f"blocks/{rel[1]} removed (clearOldBlocks)"))
+        return   # a create is part of its INSERT's commit
     if head == "mutations":
         if len(rel) == 2 and op.type in ("create", "create2"):
             try:
@@ -254,8 +296,8 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         unmapped(t, f"{op.type} {'/'.join(rel)}: partition ALTERs are not in the trace spec yet")
         return
     if head == "log":
-        if op.type == "delete":
-            unmapped(t, f"log entry {rel[1]} removed: the cleanup thread's trimming is not in the trace spec yet")
+        if op.type == "delete" and len(rel) == 2:
+            _trimmed(st, t, rel[1], events, unmapped)
         return   # the log/ node itself, created with the table
     if head != "replicas" or len(rel) < 2:
         return   # the table's own nodes, created with it
@@ -269,59 +311,141 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         if r in st.active:
             return
         st.active.add(r)
-        if st.started or len(st.active) < len(names):
-            if st.started:
-                events.append(Event("restart", r=r, zxid=t.zxid, why="is_active created by a new session"))
-            return
-        st.started = True   # every replica is up: the spec's Init
+        if not st.started:
+            st.started = len(st.active) == len(names)   # every replica is up: the spec's Init
+        elif r in st.lost:
+            st.cloning[r] = {"pointer": None, "queue": {}}   # the event is the clone's end (is_lost 0)
+        else:
+            events.append(Event("restart", r=r, zxid=t.zxid, why="is_active created by a new session"))
+        return
+    if leaf == "is_lost" and op.type == "setData":
+        _lost_flag(st, t, r, (op.data or b"").strip(), events, unmapped)
         return
     if leaf == "log_pointer":
-        value = int((op.data or b"0").decode() or 0)
-        old = st.pointer.get(r)
-        st.pointer[r] = value
-        if op.type in ("create", "create2") or old is None:
-            if st.log_index:
-                unmapped(t, f"replicas/{r}/log_pointer created at {value} after the log began: a joining replica")
-            return
-        if op.type != "setData":
-            return
-        queued = {q.path.rsplit("/", 1)[1]: q.data for q, qrel in ops if q.type in ("create", "create2")
-                  and qrel[:3] == ["replicas", r, "queue"] and len(qrel) == 4}
-        texts = {}
-        for node, data in queued.items():
-            try:
-                texts[_entry(data, node).format()] = node
-            except (BadLogEntry, BadPart) as err:
-                unmapped(t, f"queue entry {node} does not parse ({err})")
-        for suffix in range(old, value):
-            k = st.log_index.get(suffix)
-            if k is None:
-                unmapped(t, f"replicas/{r}/log_pointer moved past log-{suffix:010d}, which the trace never saw created")
-                return
-            node = texts.get(st.entries[k].format())
-            if node is not None:
-                st.queue[r][node] = k
-            events.append(Event("pull", r=r, k=k, take=node is not None, zxid=t.zxid, why=f"log_pointer {old} -> {value}"))
+        _pointer(st, t, r, op, ops, events, unmapped)
         return
     if leaf == "queue" and len(rel) == 4:
+        node = rel[3]
         if op.type in ("create", "create2"):
-            if not any(q.type == "setData" and qrel == ["replicas", r, "log_pointer"] for q, qrel in ops):
-                unmapped(t, f"queue entry {rel[3]} created outside a pull")
+            if r in st.cloning:
+                st.cloning[r]["queue"][node] = op.data
+            elif not any(q.type == "setData" and qrel == ["replicas", r, "log_pointer"] for q, qrel in ops):
+                unmapped(t, f"queue entry {node} created outside a pull")
             return
         if op.type == "delete":
-            k = st.queue[r].pop(rel[3], None)
-            if k is None:
-                unmapped(t, f"queue entry {rel[3]} of {r} removed, which no pull created")
-            elif k in st.executed[r]:
-                st.executed[r].discard(k)   # its part's registration was the step
+            entry = st.queue[r].pop(node, None)
+            if entry is None:
+                unmapped(t, f"queue entry {node} of {r} removed, which no pull created")
+            elif node in st.executed[r]:
+                st.executed[r].discard(node)   # its part's registration was the step
             else:
-                events.append(Event("execute", r=r, k=k, zxid=t.zxid, why=f"queue entry {rel[3]} removed"))
+                k, name = entry
+                events.append(Event("execute", r=r, k=k, q=_queued_part(st, k, name), zxid=t.zxid,
+                                    why=f"queue entry {node} removed"))
         return
     if leaf == "parts" and len(rel) == 4:
         if op.type in ("create", "create2"):
             _registered(st, t, r, rel[3], events, unmapped)
         return   # a removal: the part was replaced or dropped earlier (see IGNORED)
-    return   # replica_setup, part_children, host, flags, is_lost (not set without a lost replica here)
+    return   # replica_setup, part_children, host, flags
+
+
+def _queued_part(st: _State, k: int, name: str) -> tuple | None:
+    """What picks a queue entry out in the spec: its log index, or, for an entry a clone made up
+    (index 0), its part."""
+    return abstract_part(st, name) if k == 0 else NO_PART
+
+
+def _pointer(st: _State, t: Txn, r: str, op, ops, events, unmapped) -> None:
+    """replicas/<r>/log_pointer written: a pull (one event per entry it moved past), or a clone's."""
+    value = int((op.data or b"0").decode() or 0)
+    old = st.pointer.get(r)
+    st.pointer[r] = value
+    if r in st.cloning:
+        st.cloning[r]["pointer"] = value
+        return
+    if op.type in ("create", "create2") or old is None:
+        if st.log_index:
+            unmapped(t, f"replicas/{r}/log_pointer created at {value} after the log began: a joining replica")
+        return
+    if op.type != "setData":
+        return
+    if value < old:
+        # No action moves a pointer back: the event says where it went, which no pull explains.
+        events.append(Event("pull", r=r, k=_pulled(st, value), zxid=t.zxid, why=f"log_pointer {old} -> {value}, backwards"))
+        return
+    queued = {q.path.rsplit("/", 1)[1]: q.data for q, qrel in ops if q.type in ("create", "create2")
+              and qrel[:3] == ["replicas", r, "queue"] and len(qrel) == 4}
+    texts = {}
+    for node, data in queued.items():
+        try:
+            texts[_entry(data, node).format()] = node
+        except (BadLogEntry, BadPart) as err:
+            unmapped(t, f"queue entry {node} does not parse ({err})")
+    for suffix in range(old, value):
+        k = st.log_index.get(suffix)
+        if k is None:
+            unmapped(t, f"replicas/{r}/log_pointer moved past log-{suffix:010d}, which the trace never saw created")
+            return
+        node = texts.get(st.entries[k].format())
+        if node is not None:
+            st.queue[r][node] = (k, st.entries[k].new_part_name)
+        events.append(Event("pull", r=r, k=k, take=node is not None, zxid=t.zxid, why=f"log_pointer {old} -> {value}"))
+
+
+def _pulled(st: _State, pointer: int) -> int:
+    """The spec's log_pointer for ClickHouse's: the entries created with a suffix below it."""
+    return sum(1 for suffix in st.log_index if suffix < pointer)
+
+
+def _trimmed(st: _State, t: Txn, node: str, events, unmapped) -> None:
+    """The cleanup thread removed log entries: one trim event per multi, up to the last it removed,
+    with the replicas it had just marked lost (18.16 marks them in a multi of its own before)."""
+    k = st.log_index.get(int(node.removeprefix("log-")))
+    if k is None:
+        unmapped(t, f"log entry {node} removed, which the trace never saw created")
+        return
+    if events and events[-1].a == "trim" and events[-1].zxid == t.zxid:
+        events[-1] = Event("trim", k=max(k, events[-1].k), rs=events[-1].rs, zxid=t.zxid, why=events[-1].why)
+        return
+    events.append(Event("trim", k=k, rs=frozenset(st.marked), zxid=t.zxid, why="clearOldLogs"))
+    st.marked.clear()
+
+
+def _lost_flag(st: _State, t: Txn, r: str, value: bytes, events, unmapped) -> None:
+    if value == b"1":
+        st.lost.add(r)
+        st.marked.add(r)
+        return
+    if value != b"0":
+        unmapped(t, f"replicas/{r}/is_lost set to {value!r}")
+        return
+    if r not in st.cloning:
+        if r in st.lost:
+            unmapped(t, f"replicas/{r}/is_lost cleared without a clone")
+        return   # a replica that was not lost writes 0 at start
+    clone = st.cloning.pop(r)
+    st.lost.discard(r)
+    ks, gets = set(), set()
+    known = {st.entries[k].format(): k for k in st.entries}
+    for node, data in clone["queue"].items():
+        try:
+            entry = _entry(data, node)
+        except (BadLogEntry, BadPart) as err:
+            unmapped(t, f"queue entry {node} does not parse ({err})")
+            return
+        k = known.get(entry.format(), 0)   # an entry of the log copied from the source, or one made up
+        if k == 0 and entry.type != GET_PART:
+            unmapped(t, f"the clone queued {entry.type} {entry.new_part_name}, which is no entry of the log")
+            return
+        st.queue[r][node] = (k, entry.new_part_name)
+        if k:
+            ks.add(k)
+        else:
+            gets.add(abstract_part(st, entry.new_part_name))
+    pointer = clone["pointer"] if clone["pointer"] is not None else st.pointer.get(r, 0)
+    events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=frozenset(ks), gets=frozenset(gets), zxid=t.zxid,
+                        why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued"))
 
 
 def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None:
@@ -332,17 +456,17 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
     except BadPart as err:
         unmapped(t, f"a part node that does not parse ({err})")
         return
-    pending = sorted((k, node) for node, k in st.queue[r].items() if k not in st.executed[r])
-    exact = [k for k, _ in pending if st.entries[k].new_part_name == name]
-    covered = [k for k, _ in pending if st.entries[k].new_part_name
-               and st.entries[k].type != DROP_RANGE and made.covers(PartName.parse(st.entries[k].new_part_name))]
-    k = (exact or covered or [None])[0]
-    if k is None:
+    pending = sorted((k, node, part) for node, (k, part) in st.queue[r].items() if node not in st.executed[r])
+    exact = [(k, node, part) for k, node, part in pending if part == name]
+    covered = [(k, node, part) for k, node, part in pending
+               if part and (k == 0 or st.entries[k].type != DROP_RANGE) and made.covers(PartName.parse(part))]
+    if not (exact or covered):
         unmapped(t, f"{r} registered {name}, which no entry in its queue makes")
         return
-    st.executed[r].add(k)
-    events.append(Event("execute", r=r, k=k, part=abstract_part(st, name), zxid=t.zxid,
-                        why=f"{r} registered {name} for {st.entries[k].type} {st.entries[k].new_part_name}"))
+    k, node, part = (exact or covered)[0]
+    st.executed[r].add(node)
+    events.append(Event("execute", r=r, k=k, part=abstract_part(st, name), q=_queued_part(st, k, part), zxid=t.zxid,
+                        why=f"{r} registered {name} for {'a clone' if k == 0 else st.entries[k].type}'s {part}"))
 
 
 # --- the trace as a TLA+ module --------------------------------------------------------------
@@ -374,8 +498,12 @@ def tla_module(trace: Trace, name: str) -> str:
              "TrTrace == <<"]
     for n, e in enumerate(trace.events):
         sep = "," if n + 1 < len(trace.events) else ""
+        rs = ", ".join(_tla_str(r) for r in sorted(e.rs))
+        ks = ", ".join(str(k) for k in sorted(e.ks))
+        gets = ", ".join(sorted(_tla_part(g) for g in e.gets))
         lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, i |-> {e.i}, k |-> {e.k}, "
-                     f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}]{sep}"
+                     f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}, "
+                     f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}]{sep}"
                      f"  \\* {n + 1}: {e.why}")
     lines += ["  >>", "===="]
     return "\n".join(lines) + "\n"

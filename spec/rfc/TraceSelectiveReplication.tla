@@ -30,8 +30,9 @@ tvars == <<vars, l>>
 
 TraceInit == Init /\ l = 0 /\ TLCSet(1, 0)
 
-\* The entry of r's queue that holds log index k (an entry a CLONE or a clone queued has k 0).
-Queued(r, k) == {x \in queue[r] : x.k = k}
+\* The entry of r's queue an event names: by its log index, or, for one a clone of a lost
+\* replica made up (GET_PART of a part its source has, log index 0), by its part.
+Queued(r, e) == {x \in queue[r] : x.k = e.k /\ (e.k # 0 \/ x.part = e.q)}
 
 \* Who may select a merge or a mutation. The core module lets only a replica caught up on the
 \* partition select (CaughtUp: nothing of it queued or unpulled), as a stand-in for ClickHouse's
@@ -63,9 +64,9 @@ PullEvent(e) ==
 \* the step must have made no part (a DROP_RANGE takes parts away).
 ExecuteEvent(e) ==
     /\ e.a = "execute"
-    /\ Queued(e.r, e.k) # {}
+    /\ Queued(e.r, e) # {}
     /\ ReplicaExecuteEntry(e.r)
-    /\ Queued(e.r, e.k) \cap queue'[e.r] = {}
+    /\ Queued(e.r, e) \cap queue'[e.r] = {}
     /\ IF e.part # NoPart THEN e.part \in parts'[e.r] ELSE parts'[e.r] \subseteq parts[e.r]
 
 \* The removal of a queue entry the spec had already taken out with another (a DROP_RANGE's
@@ -73,7 +74,7 @@ ExecuteEvent(e) ==
 ExecuteDoneEvent(e) ==
     /\ e.a = "execute"
     /\ e.part = NoPart
-    /\ Queued(e.r, e.k) = {}
+    /\ Queued(e.r, e) = {}
     /\ ptr[e.r] >= e.k
     /\ UNCHANGED vars
 
@@ -102,11 +103,28 @@ DropEvent(e) ==
 
 \* r's is_active went (its session closed or expired), or came back (a new session created it).
 CrashEvent(e) == e.a = "crash" /\ ReplicaCrash(e.r)
-RestartEvent(e) == e.a = "restart" /\ ReplicaRestart(e.r)
+RestartEvent(e) == e.a = "restart" /\ e.r \notin lost /\ ReplicaRestart(e.r)
+
+\* A lost replica came back and cloned (cloneReplicaIfNeeded): its log_pointer is e.k, its queue
+\* the log entries e.ks and GET_PARTs of the parts e.gets.
+CloneEvent(e) ==
+    /\ e.a = "clone"
+    /\ e.r \in lost
+    /\ ReplicaRestart(e.r)
+    /\ ptr'[e.r] = e.k
+    /\ {x.k : x \in queue'[e.r]} \ {0} = e.ks
+    /\ {x.part : x \in {x \in queue'[e.r] : x.k = 0}} = e.gets
+
+\* The cleanup thread trimmed the log up to index e.k and marked the replicas e.rs lost.
+TrimEvent(e) == e.a = "trim" /\ CleanupClearOldLogs /\ trimmed' = e.k /\ lost' \ lost = e.rs
+
+\* The cleanup thread forgot insert e.i's hash (blocks/).
+ForgetEvent(e) == e.a = "forget" /\ CleanupClearOldBlocks(e.i)
 
 Explained(e) ==
     \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ ExecuteDoneEvent(e)
-    \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e) \/ CrashEvent(e) \/ RestartEvent(e)
+    \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e)
+    \/ CrashEvent(e) \/ RestartEvent(e) \/ CloneEvent(e) \/ TrimEvent(e) \/ ForgetEvent(e)
 
 \* --- what Keeper does not show, taken only where the next event needs it ----------
 
