@@ -4,7 +4,7 @@ Every write request a server accepts (a create, a setData, a delete, a multi, an
 failed, logged as ``error``) is one record in ``DATA_DIR/version-2/log.<first zxid>``, with the
 client's session id; a multi is one record that lists its sub-ops. A test can say "replica r1's
 session made 3 requests, 5 ops, between zxid A and B" without instrumenting the client
-(ClickHouse's, or kazoo's), and a trace (conformance/keeper_trace.py) can read what each write
+(ClickHouse's, or kazoo's), and a trace (traces/keeper_trace.py) can read what each write
 put into Keeper: a log entry's text, a queue entry's, a log_pointer's value.
 
 The records are decoded here, in Python, from ZooKeeper's own serialization (jute: big-endian

@@ -5,7 +5,7 @@
 (*                                                                         *)
 (* A trace is what a run wrote into Keeper, read from ZooKeeper's          *)
 (* transaction log (harness/zk_txnlog.py) and abstracted to one event per  *)
-(* spec step by conformance/keeper_trace.py, which says which write is     *)
+(* spec step by traces/keeper_trace.py, which says which write is          *)
 (* which event. TLC explores the behaviours of the core module's actions   *)
 (* that consume the trace in order: each event must be taken by the action *)
 (* it names, with the outcome the run wrote (the log index an entry got,   *)
@@ -17,18 +17,21 @@
 (* reports TraceConsumedInv violated, and the run is a behaviour of the    *)
 (* spec. When none does, TLC ends with the invariant holding, and the      *)
 (* furthest event any behaviour reached, printed as it grows (TraceProgress), *)
-(* names the first event no action explains: a bug in the system, or a    *)
+(* names the first event no action explains: a bug in the system, or a     *)
 (* hole in the model.                                                      *)
 (***************************************************************************)
 EXTENDS SelectiveReplication, TLC
 
-CONSTANT Trace   \* the events, oldest first (conformance/keeper_trace.py's Event)
+CONSTANT Trace   \* the events, oldest first (traces/keeper_trace.py's Event)
 
-VARIABLE l       \* events consumed
+VARIABLES
+    l,       \* events consumed
+    made     \* every part some replica has held: ClickHouse keeps a replaced part (Outdated) on
+             \* disk for old_parts_lifetime (480 s) and serves it to a fetch that names it
 
-tvars == <<vars, l>>
+tvars == <<vars, l, made>>
 
-TraceInit == Init /\ l = 0 /\ TLCSet(1, 0)
+TraceInit == Init /\ l = 0 /\ made = UNION {parts[r] : r \in Replicas} /\ TLCSet(1, 0)
 
 \* The entry of r's queue an event names: by its log index, or, for one a clone of a lost
 \* replica made up (GET_PART of a part its source has, log index 0), by its part.
@@ -68,6 +71,23 @@ ExecuteEvent(e) ==
     /\ ReplicaExecuteEntry(e.r)
     /\ Queued(e.r, e) \cap queue'[e.r] = {}
     /\ IF e.part # NoPart THEN e.part \in parts'[e.r] ELSE parts'[e.r] \subseteq parts[e.r]
+
+\* r fetched the very part its entry names from a replica that had replaced it already (merged,
+\* mutated): 18.16's fetch serves Outdated parts too (findPart in DataPartsExchange), which the
+\* core module has not (a replaced part is gone at once), trace validation's second finding
+\* (spec/README.md). The part is as good as when it was made: later entries replace it here too.
+FetchOutdatedEvent(e) ==
+    /\ e.a = "execute"
+    /\ e.part # NoPart
+    /\ e.part \in made
+    /\ \E x \in Queued(e.r, e) :
+        /\ x.type \in {"GET", "MERGE", "MUTATE"} /\ x.part = e.part
+        /\ e.r \in active
+        /\ ~HasNewerCovering(e.r, x.part)
+        /\ parts' = [parts EXCEPT ![e.r] = NoEmpty(AddPart(@, Trim(x.part, meta[e.r].dropped[x.p])))]
+        /\ queue' = [queue EXCEPT ![e.r] = @ \ {x}]
+    /\ UNCHANGED <<active, asg, cache, log, ptr, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked,
+                   inv_read_cleaned, aux_counts, gone>>
 
 \* The removal of a queue entry the spec had already taken out with another (a DROP_RANGE's
 \* removePartProducingOpsInRange, or the entry whose part was registered before it): nothing.
@@ -122,7 +142,7 @@ TrimEvent(e) == e.a = "trim" /\ CleanupClearOldLogs /\ trimmed' = e.k /\ lost' \
 ForgetEvent(e) == e.a = "forget" /\ CleanupClearOldBlocks(e.i)
 
 Explained(e) ==
-    \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ ExecuteDoneEvent(e)
+    \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ FetchOutdatedEvent(e) \/ ExecuteDoneEvent(e)
     \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e)
     \/ CrashEvent(e) \/ RestartEvent(e) \/ CloneEvent(e) \/ TrimEvent(e) \/ ForgetEvent(e)
 
@@ -140,6 +160,7 @@ TraceNext ==
     /\ l < Len(Trace)
     /\ \/ Explained(Trace[l + 1]) /\ l' = l + 1
        \/ Unobserved(Trace[l + 1]) /\ UNCHANGED l
+    /\ made' = made \cup UNION {parts'[r] : r \in Replicas}
 
 \* Checked as an invariant: its violation is the acceptance (a behaviour consumed every event).
 TraceConsumedInv == l < Len(Trace)

@@ -1,6 +1,6 @@
 """Is a recorded run a behaviour of the spec? TLC on spec/rfc/TraceSelectiveReplication.tla (issue 36).
 
-``validate`` writes the trace (conformance/keeper_trace.py) as a TLA+ module beside a cfg that
+``validate`` writes the trace (traces/keeper_trace.py) as a TLA+ module beside a cfg that
 gives the spec's constants from it, runs TLC with one worker, and reads the verdict: accepted
 when TraceConsumedInv is violated (a behaviour consumed every event), rejected when TLC ends
 without, and then the furthest event any behaviour consumed names the first one no action
@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.keeper_trace import Event, Trace, tla_module
+from traces.keeper_trace import Event, Trace, tla_module
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, run_tlc
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec" / "rfc"

@@ -1,0 +1,91 @@
+"""Trace validation of real ClickHouse 18.16 (issue 36): what three replicas wrote into Keeper under
+a random workload with a kill -9 and a lost replica is a behaviour of the spec, and the same trace
+edited by hand in three ways is not, each rejected at the edit."""
+
+from dataclasses import replace
+
+import pytest
+
+from harness.zk_txnlog import Op
+from traces.clickhouse_run import Workload, record
+from traces.keeper_trace import read_trace
+from traces.validate import validate
+
+pytestmark = [pytest.mark.clickhouse, pytest.mark.zookeeper, pytest.mark.tlc, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def run(clickhouse_command):
+    return record(Workload(seed=2, inserts=24))
+
+
+def _rel(run, path):
+    return path[len(run.root) + 1:].split("/") if path and path.startswith(run.root + "/") else []
+
+
+def _edit(run, zxid, ops):
+    return [replace(t, ops=tuple(ops)) if t.zxid == zxid else t for t in run.txns]
+
+
+def test_the_run_did_what_the_trace_is_meant_to_hold(run):
+    f = run.facts
+    assert f["lost"] is not None and len(f["killed"]) == 2
+    assert f["merges"] >= 1 and f["mutations"] >= 1 and f["drops"] >= 1 and f["retries"] >= 1
+    kinds = {e.a for e in read_trace(run.txns, run.root, run.replicas).events}
+    assert {"insert", "pull", "execute", "merge", "mutation", "mutate", "drop", "trim", "forget",
+            "crash", "clone"} <= kinds
+
+
+def test_a_real_1816_trace_is_a_behaviour_of_the_spec(run, tmp_path):
+    trace = read_trace(run.txns, run.root, run.replicas)
+    assert not [e for e in trace.events if e.a == "unmapped"]
+    v = validate(trace, run.settings, workdir=tmp_path)
+    assert v.accepted, v.summary()
+    assert v.consumed == len(trace.events) > 150
+
+
+def test_a_fetch_of_a_part_nobody_made_is_rejected_there(run, tmp_path):
+    # A replica's registration of a fetched part, renamed to a merge of it and the next block of
+    # its partition that nobody selected: the fetched part no replica has.
+    trace = read_trace(run.txns, run.root, run.replicas)
+    fetched = next(e for e in trace.events if e.a == "execute" and e.part is not None and len(e.part[1]) == 1
+                   and any(x.a == "insert" and x.p == e.part[0] and x.k > e.k for x in trace.events))
+    txn = next(t for t in run.txns if t.zxid == fetched.zxid)
+    name = next(op.path.rsplit("/", 1)[1] for op in txn.ops if op.type == "create" and _rel(run, op.path)[2:3] == ["parts"]
+                and len(_rel(run, op.path)) == 4)
+    p, lo, hi, level = name.split("_")[:4]
+    bigger = f"{p}_{lo}_{int(hi) + 1}_{int(level) + 1}"
+    ops = [replace(op, path=op.path.replace(name, bigger)) if op.path and name in op.path else op for op in txn.ops]
+    edited = read_trace(_edit(run, txn.zxid, ops), run.root, run.replicas)
+    v = validate(edited, run.settings, workdir=tmp_path)
+    assert not v.accepted
+    assert v.first_unexplained.zxid == txn.zxid, v.summary()
+
+
+def test_a_log_pointer_moving_backwards_is_rejected_there(run, tmp_path):
+    pulls = [t for t in run.txns if any(op.type == "setData" and _rel(run, op.path)[2:] == ["log_pointer"]
+                                        and int(op.data) >= 3 for op in t.ops)]
+    txn = pulls[len(pulls) // 2]
+    op = next(op for op in txn.ops if op.type == "setData" and _rel(run, op.path)[2:] == ["log_pointer"])
+    back = replace(txn, zxid=txn.zxid + 0, ops=(replace(op, data=str(int(op.data) - 2).encode()),))
+    at = run.txns.index(txn)
+    # The same replica writes its pointer back by two right after: in the log's zxid order.
+    txns = run.txns[:at + 1] + [replace(back, zxid=txn.zxid)] + run.txns[at + 1:]
+    edited = read_trace(txns, run.root, run.replicas)
+    v = validate(edited, run.settings, workdir=tmp_path)
+    assert not v.accepted
+    assert v.first_unexplained.a == "pull" and "backwards" in v.first_unexplained.why, v.summary()
+
+
+def test_a_log_entry_an_owner_skips_is_rejected_there(run, tmp_path):
+    # A pull that queued one entry, its queue entry taken out: the replica moved its pointer past
+    # an entry of a partition it keeps without queueing it.
+    trace = read_trace(run.txns, run.root, run.replicas)
+    pull = next(e for e in trace.events[len(trace.events) // 3:] if e.a == "pull" and e.take
+                and sum(1 for x in trace.events if x.zxid == e.zxid) == 1)
+    txn = next(t for t in run.txns if t.zxid == pull.zxid)
+    ops = [op for op in txn.ops if not (op.type == "create" and _rel(run, op.path)[2:3] == ["queue"])]
+    edited = read_trace(_edit(run, txn.zxid, ops), run.root, run.replicas)
+    v = validate(edited, run.settings, workdir=tmp_path)
+    assert not v.accepted
+    assert v.first_unexplained.zxid == txn.zxid and v.first_unexplained.a == "pull", v.summary()
