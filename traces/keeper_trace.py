@@ -117,6 +117,7 @@ class _State:
     lost: set[str] = field(default_factory=set)                      # is_lost 1
     marked: set[str] = field(default_factory=set)                    # marked lost since the last trim
     cloning: dict[str, dict] = field(default_factory=dict)           # replica -> its clone's writes so far
+    removed: dict[str, dict[str, Event]] = field(default_factory=dict)  # replica -> part -> its entry's removal
     hashed: set[int] = field(default_factory=set)                    # inserts whose hash the spec's dedup holds
     partition_of: dict[int, str] = field(default_factory=dict)       # insert id -> its partition
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
@@ -150,6 +151,7 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
     names = sorted(replicas)
     st.queue = {r: {} for r in names}
     st.executed = {r: set() for r in names}
+    st.removed = {r: {} for r in names}
     events: list[Event] = []
     seen_table = False
 
@@ -344,6 +346,7 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
                 k, name = entry
                 events.append(Event("execute", r=r, k=k, q=_queued_part(st, k, name), zxid=t.zxid,
                                     why=f"queue entry {node} removed"))
+                st.removed[r][name] = events[-1]
         return
     if leaf == "parts" and len(rel) == 4:
         if op.type in ("create", "create2"):
@@ -463,6 +466,16 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
     covered = [(k, node, part) for k, node, part in pending
                if part and (k == 0 or st.entries[k].type != DROP_RANGE) and made.covers(PartName.parse(part))]
     if not (exact or covered):
+        # A fetch that finished after a DROP_RANGE's removePartProducingOpsInRange took its entry
+        # out of the queue (18.16 removes the znode of an entry that is executing): the removal was
+        # the step, with this part, and the drop's execution takes the part away later.
+        ev = st.removed[r].pop(name, None)
+        at = next((n for n in range(len(events) - 1, -1, -1) if ev is not None and events[n].a == "execute"
+                   and (events[n].zxid, events[n].r, events[n].k) == (ev.zxid, ev.r, ev.k)), None)
+        if at is not None:
+            events[at] = replace(events[at], part=abstract_part(st, name),
+                                 why=ev.why + f"; its fetch of {name} committed after (zxid {t.zxid:#x})")
+            return
         unmapped(t, f"{r} registered {name}, which no entry in its queue makes")
         return
     k, node, part = (exact or covered)[0]

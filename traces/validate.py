@@ -73,6 +73,7 @@ CFG = """CONSTANTS
     Trace <- TrTrace
     MergeWidths <- TrMergeWidths
     CaughtUp <- TraceCaughtUp
+    Mergeable <- TraceMergeable
 INIT TraceInit
 NEXT TraceNext
 INVARIANT TraceConsumedInv

@@ -309,6 +309,10 @@ ClientTimeout(i) ==
 \* selector takes a range of any length (OPTIMIZE ... FINAL all of a partition's parts), so a trace
 \* of a real run overrides this in its cfg (TraceSelectiveReplication.tla, issue 36).
 MergeWidths == {2}
+\* Which parts one MERGE_PARTS may take together: in the models, parts of one mutation version.
+\* ClickHouse also merges parts of different versions that owe the same mutations (a part the
+\* mutation rewrote with one written after it), which a trace of a real run shows (issue 36).
+Mergeable(S) == \A x, y \in S : x.mv = y.mv
 
 \* The merge-selecting replica puts MERGE_PARTS of parts of a partition it owns.
 ReplicaSelectMerge(r, p) ==
@@ -319,8 +323,8 @@ ReplicaSelectMerge(r, p) ==
     /\ CaughtUp(r, p)
     /\ \E S \in SUBSET PartsOf(r, p) :
         /\ Cardinality(S) \in MergeWidths
-        /\ \A x, y \in S : x.mv = y.mv
-        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> UNION {x.b : x \in S}, mv |-> Min({x.mv : x \in S})], Len(log) + 1))
+        /\ Mergeable(S)
+        /\ log' = Append(log, Entry("MERGE", p, [p |-> p, b |-> UNION {x.b : x \in S}, mv |-> Max({x.mv : x \in S})], Len(log) + 1))
     /\ aux_counts' = [aux_counts EXCEPT !.merges = @ + 1]
     /\ UNCHANGED <<active, asg, cache, ptr, queue, parts, meta, dedup, muts, trimmed, lost, ins, mig, qry, inv_acked, inv_read_cleaned, gone>>
 
@@ -718,10 +722,15 @@ ReplicaTakeOverMigration(p, r) ==
 \* clearOldLogs: remove the log entries every replica that is not lost has pulled, keeping the
 \* last MinLogsToKeep. A replica that is down and more than MaxLogsToKeep entries behind does not
 \* hold the log back: it is marked is_lost (markLostReplicas) and must clone when it comes back.
+\* Its reading of the replicas, named for TraceSelectiveReplication.tla, whose trim reads them as
+\* 18.16 does, some steps before its multi.
+LogFresh(r) == r \in active \/ ptr[r] >= Len(log) - MaxLogsToKeep
+LogKeepers == {r \in Replicas \ (lost \cup gone) : LogFresh(r)}
+LogTrimUpto == Min({ptr[r] : r \in LogKeepers} \cup {Len(log) - MinLogsToKeep})
 CleanupClearOldLogs ==
-    LET fresh(r) == r \in active \/ ptr[r] >= Len(log) - MaxLogsToKeep
-        keep == {r \in Replicas \ (lost \cup gone) : fresh(r)}
-        upto == Min({ptr[r] : r \in keep} \cup {Len(log) - MinLogsToKeep})
+    LET fresh(r) == LogFresh(r)
+        keep == LogKeepers
+        upto == LogTrimUpto
     IN /\ keep # {}       \* "All replicas are stale: we won't mark any replica as lost"
        /\ upto > trimmed
        /\ trimmed' = upto

@@ -45,6 +45,14 @@ Queued(r, e) == {x \in queue[r] : x.k = e.k /\ (e.k # 0 \/ x.part = e.q)}
 \* still be on the selector's disk (PartsOf), as in the core's actions.
 TraceCaughtUp(r, p) == TRUE
 
+\* The mutations part x has still to go through: those numbered above its version whose data
+\* (blocks below the number) it holds.
+Pending(x) == {m \in {muts[j] : j \in DOMAIN muts} : x.mv < m /\ \E blk \in x.b : blk[2] < m}
+\* 18.16 merges parts that owe the same mutations, whatever their versions (a part a mutation
+\* rewrote with parts written after it; the result takes the highest version): trace validation's
+\* third finding (spec/README.md). A trace overrides the core's Mergeable with this.
+TraceMergeable(S) == \A x, y \in S : Pending(x) = Pending(y)
+
 \* --- events -------------------------------------------------------------------
 
 \* An INSERT's commit multi by r (blocks/ hash, log/log-N GET_PART, replicas/r/parts): it is the
@@ -135,8 +143,20 @@ CloneEvent(e) ==
     /\ {x.k : x \in queue'[e.r]} \ {0} = e.ks
     /\ {x.part : x \in {x \in queue'[e.r] : x.k = 0}} = e.gets
 
-\* The cleanup thread trimmed the log up to index e.k and marked the replicas e.rs lost.
-TrimEvent(e) == e.a = "trim" /\ CleanupClearOldLogs /\ trimmed' = e.k /\ lost' \ lost = e.rs
+\* The cleanup thread trimmed the log up to index e.k and marked the replicas e.rs lost. 18.16's
+\* clearOldLogs reads every replica's log_pointer and is_lost, then marks and trims in later
+\* multis: pointers may have moved on meanwhile (seen: trimmed to 31 where the pointers then
+\* allowed 34). Pointers only grow, so what it computed is the core's CleanupClearOldLogs in an
+\* earlier state: a trim to any index up to the core's, marking replicas the core would mark.
+TrimEvent(e) ==
+    /\ e.a = "trim"
+    /\ LogKeepers # {}
+    /\ trimmed < e.k /\ e.k <= LogTrimUpto
+    /\ e.rs \subseteq {r \in Replicas \ (lost \cup gone) : ~LogFresh(r)}
+    /\ trimmed' = e.k
+    /\ lost' = lost \cup e.rs
+    /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, ins, mig, qry, inv_acked,
+                   inv_read_cleaned, aux_counts, gone>>
 
 \* The cleanup thread forgot insert e.i's hash (blocks/).
 ForgetEvent(e) == e.a = "forget" /\ CleanupClearOldBlocks(e.i)
