@@ -8,7 +8,8 @@ The workload, drawn from a seed:
 - OPTIMIZE ... PARTITION ... FINAL, ALTER TABLE DELETE and UPDATE, DROP PARTITION;
 - a replica killed with SIGKILL and restarted while the others go on;
 - a replica killed and kept down while more entries than ``max_replicated_logs_to_keep`` go into
-  the log, so the cleanup thread marks it lost and trims the log; restarted, it clones;
+  the log (and an ALTER: an UPDATE, or a DROP PARTITION with ``drop_while_lost``), so the cleanup
+  thread marks it lost and trims the log; restarted, it clones;
 - at the end every replica synced.
 The table's settings make the cleanup thread run every second and keep a short log and dedup
 window, so trimming happens in seconds; they are the trace's ``BaseProtocol``.
@@ -39,6 +40,9 @@ class Workload:
     seed: int = 1
     kill: bool = True           # one replica killed and restarted
     lose: bool = True           # one replica kept down until it is marked lost, then restarted
+    # The ALTER while that replica is down: a DROP PARTITION makes 18.16's clone keep the dropped
+    # partition's parts (ClickHouse issue #6522, fixed in 19.x), which the spec's clone does not.
+    drop_while_lost: bool = False
     settings: BaseProtocol = BaseProtocol(min_logs_to_keep=2, max_logs_to_keep=6, dedup_window=8)
     session_timeout_ms: int = 3000   # a killed replica's is_active goes in seconds
 
@@ -144,8 +148,11 @@ class _Run:
         for r in names:
             self.c.query(r, _table_sql(self.w))
         quarter = max(1, self.w.inserts // 4)
-        # Each kind of ALTER at least once, in an order the seed draws.
-        alters = self.rng.sample(["merge", "delete", "update", "drop"], 4)
+        # Each kind of ALTER at least once, in an order the seed draws; the one while a replica is
+        # lost is a DROP PARTITION only when the workload asks for it.
+        while_lost = "drop" if self.w.drop_while_lost else "update"
+        others = self.rng.sample([k for k in ("merge", "delete", "update", "drop") if k != while_lost], 3)
+        alters = [others[0], others[1], while_lost, others[2]]
         self.inserts(quarter)
         self.alter(alters[0])
         t = self.phase("inserts", t)

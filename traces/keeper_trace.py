@@ -47,7 +47,8 @@ ABSTRACTION = {
             "replicas/<r>/is_lost was set to 1 for just before",
     "forget": "CleanupClearOldBlocks: blocks/<hash> removed",
     "clone": "ReplicaRestart of a lost replica (CloneLostReplica): from its is_active's creation to is_lost "
-             "set to 0, its log_pointer and the queue entries it copied (log indexes) or made up (GET_PARTs)",
+             "set to 0, its log_pointer, the queue entries it copied (log indexes) or made up (GET_PARTs), and "
+             "the parts it still has registered then (those no other of its part nodes covers)",
     "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
@@ -85,6 +86,7 @@ class Event:
     rs: frozenset = frozenset()      # trim: the replicas it marked lost
     ks: frozenset = frozenset()      # clone: the log indexes of the entries it copied into the queue
     gets: frozenset = frozenset()    # clone: the parts of the GET_PARTs it made up
+    kept: frozenset = frozenset()    # clone: the parts the replica still has registered when it ends
     zxid: int = 0
     session: int = 0     # the ZooKeeper session that wrote it
     why: str = ""        # for the reader: the record it came from
@@ -118,6 +120,7 @@ class _State:
     marked: set[str] = field(default_factory=set)                    # marked lost since the last trim
     cloning: dict[str, dict] = field(default_factory=dict)           # replica -> its clone's writes so far
     removed: dict[str, dict[str, Event]] = field(default_factory=dict)  # replica -> part -> its entry's removal
+    znodes: dict[str, set[str]] = field(default_factory=dict)        # replica -> its replicas/<r>/parts children
     hashed: set[int] = field(default_factory=set)                    # inserts whose hash the spec's dedup holds
     partition_of: dict[int, str] = field(default_factory=dict)       # insert id -> its partition
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
@@ -174,6 +177,10 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
         if not ops:
             continue
         seen_table = True
+        for op, rel in ops:   # the part nodes each replica has registered, whatever step wrote them
+            if rel[:1] == ["replicas"] and len(rel) == 4 and rel[2] == "parts":
+                (st.znodes.setdefault(rel[1], set()).add if op.type in ("create", "create2")
+                 else st.znodes.setdefault(rel[1], set()).discard)(rel[3])
         log_creates = [(op, rel) for op, rel in ops if op.type in ("create", "create2") and rel[:1] == ["log"] and len(rel) == 2]
         if log_creates:
             for op, rel in log_creates:
@@ -449,8 +456,20 @@ def _lost_flag(st: _State, t: Txn, r: str, value: bytes, events, unmapped) -> No
         else:
             gets.add(abstract_part(st, entry.new_part_name))
     pointer = clone["pointer"] if clone["pointer"] is not None else st.pointer.get(r, 0)
-    events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=frozenset(ks), gets=frozenset(gets), zxid=t.zxid,
-                        why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued"))
+    kept = _active(st.znodes.get(r, set()))
+    events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=frozenset(ks), gets=frozenset(gets),
+                        kept=frozenset(abstract_part(st, n) for n in kept), zxid=t.zxid,
+                        why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued, "
+                            f"keeps {', '.join(sorted(kept)) or 'no part'}"))
+
+
+def _active(names: set[str]) -> set[str]:
+    """The part nodes no other contains (the rest are replaced parts whose nodes go later), with
+    MergeTreePartInfo::contains's rule: the block range, the level and the mutation."""
+    parts = {n: PartName.parse(n) for n in names}
+    return {n for n, x in parts.items()
+            if not any(m != n and y.covers(x) and y.level >= x.level and y.mutation >= x.mutation
+                       for m, y in parts.items())}
 
 
 def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None:
@@ -516,9 +535,10 @@ def tla_module(trace: Trace, name: str) -> str:
         rs = ", ".join(_tla_str(r) for r in sorted(e.rs))
         ks = ", ".join(str(k) for k in sorted(e.ks))
         gets = ", ".join(sorted(_tla_part(g) for g in e.gets))
+        kept = ", ".join(sorted(_tla_part(g) for g in e.kept))
         lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, i |-> {e.i}, k |-> {e.k}, "
                      f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}, "
-                     f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}]{sep}"
+                     f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}, kept |-> {{{kept}}}]{sep}"
                      f"  \\* {n + 1}: {e.why}")
     lines += ["  >>", "===="]
     return "\n".join(lines) + "\n"

@@ -77,6 +77,17 @@ def test_a_log_pointer_moving_backwards_is_rejected_there(run, tmp_path):
     assert v.first_unexplained.a == "pull" and "backwards" in v.first_unexplained.why, v.summary()
 
 
+def test_1816s_clone_keeping_a_partition_dropped_while_it_was_lost_is_rejected_at_the_clone(clickhouse_command, tmp_path):
+    # ClickHouse issue #6522 (fixed in 19.x by PR #6523): a lost replica's cloneReplica kept its
+    # local parts the source no longer had, so a partition dropped while it was down came back on it.
+    lost = record(Workload(seed=2, inserts=24, kill=False, drop_while_lost=True))
+    assert lost.facts["lost"] and lost.facts["drops"] == 1
+    trace = read_trace(lost.txns, lost.root, lost.replicas)
+    v = validate(trace, lost.settings, workdir=tmp_path)
+    assert not v.accepted
+    assert v.first_unexplained.a == "clone" and v.first_unexplained.r == lost.facts["lost"], v.summary()
+
+
 def test_a_log_entry_an_owner_skips_is_rejected_there(run, tmp_path):
     # A pull that queued one entry, its queue entry taken out: the replica moved its pointer past
     # an entry of a partition it keeps without queueing it.
