@@ -18,10 +18,12 @@ window, so trimming happens in seconds; they are the trace's ``BaseProtocol``.
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 from harness.clickhouse import ClickHouseCluster, ClickHouseError
 from harness.zk_txnlog import Txn, read_txnlog
@@ -197,8 +199,9 @@ def _wait(done, timeout: float, what: str | None) -> bool:
     return False
 
 
-def record(w: Workload = Workload()) -> RecordedRun:
-    """Run the workload on fresh servers and read back what they wrote into Keeper."""
+def record(w: Workload = Workload(), keep_log: Path | None = None) -> RecordedRun:
+    """Run the workload on fresh servers and read back what they wrote into Keeper; ``keep_log``
+    gets a copy of the server's transaction log (``version-2/``) before the server goes."""
     from kazoo.client import KazooClient
 
     with ZooKeeperServer() as server:
@@ -216,4 +219,6 @@ def record(w: Workload = Workload()) -> RecordedRun:
             zk.stop()
             zk.close()
         txns = read_txnlog(server.data_dir, 0, last)
+        if keep_log is not None:
+            shutil.copytree(Path(server.data_dir, "version-2"), Path(keep_log, "version-2"), dirs_exist_ok=True)
     return RecordedRun(txns, CHROOT + TABLE_PATH, names, w.settings, version, run.facts)

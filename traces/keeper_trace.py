@@ -467,9 +467,12 @@ def _active(names: set[str]) -> set[str]:
     """The part nodes no other contains (the rest are replaced parts whose nodes go later), with
     MergeTreePartInfo::contains's rule: the block range, the level and the mutation."""
     parts = {n: PartName.parse(n) for n in names}
-    return {n for n, x in parts.items()
-            if not any(m != n and y.covers(x) and y.level >= x.level and y.mutation >= x.mutation
-                       for m, y in parts.items())}
+    return {n for n, x in parts.items() if not any(m != n and _contains(y, x) for m, y in parts.items())}
+
+
+def _contains(y: PartName, x: PartName) -> bool:
+    """MergeTreePartInfo::contains: y's block range holds x's, at a level and a mutation no lower."""
+    return y.covers(x) and y.level >= x.level and y.mutation >= x.mutation
 
 
 def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None:
@@ -499,8 +502,14 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
         return
     k, node, part = (exact or covered)[0]
     st.executed[r].add(node)
-    events.append(Event("execute", r=r, k=k, part=abstract_part(st, name), q=_queued_part(st, k, part), zxid=t.zxid,
-                        why=f"{r} registered {name} for {'a clone' if k == 0 else st.entries[k].type}'s {part}"))
+    # A fetch that commits a part r already holds inside a bigger one (its fetch of the merged part
+    # won the race): the part is Outdated on arrival, and the entry's step is the core's "already
+    # covered" one, which adds no part.
+    inside = next((m for m in st.znodes.get(r, ()) if m != name and _contains(PartName.parse(m), made)), None)
+    events.append(Event("execute", r=r, k=k, part=NO_PART if inside else abstract_part(st, name),
+                        q=_queued_part(st, k, part), zxid=t.zxid,
+                        why=f"{r} registered {name} for {'a clone' if k == 0 else st.entries[k].type}'s {part}"
+                            + (f", inside its {inside}" if inside else "")))
 
 
 # --- the trace as a TLA+ module --------------------------------------------------------------

@@ -100,3 +100,26 @@ def test_a_log_entry_an_owner_skips_is_rejected_there(run, tmp_path):
     v = validate(edited, run.settings, workdir=tmp_path)
     assert not v.accepted
     assert v.first_unexplained.zxid == txn.zxid and v.first_unexplained.a == "pull", v.summary()
+
+
+def test_the_command_line_validates_a_recorded_log_and_refuses_what_it_cannot_read(clickhouse_command, tmp_path):
+    import subprocess
+    import sys
+
+    from traces.clickhouse_run import TABLE_PATH, CHROOT
+
+    run = record(Workload(seed=3, inserts=12, kill=False, lose=False), keep_log=tmp_path / "zk")
+    s = run.settings
+    cmd = [sys.executable, "-m", "traces", "validate", str(tmp_path / "zk"), "--replicas", "r1,r2,r3",
+           "--min-logs-to-keep", str(s.min_logs_to_keep), "--max-logs-to-keep", str(s.max_logs_to_keep),
+           "--dedup-window", str(s.dedup_window), "--keep", str(tmp_path / "out")]
+    ok = subprocess.run(cmd + ["--root", CHROOT + TABLE_PATH], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith("trace: accepted:") and (tmp_path / "out" / "trace" / "events.txt").is_file()
+    wrong = subprocess.run(cmd + ["--root", "/nothing/here"], capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and wrong.stderr.strip() == \
+        "python -m traces: bad input: the transaction log holds no write under /nothing/here"
+    missing = subprocess.run(cmd[:4] + [str(tmp_path / "absent")] + cmd[5:] + ["--root", "/x"],
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "no transaction log under" in missing.stderr
+    assert "Traceback" not in wrong.stderr + missing.stderr

@@ -1,0 +1,116 @@
+"""`python -m traces`: is a run a behaviour of the spec? Trace validation (issue 36).
+
+    python -m traces clickhouse                   a random run of real ClickHouse replicas, validated
+    python -m traces clickhouse --runs 4 --inserts 60      four seeds, longer runs (make check)
+    python -m traces clickhouse --drop-while-lost  the run 18.16 fails (ClickHouse issue #6522)
+    python -m traces validate DATA_DIR --root /clickhouse/tables/01/t --replicas r1,r2,r3
+                                                  a ZooKeeper dataDir recorded elsewhere
+
+The trace is what the replicas wrote into Keeper, read from ZooKeeper's transaction log
+(traces/keeper_trace.py says which write is which spec step); TLC then looks for a behaviour of
+spec/rfc/TraceSelectiveReplication.tla that consumes it. A rejection names the first event no
+action explains and the record it came from. --keep DIR keeps each trace's module, cfg, TLC's
+log and the events as text.
+
+Exit status: 0 every trace accepted, 1 one rejected, 2 bad input, 3 no ClickHouse, ZooKeeper or
+TLC here, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from harness.cli_args import (VIOLATED, BadInput, EnvironmentFailure, Parser, int_at_least, output_dir,
+                              run_main, znode_path)
+
+PROG = "python -m traces"
+
+
+def _events_text(trace) -> str:
+    return "".join(f"{n:5d} {e.a:8s} {e.r:5s} k={e.k:<4d} {e.why}\n" for n, e in enumerate(trace.events, 1))
+
+
+def _report(name: str, trace, verdict, keep: Path | None) -> None:
+    if keep:
+        (keep / name).mkdir(parents=True, exist_ok=True)
+        (keep / name / "events.txt").write_text(_events_text(trace))
+    print(f"{name}: {verdict.summary()}", flush=True)
+
+
+def clickhouse(a) -> int:
+    from harness.clickhouse import ClickHouseUnavailable
+    from harness.zookeeper import ZooKeeperUnavailable
+    from traces.clickhouse_run import Workload, record
+    from traces.keeper_trace import read_trace
+    from traces.validate import validate
+
+    rejected = 0
+    for seed in range(a.seed, a.seed + a.runs):
+        w = Workload(replicas=a.replicas, inserts=a.inserts, seed=seed, drop_while_lost=a.drop_while_lost)
+        t0 = time.monotonic()
+        try:
+            run = record(w)
+        except (ClickHouseUnavailable, ZooKeeperUnavailable) as e:
+            raise EnvironmentFailure(str(e)) from None
+        trace = read_trace(run.txns, run.root, run.replicas)
+        name = f"clickhouse-seed{seed}"
+        verdict = validate(trace, run.settings, workdir=(a.keep / name) if a.keep else None, name="Trace_run")
+        f = run.facts
+        print(f"  ClickHouse {run.version}, {w.replicas} replicas, seed {seed}: {f['inserts']} INSERTs "
+              f"({f['retries']} retries), {f['merges']} merges, {f['mutations']} mutations, {f['drops']} drops, "
+              f"killed {', '.join(f['killed']) or 'none'}, lost {f['lost'] or 'none'}; "
+              f"{len(run.txns)} Keeper records in {time.monotonic() - t0:.0f} s", flush=True)
+        _report(name, trace, verdict, a.keep)
+        rejected += not verdict.accepted
+    return VIOLATED if rejected else 0
+
+
+def validate_dir(a) -> int:
+    from harness.zk_txnlog import TxnLogError, read_txnlog
+    from traces.keeper_trace import TraceError, read_trace
+    from traces.validate import BaseProtocol, validate
+
+    replicas = [r for r in a.replicas.split(",") if r]
+    if len(replicas) < 1 or len(set(replicas)) != len(replicas):
+        raise BadInput(f"--replicas must name distinct replicas, comma-separated, not {a.replicas!r}")
+    try:
+        txns = read_txnlog(a.data_dir)
+        trace = read_trace(txns, a.root, replicas)
+    except (TxnLogError, TraceError) as e:
+        raise BadInput(str(e)) from None
+    settings = BaseProtocol(a.min_logs_to_keep, a.max_logs_to_keep, a.dedup_window)
+    verdict = validate(trace, settings, workdir=(a.keep / "trace") if a.keep else None)
+    _report("trace", trace, verdict, a.keep)
+    return 0 if verdict.accepted else VIOLATED
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    ch = sub.add_parser("clickhouse", help="record random runs of real ClickHouse replicas and validate them")
+    ch.add_argument("--seed", type=int_at_least(0), default=2, help="the first run's seed")
+    ch.add_argument("--runs", type=int_at_least(1), default=1, help="runs, one seed each from --seed on")
+    ch.add_argument("--inserts", type=int_at_least(8), default=24, help="INSERT statements per run")
+    ch.add_argument("--replicas", type=int_at_least(2), default=3)
+    ch.add_argument("--drop-while-lost", action="store_true",
+                    help="DROP PARTITION while a replica is lost: 18.16's clone keeps the dropped parts (#6522)")
+    ch.add_argument("--keep", type=output_dir, help="keep each trace's module, cfg, TLC log and events here")
+    va = sub.add_parser("validate", help="validate a table's trace in a ZooKeeper dataDir recorded elsewhere")
+    va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
+    va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")
+    va.add_argument("--replicas", required=True, help="the table's replicas, comma-separated")
+    va.add_argument("--min-logs-to-keep", type=int_at_least(0), default=10, help="min_replicated_logs_to_keep")
+    va.add_argument("--max-logs-to-keep", type=int_at_least(1), default=1000, help="max_replicated_logs_to_keep")
+    va.add_argument("--dedup-window", type=int_at_least(0), default=100, help="replicated_deduplication_window")
+    va.add_argument("--keep", type=output_dir, help="keep the trace's module, cfg, TLC log and events here")
+    a = ap.parse_args(argv)
+    if a.command == "clickhouse":
+        return clickhouse(a)
+    return validate_dir(a)
+
+
+if __name__ == "__main__":
+    from harness.tlc.runner import TLCSetupError
+    sys.exit(run_main(PROG, main, environment=(TLCSetupError,)))
