@@ -121,6 +121,7 @@ class _State:
     cloning: dict[str, dict] = field(default_factory=dict)           # replica -> its clone's writes so far
     removed: dict[str, dict[str, Event]] = field(default_factory=dict)  # replica -> part -> its entry's removal
     znodes: dict[str, set[str]] = field(default_factory=dict)        # replica -> its replicas/<r>/parts children
+    allocated: dict[str, int] = field(default_factory=dict)          # partition -> highest block number taken
     hashed: set[int] = field(default_factory=set)                    # inserts whose hash the spec's dedup holds
     partition_of: dict[int, str] = field(default_factory=dict)       # insert id -> its partition
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
@@ -270,8 +271,11 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
 
 def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
     head = rel[0] if rel else ""
-    if head in ("block_numbers", "temp", "leader_election", "columns", "metadata", "quorum",
-                "nonincrement_block_numbers"):
+    if head == "block_numbers":
+        if len(rel) == 3 and op.type in ("create", "create2") and rel[2].startswith("block-"):
+            st.allocated[rel[1]] = max(st.allocated.get(rel[1], -1), int(rel[2].removeprefix("block-")))
+        return   # a block number taken: the spec numbers a block by the log index its entry gets
+    if head in ("temp", "leader_election", "columns", "metadata", "quorum", "nonincrement_block_numbers"):
         return
     if not st.started and not (head == "replicas" and rel[2:3] == ["is_active"]):
         if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
@@ -482,6 +486,10 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
         made = PartName.parse(name)
     except BadPart as err:
         unmapped(t, f"a part node that does not parse ({err})")
+        return
+    if made.max_block > st.allocated.get(made.partition, made.max_block):
+        unmapped(t, f"{r} registered {name}, beyond block {st.allocated[made.partition]}, the highest any "
+                    f"INSERT, mutation or drop of {made.partition} has taken")
         return
     pending = sorted((k, node, part) for node, (k, part) in st.queue[r].items() if node not in st.executed[r])
     exact = [(k, node, part) for k, node, part in pending if part == name]

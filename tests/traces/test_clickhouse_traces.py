@@ -45,16 +45,23 @@ def test_a_real_1816_trace_is_a_behaviour_of_the_spec(run, tmp_path):
 
 
 def test_a_fetch_of_a_part_nobody_made_is_rejected_there(run, tmp_path):
-    # A replica's registration of a fetched part, renamed to a merge of it and the next block of
-    # its partition that nobody selected: the fetched part no replica has.
+    # A replica's registration of a fetched part P_n_n_0, renamed to P_n_(n+1)_1: a merge of it and
+    # the partition's next block, committed before, that nobody selected.
     trace = read_trace(run.txns, run.root, run.replicas)
-    fetched = next(e for e in trace.events if e.a == "execute" and e.part is not None and len(e.part[1]) == 1
-                   and any(x.a == "insert" and x.p == e.part[0] and x.k > e.k for x in trace.events))
-    txn = next(t for t in run.txns if t.zxid == fetched.zxid)
-    name = next(op.path.rsplit("/", 1)[1] for op in txn.ops if op.type == "create" and _rel(run, op.path)[2:3] == ["parts"]
-                and len(_rel(run, op.path)) == 4)
-    p, lo, hi, level = name.split("_")[:4]
-    bigger = f"{p}_{lo}_{int(hi) + 1}_{int(level) + 1}"
+    committed = {}   # part name -> index of its INSERT event
+    target = None
+    for n, e in enumerate(trace.events):
+        if e.a == "insert":
+            committed[e.why.rsplit("-> ", 1)[1]] = n
+        if e.a == "execute" and e.part is not None and len(e.part[1]) == 1:
+            name = e.why.split(" registered ", 1)[1].split(" ")[0]
+            p, lo, hi, level = name.split("_")[:4]
+            if lo == hi and level == "0" and f"{p}_{int(hi) + 1}_{int(hi) + 1}_0" in committed:
+                target = (e, name, f"{p}_{lo}_{int(hi) + 1}_1")
+                break
+    assert target, "the run has no fetch of a part whose partition's next block was committed before it"
+    e, name, bigger = target
+    txn = next(t for t in run.txns if t.zxid == e.zxid)
     ops = [replace(op, path=op.path.replace(name, bigger)) if op.path and name in op.path else op for op in txn.ops]
     edited = read_trace(_edit(run, txn.zxid, ops), run.root, run.replicas)
     v = validate(edited, run.settings, workdir=tmp_path)
