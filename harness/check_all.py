@@ -55,6 +55,10 @@ STAGES = {
                          ["-m", "lab.spark_runs", "--scale", "{scale}", "--report", "{report}"], "pyspark"),
     "long-tests": Stage("long-tests", "harness/long_tests.py",
                         ["-m", "harness.long_tests", "{thorough}", "--report", "{report}"], "harness"),
+    # Trace validation of random real-ClickHouse runs (issue 36): about 25 s a run on 2 cores.
+    "traces": Stage("traces", "traces/__main__.py",
+                    ["-m", "traces", "clickhouse", "--runs", "{trace_runs}", "--inserts", "60", "--keep", "build/traces",
+                     "--report", "{report}"], "traces"),
     "bench": Stage("bench", "lab/bench.py", ["-m", "lab.bench", "--report", "{report}"], "reference"),
     # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
     "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),
@@ -66,8 +70,8 @@ STAGES = {
 # Steps run in turn; the stages of one step run side by side. check-spec and the long tests keep
 # both cores busy alone (cpu about twice their time); the conformance profile (140 cpu s in 122 s)
 # and the Spark job on its runs (414 in 301) leave room for each other (7be97a2, each alone; side
-# by side, BENCHMARKS.md "make check").
-CHECK_STEPS = [["check-spec"], ["conformance", "spark-check"], ["long-tests"]]
+# by side, BENCHMARKS.md "make check"), and for the traces' three ClickHouse runs beside them.
+CHECK_STEPS = [["check-spec"], ["conformance", "spark-check", "traces"], ["long-tests"]]
 THOROUGH_STEPS = CHECK_STEPS + [["faults"], ["guard-clauses"]]
 CHECK_STAGES = [name for step in CHECK_STEPS for name in step]
 THOROUGH_STAGES = [name for step in THOROUGH_STEPS for name in step]
@@ -79,7 +83,8 @@ def stage_command(stage: Stage, thorough: bool, alone: bool = False) -> tuple[li
              # make conformance alone: the dev profile (with the switch table); make check: ci;
              # make check-thorough: thorough
              "{profile}": "thorough" if thorough else ("dev" if alone else "ci"),
-             "{scale}": "large" if thorough else "small", "{thorough}": "--thorough" if thorough else None}
+             "{scale}": "large" if thorough else "small", "{thorough}": "--thorough" if thorough else None,
+             "{trace_runs}": "8" if thorough else "3"}
     args = [subst.get(a, a) for a in stage.args]
     return [sys.executable, *[a for a in args if a is not None]], report   # None: a flag this form leaves out
 

@@ -18,12 +18,13 @@ TLC here, 130 Ctrl-C.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
 from harness.cli_args import (VIOLATED, BadInput, EnvironmentFailure, Parser, int_at_least, output_dir,
-                              run_main, znode_path)
+                              output_file, run_main, znode_path)
 
 PROG = "python -m traces"
 
@@ -46,7 +47,7 @@ def clickhouse(a) -> int:
     from traces.keeper_trace import read_trace
     from traces.validate import validate
 
-    rejected = 0
+    rejected, rows = 0, []
     for seed in range(a.seed, a.seed + a.runs):
         w = Workload(replicas=a.replicas, inserts=a.inserts, seed=seed, drop_while_lost=a.drop_while_lost)
         t0 = time.monotonic()
@@ -64,6 +65,14 @@ def clickhouse(a) -> int:
               f"{len(run.txns)} Keeper records in {time.monotonic() - t0:.0f} s", flush=True)
         _report(name, trace, verdict, a.keep)
         rejected += not verdict.accepted
+        rows.append({"seed": seed, "accepted": verdict.accepted, "events": verdict.events, "consumed": verdict.consumed,
+                     "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),
+                     "verdict": verdict.summary(), "facts": f})
+    if a.report:
+        a.report.parent.mkdir(parents=True, exist_ok=True)
+        a.report.write_text(json.dumps({"summary": f"{len(rows) - rejected} of {len(rows)} real-ClickHouse traces "
+                                                   f"accepted ({sum(r['events'] for r in rows)} events)",
+                                        "runs": rows}, indent=2) + "\n")
     return VIOLATED if rejected else 0
 
 
@@ -97,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ch.add_argument("--drop-while-lost", action="store_true",
                     help="DROP PARTITION while a replica is lost: 18.16's clone keeps the dropped parts (#6522)")
     ch.add_argument("--keep", type=output_dir, help="keep each trace's module, cfg, TLC log and events here")
+    ch.add_argument("--report", type=output_file, help="write the verdicts as JSON (make check's stage report)")
     va = sub.add_parser("validate", help="validate a table's trace in a ZooKeeper dataDir recorded elsewhere")
     va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
     va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")

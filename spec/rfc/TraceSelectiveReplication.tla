@@ -134,17 +134,29 @@ CrashEvent(e) == e.a = "crash" /\ ReplicaCrash(e.r)
 RestartEvent(e) == e.a = "restart" /\ e.r \notin lost /\ ReplicaRestart(e.r)
 
 \* A lost replica came back and cloned (cloneReplicaIfNeeded): its log_pointer is e.k, its queue
-\* the log entries e.ks and GET_PARTs of the parts e.gets, and the parts it kept e.kept. 18.16's
-\* cloneReplica keeps every local part, one of a partition dropped while the replica was down
-\* too (ClickHouse issue #6522, fixed in 19.x by PR #6523): its trace is rejected here.
+\* gained the log entries e.ks and GET_PARTs of the parts e.gets, and it kept the parts e.kept.
+\* This is 18.16's cloneReplica, not the core's CloneLostReplica: one source replica s that is not
+\* lost; s's log_pointer read first and written at once, s's queue and parts read in later
+\* requests (so the pointer may be older than the queue it copies: "entries can be duplicated,
+\* not lost"), and the replica's own queue kept. Its local parts stay where a part s has, has
+\* queued or will get from the log covers them, as the core's clone reads it: 18.16 keeps every
+\* local part, one of a partition dropped while the replica was down too (ClickHouse issue #6522,
+\* fixed in 19.x by PR #6523), and its trace is rejected here.
 CloneEvent(e) ==
     /\ e.a = "clone"
-    /\ e.r \in lost
-    /\ ReplicaRestart(e.r)
-    /\ ptr'[e.r] = e.k
-    /\ {x.k : x \in queue'[e.r]} \ {0} = e.ks
-    /\ {x.part : x \in {x \in queue'[e.r] : x.k = 0}} = e.gets
+    /\ e.r \in lost /\ e.r \notin active /\ e.r \notin gone
+    /\ \E s \in Replicas \ (lost \cup gone \cup {e.r}) :
+        /\ e.k <= ptr[s]
+        /\ parts' = [parts EXCEPT ![e.r] = {x \in @ : \E y \in SourceParts(s, x.p, TRUE) : Covers(y, x)}]
+        /\ meta' = [meta EXCEPT ![e.r] = meta[s]]
     /\ parts'[e.r] = e.kept
+    /\ e.gets \subseteq made
+    /\ ptr' = [ptr EXCEPT ![e.r] = e.k]
+    /\ queue' = [queue EXCEPT ![e.r] = @ \cup {log[k] : k \in e.ks} \cup {Entry("GET", x.p, x, 0) : x \in e.gets}]
+    /\ active' = active \cup {e.r}
+    /\ cache' = [cache EXCEPT ![e.r] = asg]
+    /\ lost' = lost \ {e.r}
+    /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
 
 \* The cleanup thread trimmed the log up to index e.k and marked the replicas e.rs lost. 18.16's
 \* clearOldLogs reads every replica's log_pointer and is_lost, then marks and trims in later

@@ -17,7 +17,7 @@ from cli_runner import ROOT, no_traceback, run_cli
 
 READMES = ["README.md", "protocol/README.md", "history/README.md", "reference/README.md", "conformance/README.md",
            "checkers/README.md", "agreement/README.md", "spec/README.md", "spec/parallel_replicas/README.md",
-           "spec/part_moves/README.md"]
+           "spec/part_moves/README.md", "traces/README.md"]
 COMMAND = re.compile(r"^(\.venv/bin/python|python|make|\.venv/bin/spark-submit|spark-submit|bash) \S")
 
 
@@ -132,6 +132,19 @@ EXAMPLES = {
     "python -m harness.long_tests": Help(["harness.long_tests"]),
     "python -m lab.load_sweep": Help(["lab.load_sweep"]),
     ".venv/bin/python -m agreement [--write-readme]": Help(["agreement"]),
+    ".venv/bin/python -m traces clickhouse": Covered("tests/traces/test_clickhouse_traces.py (record, validate; "
+                                                     "the same calls), make traces"),
+    "python -m traces clickhouse": Covered("tests/traces/test_clickhouse_traces.py, make traces"),
+    ".venv/bin/python -m traces clickhouse --drop-while-lost": Covered(
+        "tests/traces/test_clickhouse_traces.py::test_1816s_clone_keeping_a_partition_dropped_while_it_was_lost_"
+        "is_rejected_at_the_clone (the same workload)"),
+    ".venv/bin/python -m traces clickhouse --runs 4 --inserts 60 --keep build/traces": Make("traces"),
+    ".venv/bin/python -m traces clickhouse [--runs 4 --inserts 60]": Make("traces"),
+    ".venv/bin/python -m traces validate DATA_DIR --root /clickhouse/tables/01/t --replicas r1,r2,r3": Covered(
+        "tests/traces/test_clickhouse_traces.py::test_the_command_line_validates_a_recorded_log_and_refuses_what_it_"
+        "cannot_read"),
+    "python -m traces validate": Help(["traces", "validate"]),
+    "python -m traces validate DATA_DIR --root TABLE_PATH --replicas r1,r2,r3": Help(["traces", "validate"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
     "python -m lab.bench --only rebalance": Help(["lab.bench"]),
