@@ -49,6 +49,9 @@ ABSTRACTION = {
     "clone": "ReplicaRestart of a lost replica (CloneLostReplica): from its is_active's creation to is_lost "
              "set to 0, its log_pointer, the queue entries it copied (log indexes) or made up (GET_PARTs), and "
              "the parts it still has registered then (those no other of its part nodes covers)",
+    "allocate": "ReplicaAllocate: selective/assignments/<p> created (its owners), by the replica whose session it is",
+    "map": "ReplicaRefreshCache: replicas/<r>/maps/<p> written with the version r's map now holds (a write "
+           "of the version it held already is no step)",
     "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
@@ -99,6 +102,8 @@ class Trace:
     partitions: list[str]
     insert_partition: dict[int, str]
     block_ids: dict[int, str]      # insert id -> its dedup id
+    selective: bool = False        # the RFC's table: partitions allocated on first INSERT (selective/)
+    replication_factor: int | None = None   # selective/config's; None: every replica owns every partition
 
 
 class TraceError(ValueError):
@@ -122,6 +127,8 @@ class _State:
     removed: dict[str, dict[str, Event]] = field(default_factory=dict)  # replica -> part -> its entry's removal
     znodes: dict[str, set[str]] = field(default_factory=dict)        # replica -> its replicas/<r>/parts children
     allocated: dict[str, int] = field(default_factory=dict)          # partition -> highest block number taken
+    selective: bool = False
+    replication_factor: int | None = None
     hashed: set[int] = field(default_factory=set)                    # inserts whose hash the spec's dedup holds
     partition_of: dict[int, str] = field(default_factory=dict)       # insert id -> its partition
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
@@ -195,10 +202,18 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
         events[n:] = [replace(e, session=t.session) for e in events[n:]]
     if not seen_table:
         raise TraceError(f"the transaction log holds no write under {root}")
-    parts = sorted({p for p, _ in st.block} | {e.partition for e in st.entries.values() if e.partition})
+    # An allocation is made for the INSERT that reached the allocating replica first: the next
+    # INSERT of the partition the trace commits (the search then has one to send, not each).
+    for n, e in enumerate(events):
+        if e.a == "allocate":
+            nxt = next((x.i for x in events[n + 1:] if x.a == "insert" and x.p == e.p), 0)
+            events[n] = replace(e, i=nxt)
+    parts = sorted({p for p, _ in st.block} | {e.partition for e in st.entries.values() if e.partition}
+                   | {e.p for e in events if e.a in ("allocate", "map")})
     ipart = {i: p for (p, _n), (i, _k) in st.block.items()}
     return Trace(events=events, replicas=names, partitions=parts, insert_partition=ipart,
-                 block_ids={i: b for b, i in st.insert_of.items()})
+                 block_ids={i: b for b, i in st.insert_of.items()}, selective=st.selective,
+                 replication_factor=st.replication_factor)
 
 
 def _net(ops) -> list:
@@ -277,6 +292,9 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         return   # a block number taken: the spec numbers a block by the log index its entry gets
     if head in ("temp", "leader_election", "columns", "metadata", "quorum", "nonincrement_block_numbers"):
         return
+    if head == "selective":
+        _selective(st, t, op, rel, events, unmapped)
+        return
     if not st.started and not (head == "replicas" and rel[2:3] == ["is_active"]):
         if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
             st.pointer[rel[1]] = int((op.data or b"0").decode() or 0)
@@ -333,6 +351,13 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         else:
             events.append(Event("restart", r=r, zxid=t.zxid, why="is_active created by a new session"))
         return
+    if leaf == "maps" and len(rel) == 4 and op.type in ("create", "create2", "setData"):
+        if st.started:
+            events.append(Event("map", r=r, p=rel[3], k=int((op.data or b"-1").decode()), zxid=t.zxid,
+                                why=f"{r}'s map holds version {int((op.data or b'-1').decode())} of {rel[3]}"))
+        return
+    if leaf == "placement":
+        return   # a replica's fault domain and capacity; every trace here has one domain a replica, equal disks
     if leaf == "is_lost" and op.type == "setData":
         _lost_flag(st, t, r, (op.data or b"").strip(), events, unmapped)
         return
@@ -364,6 +389,26 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
             _registered(st, t, r, rel[3], events, unmapped)
         return   # a removal: the part was replaced or dropped earlier (see IGNORED)
     return   # replica_setup, part_children, host, flags
+
+
+def _selective(st: _State, t: Txn, op, rel, events, unmapped) -> None:
+    """The RFC's selective/ subtree: the table's config, and a partition's assignment created by
+    the allocating replica (its CAS-create on first INSERT). Migrations are not in the trace yet."""
+    import json
+
+    st.selective = True
+    if rel[1:] == ["config"] and op.type in ("create", "create2", "setData"):
+        st.replication_factor = int(json.loads(op.data or b"{}").get("replication_factor", 0)) or None
+        return
+    if len(rel) == 3 and rel[1] == "assignments" and op.type in ("create", "create2") and st.started:
+        owners = frozenset(json.loads(op.data or b"{}").get("owners", ()))
+        events.append(Event("allocate", r=st.session_of.get(t.session, "none"), p=rel[2], rs=owners, zxid=t.zxid,
+                            why=f"{rel[2]} allocated to {', '.join(sorted(owners))}"))
+        return
+    if op.type == "check":
+        return   # an INSERT's check of the assignment's version (the fixed protocol's F4 check)
+    if len(rel) >= 3 and st.started:
+        unmapped(t, f"{op.type} {'/'.join(rel)}: migrations and reassignments are not in the trace spec yet")
 
 
 def _queued_part(st: _State, k: int, name: str) -> tuple | None:
@@ -542,7 +587,8 @@ def tla_module(trace: Trace, name: str) -> str:
     lines = [f"---- MODULE {name} ----", "EXTENDS TraceSelectiveReplication",
              f"TrReplicas == {{{reps}}}", f"TrPartitions == {{{parts}}}",
              f"TrInsertPartition == {ip}",
-             "TrInitOwners == [p \\in TrPartitions |-> TrReplicas]",
+             # a selective table allocates each partition on its first INSERT; a plain one is owned by all
+             "TrInitOwners == [p \\in TrPartitions |-> " + ("{}]" if trace.selective else "TrReplicas]"),
              "TrDomain == [r \\in TrReplicas |-> r]", "TrCapacity == [r \\in TrReplicas |-> 1]",
              # ClickHouse merges a range of any length, one part too (OPTIMIZE ... FINAL rewrites it)
              f"TrMergeWidths == 1..{max(2, len(trace.insert_partition))}",

@@ -129,6 +129,19 @@ DropEvent(e) ==
     /\ ClientDropPartition(e.p)
     /\ Len(log') = e.k
 
+\* The RFC's allocation: r CAS-created partition e.p's assignment with owners e.rs, on the first
+\* INSERT into it that r received (e.i: the abstraction names the partition's next commit).
+AllocateEvent(e) ==
+    /\ e.a = "allocate"
+    /\ ReplicaAllocate(e.r, e.i)
+    /\ asg'[e.p].owners = e.rs
+
+\* r's map holds version e.k of e.p's assignment: a refresh, or what it held already.
+MapEvent(e) ==
+    /\ e.a = "map"
+    /\ \/ asg[e.p].version = e.k /\ ReplicaRefreshCache(e.r, e.p)
+       \/ cache[e.r][e.p].version = e.k /\ UNCHANGED vars
+
 \* r's is_active went (its session closed or expired), or came back (a new session created it).
 CrashEvent(e) == e.a = "crash" /\ ReplicaCrash(e.r)
 RestartEvent(e) == e.a = "restart" /\ e.r \notin lost /\ ReplicaRestart(e.r)
@@ -180,16 +193,25 @@ Explained(e) ==
     \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ FetchOutdatedEvent(e) \/ ExecuteDoneEvent(e)
     \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e)
     \/ CrashEvent(e) \/ RestartEvent(e) \/ CloneEvent(e) \/ TrimEvent(e) \/ ForgetEvent(e)
+    \/ AllocateEvent(e) \/ MapEvent(e)
 
 \* --- what Keeper does not show, taken only where the next event needs it ----------
 
-\* Before r commits insert i, the client must have sent it to r: it gives up on an earlier try
-\* (an unknown outcome: the retry that follows is what committed), then sends.
+\* Before r commits insert i, the client must have sent it to r, or to a replica that forwarded it
+\* to r (a selective table's non-owner): it gives up on an earlier try (an unknown outcome: the
+\* retry that follows is what committed), then sends. Before r allocates a partition, an INSERT
+\* into it must have reached r.
 Unobserved(e) ==
-    /\ e.a = "insert"
-    /\ ~(ins[e.i].st = "sent" /\ ins[e.i].at = e.r)
-    /\ \/ ins[e.i].st \in {"sent", "written"} /\ ClientTimeout(e.i)
-       \/ ClientSendInsert(e.i, e.r)
+    \/ /\ e.a = "insert"
+       /\ ~(ins[e.i].st = "sent" /\ ins[e.i].at = e.r)
+       /\ \/ ins[e.i].st \in {"sent", "written"} /\ ins[e.i].at = e.r /\ ClientTimeout(e.i)
+          \/ ins[e.i].st = "written" /\ ClientTimeout(e.i)
+          \/ ins[e.i].st = "sent" /\ ReplicaForwardInsert(ins[e.i].at, e.i) /\ ins'[e.i].at = e.r
+          \/ ins[e.i].st \in {"idle", "unknown", "failed"} /\ ClientSendInsert(e.i, e.r)
+    \/ /\ e.a = "allocate"
+       /\ ~(ins[e.i].st = "sent" /\ ins[e.i].at = e.r)
+       /\ \/ ins[e.i].st \in {"sent", "written"} /\ ClientTimeout(e.i)
+          \/ ClientSendInsert(e.i, e.r)
 
 TraceNext ==
     /\ l < Len(Trace)
