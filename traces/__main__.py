@@ -3,6 +3,7 @@
     python -m traces clickhouse                   a random run of real ClickHouse replicas, validated
     python -m traces clickhouse --runs 4 --inserts 60      four seeds, longer runs (make check)
     python -m traces clickhouse --drop-while-lost  the run 18.16 fails (ClickHouse issue #6522)
+    python -m traces reference [--bug no_dedup]   a reference run (RFC design) on ZooKeeper, validated
     python -m traces validate DATA_DIR --root /clickhouse/tables/01/t --replicas r1,r2,r3
                                                   a ZooKeeper dataDir recorded elsewhere
 
@@ -23,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli_args import (VIOLATED, BadInput, EnvironmentFailure, Parser, int_at_least, output_dir,
+from harness.cli_args import (VIOLATED, BadInput, EnvironmentFailure, Parser, fraction, int_at_least, output_dir,
                               output_file, run_main, znode_path)
+from protocol.bugs import DESIGNS
 
 PROG = "python -m traces"
 
@@ -76,6 +78,25 @@ def clickhouse(a) -> int:
     return VIOLATED if rejected else 0
 
 
+def reference(a) -> int:
+    from harness.zookeeper import ZooKeeperUnavailable
+    from traces.keeper_trace import read_trace
+    from traces.reference_run import ReferenceRunFailed, ReferenceWorkload, record_reference
+    from traces.validate import validate
+
+    w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug)
+    try:
+        run = record_reference(w)
+    except (ZooKeeperUnavailable, ReferenceRunFailed) as e:
+        raise EnvironmentFailure(str(e)) from None
+    trace = read_trace(run.txns, run.root, run.replicas)
+    verdict = validate(trace, run.settings, workdir=(a.keep / "reference") if a.keep else None)
+    print(f"  the reference (RFC design{', --bug ' + a.bug if a.bug else ''}), seed {a.seed}: {a.blocks} blocks, "
+          f"fault rate {a.fault_rate}; {len(run.txns)} Keeper records", flush=True)
+    _report("reference", trace, verdict, a.keep)
+    return 0 if verdict.accepted else VIOLATED
+
+
 def validate_dir(a) -> int:
     from harness.zk_txnlog import TxnLogError, read_txnlog
     from traces.keeper_trace import TraceError, read_trace
@@ -107,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="DROP PARTITION while a replica is lost: 18.16's clone keeps the dropped parts (#6522)")
     ch.add_argument("--keep", type=output_dir, help="keep each trace's module, cfg, TLC log and events here")
     ch.add_argument("--report", type=output_file, help="write the verdicts as JSON (make check's stage report)")
+    rf = sub.add_parser("reference", help="record a reference run (RFC design) on ZooKeeper and validate it")
+    rf.add_argument("--seed", type=int_at_least(0), default=1)
+    rf.add_argument("--blocks", type=int_at_least(1), default=16, help="INSERT blocks")
+    rf.add_argument("--fault-rate", type=fraction, default=0.3, help="chance a forward breaks and is retried")
+    rf.add_argument("--bug", choices=sorted(DESIGNS["rfc"]), metavar="SWITCH",
+                    help="a broken switch; one that changes what the reference writes is rejected (no_dedup)")
+    rf.add_argument("--keep", type=output_dir, help="keep the trace's module, cfg, TLC log and events here")
     va = sub.add_parser("validate", help="validate a table's trace in a ZooKeeper dataDir recorded elsewhere")
     va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
     va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")
@@ -118,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.command == "clickhouse":
         return clickhouse(a)
+    if a.command == "reference":
+        return reference(a)
     return validate_dir(a)
 
 

@@ -144,6 +144,11 @@ EXAMPLES = {
         "tests/traces/test_clickhouse_traces.py::test_the_command_line_validates_a_recorded_log_and_refuses_what_it_"
         "cannot_read"),
     "python -m traces validate": Help(["traces", "validate"]),
+    ".venv/bin/python -m traces reference": Covered(
+        "tests/traces/test_reference_traces.py::test_the_reference_subcommand_says_which_and_exits_by_the_contract"),
+    ".venv/bin/python -m traces reference --bug no_dedup": Covered(
+        "tests/traces/test_reference_traces.py::test_no_dedup_writes_a_retried_block_again_and_the_trace_is_"
+        "rejected_there (the same run)"),
     "python -m traces validate DATA_DIR --root TABLE_PATH --replicas r1,r2,r3": Help(["traces", "validate"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
