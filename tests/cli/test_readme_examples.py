@@ -144,6 +144,7 @@ EXAMPLES = {
         "tests/traces/test_clickhouse_traces.py::test_the_command_line_validates_a_recorded_log_and_refuses_what_it_"
         "cannot_read"),
     "python -m traces validate": Help(["traces", "validate"]),
+    "make traces": Make("traces"),
     ".venv/bin/python -m traces reference": Covered(
         "tests/traces/test_reference_traces.py::test_the_reference_subcommand_says_which_and_exits_by_the_contract"),
     ".venv/bin/python -m traces reference --bug no_dedup": Covered(
