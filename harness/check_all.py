@@ -57,8 +57,8 @@ STAGES = {
                         ["-m", "harness.long_tests", "{thorough}", "--report", "{report}"], "harness"),
     # Trace validation of random real-ClickHouse runs (issue 36): about 25 s a run on 2 cores.
     "traces": Stage("traces", "traces/__main__.py",
-                    ["-m", "traces", "clickhouse", "--runs", "{trace_runs}", "--inserts", "60", "--keep", "build/traces",
-                     "--report", "{report}"], "traces"),
+                    ["-m", "traces", "clickhouse", "--runs", "{trace_runs}", "--inserts", "60",
+                     "--keep", "build/traces", "--report", "{report}"], "traces"),
     "bench": Stage("bench", "lab/bench.py", ["-m", "lab.bench", "--report", "{report}"], "reference"),
     # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
     "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),

@@ -165,7 +165,8 @@ class _Jute:
 
     def _take(self, n: int) -> bytes:
         if self.at + n > len(self.buf):
-            raise TxnLogError(f"{self.where}: a record ends inside a field ({n} bytes wanted at {self.at} of {len(self.buf)})")
+            raise TxnLogError(f"{self.where}: a record ends inside a field "
+                              f"({n} bytes wanted at {self.at} of {len(self.buf)})")
         b = self.buf[self.at:self.at + n]
         self.at += n
         return b

@@ -61,7 +61,8 @@ class RecordedRun:
 
 def _table_sql(w: Workload) -> str:
     s = w.settings
-    return ("CREATE TABLE t (d Date, x UInt64) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/t', '{replica}') "
+    return ("CREATE TABLE t (d Date, x UInt64) "
+            "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/t', '{replica}') "
             f"PARTITION BY toYYYYMM(d) ORDER BY x SETTINGS min_replicated_logs_to_keep = {s.min_logs_to_keep}, "
             f"max_replicated_logs_to_keep = {s.max_logs_to_keep}, replicated_deduplication_window = {s.dedup_window}, "
             "cleanup_delay_period = 1, cleanup_delay_period_random_add = 0")

@@ -189,7 +189,8 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
             if rel[:1] == ["replicas"] and len(rel) == 4 and rel[2] == "parts":
                 (st.znodes.setdefault(rel[1], set()).add if op.type in ("create", "create2")
                  else st.znodes.setdefault(rel[1], set()).discard)(rel[3])
-        log_creates = [(op, rel) for op, rel in ops if op.type in ("create", "create2") and rel[:1] == ["log"] and len(rel) == 2]
+        log_creates = [(op, rel) for op, rel in ops
+                       if op.type in ("create", "create2") and rel[:1] == ["log"] and len(rel) == 2]
         if log_creates:
             for op, rel in log_creates:
                 _log_entry(st, t, op, rel, ops, events, unmapped)
@@ -223,7 +224,8 @@ def _net(ops) -> list:
     out = list(ops)
     for n, op in enumerate(ops):
         if op.type in ("create", "create2"):
-            later = next((m for m in range(n + 1, len(ops)) if ops[m].type == "delete" and ops[m].path == op.path), None)
+            later = next((m for m in range(n + 1, len(ops))
+                          if ops[m].type == "delete" and ops[m].path == op.path), None)
             if later is not None and out[n] is not None and out[later] is not None:
                 out[n] = out[later] = None
     return [op for op in out if op is not None]
@@ -433,7 +435,8 @@ def _pointer(st: _State, t: Txn, r: str, op, ops, events, unmapped) -> None:
         return
     if value < old:
         # No action moves a pointer back: the event says where it went, which no pull explains.
-        events.append(Event("pull", r=r, k=_pulled(st, value), zxid=t.zxid, why=f"log_pointer {old} -> {value}, backwards"))
+        events.append(Event("pull", r=r, k=_pulled(st, value), zxid=t.zxid,
+                            why=f"log_pointer {old} -> {value}, backwards"))
         return
     queued = {q.path.rsplit("/", 1)[1]: q.data for q, qrel in ops if q.type in ("create", "create2")
               and qrel[:3] == ["replicas", r, "queue"] and len(qrel) == 4}
@@ -601,7 +604,8 @@ def tla_module(trace: Trace, name: str) -> str:
         kept = ", ".join(sorted(_tla_part(g) for g in e.kept))
         lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, i |-> {e.i}, k |-> {e.k}, "
                      f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}, "
-                     f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}, kept |-> {{{kept}}}]{sep}"
+                     f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}, "
+                     f"kept |-> {{{kept}}}]{sep}"
                      f"  \\* {n + 1}: {e.why}")
     lines += ["  >>", "===="]
     return "\n".join(lines) + "\n"

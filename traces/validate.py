@@ -92,8 +92,9 @@ def validate(trace: Trace, settings: BaseProtocol = BaseProtocol(), workdir: str
     module = folder / f"{name}.tla"
     module.write_text(tla_module(trace, name))
     cfg = folder / f"{name}.cfg"
-    cfg.write_text(CFG.format(rf=trace.replication_factor or len(trace.replicas), many=len(trace.events) + 1, min_logs=settings.min_logs_to_keep,
-                              max_logs=settings.max_logs_to_keep, dedup=settings.dedup_window))
+    cfg.write_text(CFG.format(rf=trace.replication_factor or len(trace.replicas), many=len(trace.events) + 1,
+                              min_logs=settings.min_logs_to_keep, max_logs=settings.max_logs_to_keep,
+                              dedup=settings.dedup_window))
     log = folder / f"{name}.log"
     result = run_tlc(module, cfg, workers=1, check_deadlock=False, timeout_s=timeout_s,
                      jvm_args=[f"-DTLA-Library={SPEC_DIR}"], log_path=log)

@@ -204,8 +204,7 @@ Explained(e) ==
 Unobserved(e) ==
     \/ /\ e.a = "insert"
        /\ ~(ins[e.i].st = "sent" /\ ins[e.i].at = e.r)
-       /\ \/ ins[e.i].st \in {"sent", "written"} /\ ins[e.i].at = e.r /\ ClientTimeout(e.i)
-          \/ ins[e.i].st = "written" /\ ClientTimeout(e.i)
+       /\ \/ ins[e.i].st \in {"sent", "written"} /\ ClientTimeout(e.i)
           \/ ins[e.i].st = "sent" /\ ReplicaForwardInsert(ins[e.i].at, e.i) /\ ins'[e.i].at = e.r
           \/ ins[e.i].st \in {"idle", "unknown", "failed"} /\ ClientSendInsert(e.i, e.r)
     \/ /\ e.a = "allocate"

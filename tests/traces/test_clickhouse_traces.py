@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from harness.zk_txnlog import Op
 from traces.clickhouse_run import Workload, record
 from traces.keeper_trace import read_trace
 from traces.validate import validate
@@ -84,7 +83,8 @@ def test_a_log_pointer_moving_backwards_is_rejected_there(run, tmp_path):
     assert v.first_unexplained.a == "pull" and "backwards" in v.first_unexplained.why, v.summary()
 
 
-def test_1816s_clone_keeping_a_partition_dropped_while_it_was_lost_is_rejected_at_the_clone(clickhouse_command, tmp_path):
+def test_1816s_clone_keeping_a_partition_dropped_while_it_was_lost_is_rejected_at_the_clone(clickhouse_command,
+                                                                                            tmp_path):
     # ClickHouse issue #6522 (fixed in 19.x by PR #6523): a lost replica's cloneReplica kept its
     # local parts the source no longer had, so a partition dropped while it was down came back on it.
     lost = record(Workload(seed=2, inserts=24, kill=False, drop_while_lost=True))
