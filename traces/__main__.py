@@ -24,8 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli_args import (VIOLATED, BadInput, EnvironmentFailure, Parser, fraction, int_at_least, output_dir,
-                              output_file, run_main, znode_path)
+from harness.cli_args import (
+    VIOLATED,
+    BadInput,
+    EnvironmentFailure,
+    Parser,
+    fraction,
+    int_at_least,
+    output_dir,
+    output_file,
+    run_main,
+    znode_path,
+)
 from protocol.bugs import DESIGNS
 
 PROG = "python -m traces"
@@ -81,7 +91,11 @@ def clickhouse(a) -> int:
 def reference(a) -> int:
     from harness.zookeeper import ZooKeeperUnavailable
     from traces.keeper_trace import read_trace
-    from traces.reference_run import ReferenceRunFailed, ReferenceWorkload, record_reference
+    from traces.reference_run import (
+        ReferenceRunFailed,
+        ReferenceWorkload,
+        record_reference,
+    )
     from traces.validate import validate
 
     w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug)
@@ -99,8 +113,9 @@ def reference(a) -> int:
 
 def validate_dir(a) -> int:
     from harness.zk_txnlog import TxnLogError, read_txnlog
+    from protocol.cleanup_thread import CleanupSettings
     from traces.keeper_trace import TraceError, read_trace
-    from traces.validate import BaseProtocol, validate
+    from traces.validate import validate
 
     replicas = [r for r in a.replicas.split(",") if r]
     if len(replicas) < 1 or len(set(replicas)) != len(replicas):
@@ -110,7 +125,7 @@ def validate_dir(a) -> int:
         trace = read_trace(txns, a.root, replicas)
     except (TxnLogError, TraceError) as e:
         raise BadInput(str(e)) from None
-    settings = BaseProtocol(a.min_logs_to_keep, a.max_logs_to_keep, a.dedup_window)
+    settings = CleanupSettings(a.min_logs_to_keep, a.max_logs_to_keep, a.dedup_window)
     verdict = validate(trace, settings, workdir=(a.keep / "trace") if a.keep else None)
     _report("trace", trace, verdict, a.keep)
     return 0 if verdict.accepted else VIOLATED

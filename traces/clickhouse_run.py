@@ -12,7 +12,7 @@ The workload, drawn from a seed:
   thread marks it lost and trims the log; restarted, it clones;
 - at the end every replica synced.
 The table's settings make the cleanup thread run every second and keep a short log and dedup
-window, so trimming happens in seconds; they are the trace's ``BaseProtocol``.
+window, so trimming happens in seconds; they are the trace's ``CleanupSettings``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from harness.clickhouse import ClickHouseCluster, ClickHouseError
 from harness.zk_txnlog import Txn, read_txnlog
 from harness.zookeeper import ZooKeeperServer
-from traces.validate import BaseProtocol
+from protocol.cleanup_thread import CleanupSettings
 
 CHROOT = "/trace"
 TABLE_PATH = "/clickhouse/tables/01/t"
@@ -45,7 +45,7 @@ class Workload:
     # The ALTER while that replica is down: a DROP PARTITION makes 18.16's clone keep the dropped
     # partition's parts (ClickHouse issue #6522, fixed in 19.x), which the spec's clone does not.
     drop_while_lost: bool = False
-    settings: BaseProtocol = BaseProtocol(min_logs_to_keep=2, max_logs_to_keep=6, dedup_window=8)
+    settings: CleanupSettings = CleanupSettings(min_logs_to_keep=2, max_logs_to_keep=6, dedup_window=8)
     session_timeout_ms: int = 3000   # a killed replica's is_active goes in seconds
 
 
@@ -54,7 +54,7 @@ class RecordedRun:
     txns: list[Txn]
     root: str                   # the table's path on the server, chroot included
     replicas: list[str]
-    settings: BaseProtocol
+    settings: CleanupSettings
     version: str
     facts: dict = field(default_factory=dict)
 

@@ -18,7 +18,6 @@ from harness.zk_txnlog import read_txnlog
 from harness.zookeeper import ZooKeeperServer
 from protocol.cleanup_thread import CleanupSettings
 from traces.clickhouse_run import RecordedRun
-from traces.validate import BaseProtocol
 
 ROOT = "/reference_trace"
 
@@ -51,7 +50,6 @@ def record_reference(w: ReferenceWorkload = ReferenceWorkload()) -> RecordedRun:
             tail = (ran.stderr or ran.stdout).strip().splitlines()[-1:]
             raise ReferenceRunFailed(f"python -m reference run exited {ran.returncode}: {tail}")
         txns = read_txnlog(server.data_dir, 0, server.last_zxid())
-    s = CleanupSettings()
     facts = {"exit": ran.returncode, "bug": w.bug, "fault_rate": w.fault_rate, "blocks": w.blocks}
-    return RecordedRun(txns, ROOT, names, BaseProtocol(s.min_logs_to_keep, s.max_logs_to_keep, s.dedup_window),
+    return RecordedRun(txns, ROOT, names, CleanupSettings(),
                        "reference (RFC design)", facts)

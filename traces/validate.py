@@ -14,18 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from traces.keeper_trace import Event, Trace, tla_module
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, run_tlc
+from protocol.cleanup_thread import CleanupSettings
+from traces.keeper_trace import Event, Trace, tla_module
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec" / "rfc"
-
-
-@dataclass(frozen=True)
-class BaseProtocol:
-    """The base-protocol settings of the run, as the spec's constants."""
-    min_logs_to_keep: int = 100     # min_replicated_logs_to_keep (18.16 and master: 10 in master)
-    max_logs_to_keep: int = 1000    # max_replicated_logs_to_keep
-    dedup_window: int = 100         # replicated_deduplication_window (18.16: 100)
 
 
 @dataclass(frozen=True)
@@ -83,9 +76,11 @@ CONSTRAINT TraceProgress
 _CONSUMED = re.compile(r'<<"trace-consumed", (\d+)>>')
 
 
-def validate(trace: Trace, settings: BaseProtocol = BaseProtocol(), workdir: str | Path | None = None,
+def validate(trace: Trace, settings: CleanupSettings, workdir: str | Path | None = None,
              name: str = "Trace_run", timeout_s: float = 600) -> Verdict:
-    """TLC's verdict on the trace; ``workdir`` keeps the module, cfg and TLC's log (else a temporary folder)."""
+    """TLC's verdict on the trace under the run's cleanup settings (the spec's MinLogsToKeep,
+    MaxLogsToKeep and DedupWindow); ``workdir`` keeps the module, cfg and TLC's log (else a
+    temporary folder)."""
     keep = workdir is not None
     folder = Path(workdir) if keep else Path(tempfile.mkdtemp(prefix="trace-"))
     folder.mkdir(parents=True, exist_ok=True)

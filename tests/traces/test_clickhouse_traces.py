@@ -14,8 +14,14 @@ pytestmark = [pytest.mark.clickhouse, pytest.mark.zookeeper, pytest.mark.tlc, py
 
 
 @pytest.fixture(scope="module")
-def run(clickhouse_command):
-    return record(Workload(seed=2, inserts=24))
+def zk_log(tmp_path_factory):
+    """Where the module's run leaves a copy of its ZooKeeper transaction log."""
+    return tmp_path_factory.mktemp("zk")
+
+
+@pytest.fixture(scope="module")
+def run(clickhouse_command, zk_log):
+    return record(Workload(seed=2, inserts=24), keep_log=zk_log)
 
 
 def _rel(run, path):
@@ -109,15 +115,14 @@ def test_a_log_entry_an_owner_skips_is_rejected_there(run, tmp_path):
     assert v.first_unexplained.zxid == txn.zxid and v.first_unexplained.a == "pull", v.summary()
 
 
-def test_the_command_line_validates_a_recorded_log_and_refuses_what_it_cannot_read(clickhouse_command, tmp_path):
+def test_the_command_line_validates_a_recorded_log_and_refuses_what_it_cannot_read(run, zk_log, tmp_path):
     import subprocess
     import sys
 
-    from traces.clickhouse_run import TABLE_PATH, CHROOT
+    from traces.clickhouse_run import CHROOT, TABLE_PATH
 
-    run = record(Workload(seed=3, inserts=12, kill=False, lose=False), keep_log=tmp_path / "zk")
     s = run.settings
-    cmd = [sys.executable, "-m", "traces", "validate", str(tmp_path / "zk"), "--replicas", "r1,r2,r3",
+    cmd = [sys.executable, "-m", "traces", "validate", str(zk_log), "--replicas", "r1,r2,r3",
            "--min-logs-to-keep", str(s.min_logs_to_keep), "--max-logs-to-keep", str(s.max_logs_to_keep),
            "--dedup-window", str(s.dedup_window), "--keep", str(tmp_path / "out")]
     ok = subprocess.run(cmd + ["--root", CHROOT + TABLE_PATH], capture_output=True, text=True, timeout=300)

@@ -19,7 +19,8 @@ from agreement.clickhouse_workload import RUNS, clickhouse_histories
 from harness.zk_txnlog import read_txnlog
 from harness.zookeeper import ZooKeeperServer
 from traces.keeper_trace import read_trace
-from traces.validate import BaseProtocol, validate
+from protocol.cleanup_thread import CleanupSettings
+from traces.validate import validate
 
 pytestmark = [pytest.mark.clickhouse, pytest.mark.zookeeper, pytest.mark.tlc, pytest.mark.long]
 
@@ -32,6 +33,6 @@ def test_the_events_workloads_traces_are_behaviours_of_the_spec(clickhouse_comma
     for w in RUNS:
         trace = read_trace(txns, f"/clickhouse/tables/{w.table}-1", ["r1", "r2"])
         assert {"insert", "crash"} <= {e.a for e in trace.events}
-        v = validate(trace, BaseProtocol(100, 10000, w.dedup_window), workdir=tmp_path / w.table)
+        v = validate(trace, CleanupSettings(100, 10000, w.dedup_window), workdir=tmp_path / w.table)
         assert v.accepted, v.summary()
         assert (by_table[w.table]["oracle_violations"] > 0) == w.broken
