@@ -38,17 +38,20 @@ ABSTRACTION = {
     "pull": "ReplicaPullLog, once per entry: replicas/<r>/log_pointer set past it; take when the same "
             "multi creates a queue entry with its text",
     "execute": "ReplicaExecuteEntry: replicas/<r>/parts/<part> created outside an INSERT (the queue entry "
-               "whose part it is, or covers), or a queue entry removed that made no part",
+               "whose part it is, or covers; a part r holds inside a bigger one already: no part made; "
+               "an entry a DROP_RANGE took out while its fetch ran: that removal), or a queue entry "
+               "removed that made no part; FetchOutdatedEvent when the part is one its source replaced",
     "merge": "ReplicaSelectMerge: log/log-N created with MERGE_PARTS",
-    "drop": "ClientDropPartition: log/log-N created with DROP_RANGE",
+    "drop": "ClientDropPartition: log/log-N created with DROP_RANGE, with the partition's blocks/ hashes "
+            "the dropping session removed since the partition's last commit",
     "mutation": "ClientMutate: mutations/N created (ALTER UPDATE/DELETE)",
     "mutate": "ReplicaSelectMutation: log/log-N created with MUTATE_PART",
     "trim": "CleanupClearOldLogs: log/log-N removed by one multi (up to the last), with the replicas "
             "replicas/<r>/is_lost was set to 1 for just before",
     "forget": "CleanupClearOldBlocks: blocks/<hash> removed",
-    "clone": "ReplicaRestart of a lost replica (CloneLostReplica): from its is_active's creation to is_lost "
-             "set to 0, its log_pointer, the queue entries it copied (log indexes) or made up (GET_PARTs), and "
-             "the parts it still has registered then (those no other of its part nodes covers)",
+    "clone": "a lost replica's restart and cloneReplica (the trace spec's CloneEvent, 18.16's clone): from "
+             "its is_active's creation to is_lost set to 0, its log_pointer, the queue entries it copied "
+             "(log indexes) or made up (GET_PARTs), and the parts it still has registered then",
     "allocate": "ReplicaAllocate: selective/assignments/<p> created (its owners), by the replica whose session it is",
     "map": "ReplicaRefreshCache: replicas/<r>/maps/<p> written with the version r's map now holds (a write "
            "of the version it held already is no step)",
@@ -56,24 +59,18 @@ ABSTRACTION = {
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
 
-# Writes that are no spec step, and why.
+# Nodes of the table whose writes are no spec step, and why (read by _other: a write under one of
+# these is skipped). Under replicas/<r>/, what is not a pointer, a queue entry, a part node, a map
+# version, is_active or is_lost is skipped too: the replica's host, flags, placement, the
+# insert-time and mutation pointers it keeps for system tables, and its subtree's creation.
 IGNORED = {
-    "block_numbers": "numbering locks: the spec numbers a block by the log index its entry gets",
-    "temp": "abandonable locks and temporary nodes of the numbering",
-    "leader_election": "who selects merges is not a spec variable: any owner caught up may",
-    "host": "the replica's address, rewritten at every start",
-    "columns": "table structure; ALTERs are not in this trace yet",
+    "temp": "abandonable locks: the numbering's temporary nodes",
+    "leader_election": "who selects merges is not a spec variable",
+    "columns": "table structure (an INSERT's commit checks its version); ALTERs are not in the trace yet",
     "metadata": "table structure",
-    "flags": "a start-up flag file",
-    "parts_removed": "a part's znode removed after it was replaced or dropped: the spec keeps no outdated parts",
-    "part_children": "a part's columns/checksums children (older layouts)",
-    "replica_setup": "a replica's own subtree created when it joins, before any event",
-    "table_setup": "the table's subtree created, before any event",
-    "blocks": "the dedup node's creation is part of its INSERT's commit",
     "quorum": "no INSERT here asks for a quorum",
-    "log_pointer_create": "a joining replica's pointer, at the log's start",
+    "nonincrement_block_numbers": "block numbers of tables without partitions",
 }
-
 
 @dataclass(frozen=True)
 class Event:
@@ -292,7 +289,7 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         if len(rel) == 3 and op.type in ("create", "create2") and rel[2].startswith("block-"):
             st.allocated[rel[1]] = max(st.allocated.get(rel[1], -1), int(rel[2].removeprefix("block-")))
         return   # a block number taken: the spec numbers a block by the log index its entry gets
-    if head in ("temp", "leader_election", "columns", "metadata", "quorum", "nonincrement_block_numbers"):
+    if head in IGNORED:
         return
     if head == "selective":
         _selective(st, t, op, rel, events, unmapped)
