@@ -3,10 +3,13 @@
 blocks/ to the deduplication window. Each is one step of the spec's (CleanupClearOldLogs,
 CleanupClearOldBlocks); a replica's outdated parts are its own (Replica.replica_clear_old_parts).
 
-Settings and their defaults (MergeTreeSettings): min_replicated_logs_to_keep 10,
-max_replicated_logs_to_keep 1000 (100 in 18.16), replicated_deduplication_window 1000 blocks (100
-in 18.16) and replicated_deduplication_window_seconds one week in both (seed 002's "one hour" is
-neither), old_parts_lifetime 480 s.
+Settings and their defaults (MergeTreeSettings): min_replicated_logs_to_keep 10 (100 in 18.16),
+max_replicated_logs_to_keep 1000 (10000 in 18.16), replicated_deduplication_window 1000 blocks
+(100 in 18.16) and replicated_deduplication_window_seconds one week in both (seed 002's "one hour"
+is neither), old_parts_lifetime 480 s. The 18.16 figures are its running server's
+system.merge_tree_settings (read 2026-11-30 for issue 36's traces), the others the older master
+this module was written against; today's master keeps the dedup window at 10000 blocks and one
+hour (agreement/KEEPER_OPERATIONS.md).
 """
 
 from __future__ import annotations
