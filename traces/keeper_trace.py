@@ -22,6 +22,7 @@ does (its ephemeral ``is_active`` goes with it), by the session that created its
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -393,8 +394,6 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
 def _selective(st: _State, t: Txn, op, rel, events, unmapped) -> None:
     """The RFC's selective/ subtree: the table's config, and a partition's assignment created by
     the allocating replica (its CAS-create on first INSERT). Migrations are not in the trace yet."""
-    import json
-
     st.selective = True
     if rel[1:] == ["config"] and op.type in ("create", "create2", "setData"):
         st.replication_factor = int(json.loads(op.data or b"{}").get("replication_factor", 0)) or None
