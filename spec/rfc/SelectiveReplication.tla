@@ -677,10 +677,10 @@ ReplicaCleanup(p) ==
 \* back, before it serves (ReplicaRestart). With down_leaver_cleanup_ignores_maps the end is
 \* recorded at once, while a stale map still lists the leaver as an owner.
 ReplicaCleanupForDownLeaver(p, r) ==
-    LET l == Leaver(p)
-        routedThere == \E q \in Queries : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = l IN
+    LET leaver == Leaver(p)
+        routedThere == \E q \in Queries : Running(q) /\ p \in qry[q].pending /\ qry[q].routes[p] = leaver IN
     /\ mig[p].st \in {"switched", "cancelling"}
-    /\ l \notin active
+    /\ leaver \notin active
     /\ r \in active
     /\ LeaverRedundant(p)
     /\ Bug("down_leaver_cleanup_ignores_maps") \/ \A a \in active : cache[a][p].version >= asg[p].version
