@@ -63,7 +63,9 @@ def check(folder: str | Path, threads: int = 2, only: tuple[str, ...] | None = N
                 "(SELECT 1 FROM drops d WHERE d.partition_id = i.partition_id AND d.row_id = i.row_id)")
     con.execute("CREATE VIEW dropped AS SELECT partition_id, row_id, max(drop_step) AS dropped_at FROM drops "
                 "GROUP BY partition_id, row_id")
-    con.execute("CREATE VIEW final AS SELECT * FROM parts WHERE snapshot_step = (SELECT max(snapshot_step) FROM parts)")
+    # The last snapshot taken, with parts or none (every partition dropped): as the oracle's and the Spark job's
+    con.execute("CREATE VIEW final AS SELECT * FROM parts WHERE snapshot_step = (SELECT max(s) FROM "
+                "(SELECT snapshot_step AS s FROM parts UNION ALL SELECT snapshot_step FROM assignments))")
     con.execute("CREATE VIEW asg AS SELECT * FROM assignments "
                 "WHERE snapshot_step = (SELECT max(snapshot_step) FROM assignments)")
     con.execute("CREATE VIEW owners AS SELECT partition_id, unnest(owners) AS replica FROM asg")

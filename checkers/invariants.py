@@ -53,8 +53,9 @@ PARAMETERS = {"grace": DOWN_WAIT_GRACE}
 VIEWS = {
     "live_ok": "(partition_id, row_id) acknowledged (status ok) and removed by no drop: owed to every owner "
                "(the spec's LiveAcked)",
-    # the final snapshot: DuckDB's is the last of `parts`, the Spark job's the last of `assignments`
-    # (it refuses a later parts snapshot unless the run logged errors)
+    # the final snapshot: the last taken (DuckDB's and the oracle's the last of `parts` and
+    # `assignments`, the Spark job's the last of `assignments`, which refuses a later parts snapshot
+    # unless the run logged errors); not the last with a part: a run may end with every partition dropped
     "final": "(replica, partition_id, row_id) of every part row at the final snapshot, copies included",
     "held": "(replica, partition_id, row_id) a replica holds at the final snapshot, each once",
     "asg": "the assignments rows of the final snapshot",

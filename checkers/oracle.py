@@ -133,7 +133,10 @@ def check(history: History, rf: int) -> dict[str, list[str]]:
             if ack < q["start_step"] and wanted and r not in got and r not in lag.get(q["query_id"], ()):
                 out["QueryNoMissingInv"].append(f"{q['query_id']} missed row {r} of {p}, acknowledged at {ack}")
 
-    final = max(x["snapshot_step"] for x in t["parts"]) if t["parts"] else None
+    # The final snapshot is the last one taken, whether or not any replica held a part then: a run
+    # whose partitions were all dropped ends with no parts row, and its last snapshot with parts
+    # (before the drops) is history, not its end state (the Spark job's is the last of `assignments`).
+    final = max((x["snapshot_step"] for x in [*t["parts"], *t.get("assignments", ())]), default=None)
     held: dict[tuple[str, str], Counter] = {}
     for x in t["parts"]:
         if x["snapshot_step"] == final:

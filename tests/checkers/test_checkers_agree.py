@@ -743,3 +743,32 @@ def test_part_move_histories_get_the_same_verdict_from_all_three(spark, tmp_path
     assert run["settled"] and run["queries"] >= 10
     found = _three_agree(spark, Path(run["history"]))
     assert set(found) == flagged, found
+
+
+def test_a_run_that_ends_with_every_partition_dropped_is_judged_on_its_last_snapshot(spark, tmp_path):
+    """`dropping` seed 1 on 3 replicas and 2 buckets (4 partitions) ends with all four dropped, so
+    its last snapshot holds no part. The oracle and DuckDB took the last snapshot *with* a part for
+    the end state, one taken before the last drops, and reported DropsAppliedInv on 54 rows the
+    replicas had since dropped; the Spark job (the last of `assignments`) held. Found by trace
+    validation: the run's Keeper trace was accepted by the spec with DropsAppliedInv holding all
+    along (`python -m traces reference --profile dropping`)."""
+    from reference.profiles import profile_of
+    from reference.races import race, racing_cluster
+    profile = profile_of("dropping")
+    c = racing_cluster(MemoryEnsemble().connect, tmp_path / "data", profile, 1, replicas=3, buckets=2)
+    try:
+        counts = race(c, profile, 1, blocks=16, rows=10, months=2)
+        c.write_history(tmp_path / "history", settled="settle raised" not in counts)
+    finally:
+        c.close()
+    h = History()
+    for f in (tmp_path / "history").glob("*.parquet"):
+        h.tables[f.stem] = pq.read_table(f).to_pylist()
+    last = max(a["snapshot_step"] for a in h.tables["assignments"])
+    assert h.tables["drops"] and not [x for x in h.tables["parts"] if x["snapshot_step"] == last]
+    assert max(x["snapshot_step"] for x in h.tables["parts"]) < max(x["drop_step"] for x in h.tables["drops"])
+    oracle = {name: len(problems) for name, problems in check(h, 2).items()}
+    with contextlib.redirect_stdout(io.StringIO()):
+        spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(tmp_path / "history"), 3)["invariants"].items()}
+    assert spark_counts == oracle == duckdb_check(str(tmp_path / "history"))
+    assert not {n for n, v in oracle.items() if v}, oracle
