@@ -9,14 +9,14 @@ STAMP := $(VENV)/.installed
 .PHONY: setup check check-thorough test faults check-spec conformance spark-check traces bench mutation clean help
 
 help:
-	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, the real-ClickHouse traces, long tests; summary table with time and cpu"
+	@echo "make check        the main job (20-24 min on 2 cores): small TLC models, ci conformance beside the Spark job, the real-ClickHouse and reference traces, long tests; summary table with time and cpu"
 	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite, the guard-clause table (lab.guard_clauses --check)"
 	@echo "make test         the test suite (pytest)"
 	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) and the load sweep's (clients x replicas) into BENCHMARKS.md"
 	@echo "make check-spec   TLC models of spec/models.json (small ones; ARGS=--size all for all)"
 	@echo "make conformance  conformance runs alone"
 	@echo "make spark-check  the Spark job held to runs whose verdict is known (lab/spark_runs.py)"
-	@echo "make traces       trace validation: random real-ClickHouse runs checked by TLC as behaviours of the spec (traces/)"
+	@echo "make traces       trace validation: random real-ClickHouse runs and the reference's racing runs checked by TLC as behaviours of the spec (traces/)"
 	@echo "make bench        benchmarks; figures written to build/reports/"
 	@echo "make mutation     mutation score: mutmut over protocol/, guard mutants of the spec on TLC; section in BENCHMARKS.md"
 	@echo "make setup        venv, TLC jar, ZooKeeper and ClickHouse servers, Java check (idempotent; run by all of the above)"
@@ -63,6 +63,7 @@ spark-check: setup
 
 traces: setup
 	@$(PY) -m harness.check_all --stage traces
+	@$(PY) -m harness.check_all --stage reference-traces
 
 bench: setup
 	@$(PY) -m harness.check_all --stage bench

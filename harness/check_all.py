@@ -59,6 +59,11 @@ STAGES = {
     "traces": Stage("traces", "traces/__main__.py",
                     ["-m", "traces", "clickhouse", "--runs", "{trace_runs}", "--inserts", "60",
                      "--keep", "build/traces", "--report", "{report}"], "traces"),
+    # ... and of the reference's racing runs on ZooKeeper: migrations, cancels, take-overs, a down
+    # leaver's CLEANUP (racing, leaving; 40-90 s each). make test validates cancelling's.
+    "reference-traces": Stage("reference-traces", "traces/__main__.py",
+                              ["-m", "traces", "reference", "--profile", "racing", "--profile", "leaving",
+                               "--keep", "build/traces", "--report", "{report}"], "traces"),
     "bench": Stage("bench", "lab/bench.py", ["-m", "lab.bench", "--report", "{report}"], "reference"),
     # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
     "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),
@@ -72,8 +77,9 @@ STAGES = {
 # and the Spark job on its runs (414 in 301) leave room for each other (7be97a2, each alone; side
 # by side, BENCHMARKS.md "make check"). The traces' three ClickHouse runs go in a step of their own:
 # beside spark-check's real-ClickHouse runs, a replica of theirs failed to start once (exit 70,
-# "Invalid argument" while loading metadata; a fresh clone's make check, 2026-11-30).
-CHECK_STEPS = [["check-spec"], ["conformance", "spark-check"], ["traces"], ["long-tests"]]
+# "Invalid argument" while loading metadata; a fresh clone's make check, 2026-11-30), beside the
+# reference's traces (one ZooKeeper and one TLC worker).
+CHECK_STEPS = [["check-spec"], ["conformance", "spark-check"], ["traces", "reference-traces"], ["long-tests"]]
 THOROUGH_STEPS = CHECK_STEPS + [["faults"], ["guard-clauses"]]
 CHECK_STAGES = [name for step in CHECK_STEPS for name in step]
 THOROUGH_STAGES = [name for step in THOROUGH_STEPS for name in step]

@@ -4,6 +4,7 @@
     python -m traces clickhouse --runs 4 --inserts 60      four seeds, longer runs (make check)
     python -m traces clickhouse --drop-while-lost  the run 18.16 fails (ClickHouse issue #6522)
     python -m traces reference [--bug no_dedup]   a reference run (RFC design) on ZooKeeper, validated
+    python -m traces reference --profile racing --profile losing     its racing runs: migrations, drops, repairs
     python -m traces validate DATA_DIR --root /clickhouse/tables/01/t --replicas r1,r2,r3
                                                   a ZooKeeper dataDir recorded elsewhere
 
@@ -37,6 +38,7 @@ from harness.cli_args import (
     znode_path,
 )
 from protocol.bugs import DESIGNS
+from reference.profiles import PROFILES
 
 PROG = "python -m traces"
 
@@ -97,7 +99,7 @@ def clickhouse(a) -> int:
 
 def reference(a) -> int:
     from harness.zookeeper import ZooKeeperUnavailable
-    from traces.keeper_trace import read_trace
+    from traces.keeper_trace import MIGRATION_STEPS, read_trace
     from traces.reference_run import (
         ReferenceRunFailed,
         ReferenceWorkload,
@@ -105,17 +107,34 @@ def reference(a) -> int:
     )
     from traces.validate import validate
 
-    w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug)
-    try:
-        run = record_reference(w)
-    except (ZooKeeperUnavailable, ReferenceRunFailed) as e:
-        raise EnvironmentFailure(str(e)) from None
-    trace = read_trace(run.txns, run.root, run.replicas)
-    verdict = validate(trace, run.settings, workdir=(a.keep / "reference") if a.keep else None)
-    print(f"  the reference (RFC design{', --bug ' + a.bug if a.bug else ''}), seed {a.seed}: {a.blocks} blocks, "
-          f"fault rate {a.fault_rate}; {len(run.txns)} Keeper records", flush=True)
-    _report("reference", trace, verdict, a.keep)
-    return 0 if verdict.accepted else VIOLATED
+    rejected, rows = 0, []
+    for profile in a.profile or ["quiet"]:
+        w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug, profile=profile,
+                              steps=a.steps)
+        try:
+            run = record_reference(w)
+        except (ZooKeeperUnavailable, ReferenceRunFailed) as e:
+            raise EnvironmentFailure(str(e)) from None
+        trace = read_trace(run.txns, run.root, run.replicas)
+        name = "reference" if profile == "quiet" else f"reference-{profile}"
+        verdict = validate(trace, run.settings, workdir=(a.keep / name) if a.keep else None)
+        kinds = sorted({e.a for e in trace.events} & MIGRATION_STEPS)
+        print(f"  the reference (RFC design{', --bug ' + a.bug if a.bug else ''}), profile {profile}, seed {a.seed}: "
+              f"{a.blocks} blocks, {len(run.txns)} Keeper records; migration steps: {', '.join(kinds) or 'none'}",
+              flush=True)
+        _report(name, trace, verdict, a.keep)
+        rejected += not verdict.accepted
+        rows.append({"profile": profile, "seed": a.seed, "accepted": verdict.accepted, "events": verdict.events,
+                     "migration_steps": {k: sum(e.a == k for e in trace.events) for k in kinds},
+                     "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),
+                     "verdict": verdict.summary()})
+    if a.report:
+        a.report.parent.mkdir(parents=True, exist_ok=True)
+        a.report.write_text(json.dumps({"summary": f"{len(rows) - rejected} of {len(rows)} reference traces accepted "
+                                                   f"({sum(r['events'] for r in rows)} events, "
+                                                   f"{sum(sum(r['migration_steps'].values()) for r in rows)} "
+                                                   f"migration steps)", "runs": rows}, indent=2) + "\n")
+    return VIOLATED if rejected else 0
 
 
 def validate_dir(a) -> int:
@@ -156,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     rf.add_argument("--fault-rate", type=fraction, default=0.3, help="chance a forward breaks and is retried")
     rf.add_argument("--bug", choices=sorted(DESIGNS["rfc"]), metavar="SWITCH",
                     help="a broken switch; one that changes what the reference writes is rejected (no_dedup)")
+    rf.add_argument("--profile", action="append", choices=["quiet", *PROFILES], metavar="PROFILE",
+                    help="quiet (default: INSERTs only) or a racing profile of reference/profiles.py (migrations, "
+                         "crashes, SYSTEM DROP REPLICA, repairs); repeat for several runs")
+    rf.add_argument("--steps", type=int_at_least(1), help="a racing profile's loop turns (default: the profile's)")
     rf.add_argument("--keep", type=output_dir, help="keep the trace's module, cfg, TLC log and events here")
+    rf.add_argument("--report", type=output_file, help="write the verdicts as JSON (make check's stage report)")
     va = sub.add_parser("validate", help="validate a table's trace in a ZooKeeper dataDir recorded elsewhere")
     va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
     va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")

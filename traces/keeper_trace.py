@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from harness.zk_txnlog import Txn
-from protocol.log_entry import DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, BadLogEntry, LogEntry
+from protocol.log_entry import ALTER_METADATA, DROP_RANGE, GET_PART, MERGE_PARTS, MUTATE_PART, BadLogEntry, LogEntry
 from protocol.mutations import BadMutation, MutationEntry
 from protocol.parts import BadPart, PartName
 
@@ -46,19 +46,43 @@ ABSTRACTION = {
     "drop": "ClientDropPartition: log/log-N created with DROP_RANGE, with the partition's blocks/ hashes "
             "the dropping session removed since the partition's last commit",
     "mutation": "ClientMutate: mutations/N created (ALTER UPDATE/DELETE)",
+    "alter": "ClientAlterMetadata: log/log-N created with ALTER_METADATA (a global entry every replica applies; "
+             "its columns/ version bump is no step)",
     "mutate": "ReplicaSelectMutation: log/log-N created with MUTATE_PART",
     "trim": "CleanupClearOldLogs: log/log-N removed by one multi (up to the last), with the replicas "
             "replicas/<r>/is_lost was set to 1 for just before",
     "forget": "CleanupClearOldBlocks: blocks/<hash> removed",
-    "clone": "a lost replica's restart and cloneReplica (the trace spec's CloneEvent, 18.16's clone): from "
-             "its is_active's creation to is_lost set to 0, its log_pointer, the queue entries it copied "
-             "(log indexes) or made up (GET_PARTs), and the parts it still has registered then",
+    "clone": "a lost replica's restart and cloneReplica (the trace spec's CloneEvent: 18.16's clone, or the "
+             "core's CloneLostReplica, the reference's): from its is_active's creation to is_lost set to 0, its "
+             "log_pointer, the queue entries it copied (log indexes) or made up (GET_PARTs), those of its own it "
+             "removed, and the parts it still has registered then; its map writes meanwhile are that step",
     "allocate": "ReplicaAllocate: selective/assignments/<p> created (its owners), by the replica whose session it is",
     "map": "ReplicaRefreshCache: replicas/<r>/maps/<p> written with the version r's map now holds (a write "
            "of the version it held already is no step)",
+    # A migration's steps: each writes selective/migrations/<p> (its state as JSON) with the
+    # assignment in one multi; the step is told by the state it moves from and to.
+    "reassign": "AdminReassign (or AdminRebalance, whose moves are the same writes): migrations/<p> in state "
+                "clone with a source, the assignment's target set",
+    "repair": "RepairStart: migrations/<p> in state clone with no source, the target set (its coordinator, an owner)",
+    "fetch": "ReplicaCloneFetch: migrations/<p> marked fetched with its catch-up position, by the target, with "
+             "the queue entries it created just before outside a pull (GET_PARTs it made up; MUTATE_PART and "
+             "DROP_RANGE entries of the log it re-queued)",
+    "take_over": "ReplicaTakeOverMigration: migrations/<p>'s coordinator changed, by the replica taking over",
+    "switch": "CoordinatorSwitch: migrations/<p> from clone to switched (a repair: done), the target now an owner",
+    "cancel": "CoordinatorCancel: migrations/<p> from clone to cancelling, the target leaving",
+    "cleanup": "ReplicaCleanup: migrations/<p> from switched to done (cancelling to cancelled) by the leaver's "
+               "session, leaving cleared; the leaver's removal of its queue entries of <p> after it is that step",
+    "cleanup_down": "ReplicaCleanupForDownLeaver: the same write by another replica's session while the leaver is down",
+    "drop_replica": "DropReplica: a replica that is down taken out of every assignment (and migration) by a "
+                    "session of no replica (SYSTEM DROP REPLICA), then replicas/<r> removed: the first such "
+                    "write is the step, the rest of it no step",
     "crash": "ReplicaCrash: the session that created replicas/<r>/is_active closed or expired",
     "restart": "ReplicaRestart: replicas/<r>/is_active created again by a new session",
 }
+
+# The events of a migration's steps (and of SYSTEM DROP REPLICA, which ends or turns migrations)
+MIGRATION_STEPS = frozenset({"reassign", "repair", "fetch", "take_over", "switch", "cancel", "cleanup",
+                             "cleanup_down", "drop_replica"})
 
 # Nodes of the table whose writes are no spec step, and why (read by _other: a write under one of
 # these is skipped). Under replicas/<r>/, what is not a pointer, a queue entry, a part node, a map
@@ -67,7 +91,7 @@ ABSTRACTION = {
 IGNORED = {
     "temp": "abandonable locks: the numbering's temporary nodes",
     "leader_election": "who selects merges is not a spec variable",
-    "columns": "table structure (an INSERT's commit checks its version); ALTERs are not in the trace yet",
+    "columns": "table structure (an INSERT's commit checks its version; an ALTER_METADATA bumps it with its entry)",
     "metadata": "table structure",
     "quorum": "no INSERT here asks for a quorum",
     "nonincrement_block_numbers": "block numbers of tables without partitions",
@@ -88,6 +112,8 @@ class Event:
     ks: frozenset = frozenset()      # clone: the log indexes of the entries it copied into the queue
     gets: frozenset = frozenset()    # clone: the parts of the GET_PARTs it made up
     kept: frozenset = frozenset()    # clone: the parts the replica still has registered when it ends
+    d: str = "none"                  # a migration's target (reassign, repair)
+    out: frozenset = frozenset()     # clone: its own queue entries it removed, (log index, part for index 0)
     zxid: int = 0
     session: int = 0     # the ZooKeeper session that wrote it
     why: str = ""        # for the reader: the record it came from
@@ -132,6 +158,12 @@ class _State:
     session_of: dict[int, str] = field(default_factory=dict)         # session -> replica (its is_active)
     active: set[str] = field(default_factory=set)
     started: bool = False
+    assignment: dict[str, dict] = field(default_factory=dict)        # partition -> selective/assignments/<p>
+    assignment_before: dict[str, dict] = field(default_factory=dict)  # partition -> before this record's write
+    migration: dict[str, dict] = field(default_factory=dict)         # partition -> selective/migrations/<p>
+    fetching: dict[str, dict[str, bytes]] = field(default_factory=dict)  # replica -> queue entries of a CLONE's fetch
+    absorbed: dict[str, set[str]] = field(default_factory=dict)      # replica -> queue nodes a step took out already
+    gone: set[str] = field(default_factory=set)                      # dropped for good (SYSTEM DROP REPLICA)
 
 
 def _rel(root: str, path: str | None) -> list[str] | None:
@@ -201,6 +233,10 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
         events[n:] = [replace(e, session=t.session) for e in events[n:]]
     if not seen_table:
         raise TraceError(f"the transaction log holds no write under {root}")
+    for r, nodes in st.fetching.items():
+        if nodes:
+            events.append(Event("unmapped", r=r, why=f"queue entries {', '.join(sorted(nodes))} of {r} created "
+                                                     f"outside a pull and no CLONE's fetch"))
     # An allocation is made for the INSERT that reached the allocating replica first: the next
     # INSERT of the partition the trace commits (the search then has one to send, not each).
     for n, e in enumerate(events):
@@ -280,6 +316,8 @@ def _log_entry(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
             if events[n].a == "forget" and events[n].session == t.session and events[n].p == e.partition:
                 del events[n]
         events.append(Event("drop", k=k, p=e.partition, zxid=t.zxid, why=f"DROP_RANGE {e.new_part_name}"))
+    elif e.type == ALTER_METADATA:
+        events.append(Event("alter", k=k, zxid=t.zxid, why=f"ALTER_METADATA, alter_version {e.alter_version}"))
     else:
         unmapped(t, f"log entry {e.type} is not in the trace spec yet")
 
@@ -293,7 +331,7 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
     if head in IGNORED:
         return
     if head == "selective":
-        _selective(st, t, op, rel, events, unmapped)
+        _selective(st, t, op, rel, ops, events, unmapped)
         return
     if not st.started and not (head == "replicas" and rel[2:3] == ["is_active"]):
         if head == "replicas" and rel[2:] == ["log_pointer"] and op.type != "delete":
@@ -335,6 +373,8 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
     if head != "replicas" or len(rel) < 2:
         return   # the table's own nodes, created with it
     r = rel[1]
+    if r in st.gone:
+        return   # SYSTEM DROP REPLICA removing the replica's subtree: part of its DropReplica step
     if r not in names:
         unmapped(t, f"{op.type} under replicas/{r}, a replica the trace was not told of")
         return
@@ -347,12 +387,15 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
         if not st.started:
             st.started = len(st.active) == len(names)   # every replica is up: the spec's Init
         elif r in st.lost:
-            st.cloning[r] = {"pointer": None, "queue": {}}   # the event is the clone's end (is_lost 0)
+            st.cloning[r] = {"pointer": None, "queue": {}, "out": set()}   # the event is the clone's end (is_lost 0)
         else:
             events.append(Event("restart", r=r, zxid=t.zxid, why="is_active created by a new session"))
+            # ReplicaRestart drops the partitions r no longer keeps, a CLEANUP done on its behalf
+            # while it was down: their queue entries' removals that follow are that step.
+            _absorb(st, r, {p for p, a in st.assignment.items() if r not in _keepers(a)})
         return
     if leaf == "maps" and len(rel) == 4 and op.type in ("create", "create2", "setData"):
-        if st.started:
+        if st.started and r not in st.cloning:   # a lost replica's map loaded before its clone: the clone's step
             events.append(Event("map", r=r, p=rel[3], k=int((op.data or b"-1").decode()), zxid=t.zxid,
                                 why=f"{r}'s map holds version {int((op.data or b'-1').decode())} of {rel[3]}"))
         return
@@ -370,9 +413,19 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
             if r in st.cloning:
                 st.cloning[r]["queue"][node] = op.data
             elif not any(q.type == "setData" and qrel == ["replicas", r, "log_pointer"] for q, qrel in ops):
-                unmapped(t, f"queue entry {node} created outside a pull")
+                # A CLONE's fetch by its target, if the migration's fetched mark follows (_fetched)
+                st.fetching.setdefault(r, {})[node] = op.data
             return
         if op.type == "delete":
+            if node in st.absorbed.get(r, ()):
+                st.absorbed[r].discard(node)   # a step that took the partition away took this entry
+                return
+            if r in st.cloning and node in st.queue[r]:
+                # the fixed protocol's clone replaces the queue (18.16's keeps it): part of the clone
+                k, name = st.queue[r].pop(node)
+                st.executed[r].discard(node)
+                st.cloning[r]["out"].add((k, _queued_part(st, k, name)))
+                return
             entry = st.queue[r].pop(node, None)
             if entry is None:
                 unmapped(t, f"queue entry {node} of {r} removed, which no pull created")
@@ -391,22 +444,111 @@ def _other(st: _State, t: Txn, op, rel, ops, events, unmapped, names) -> None:
     return   # replica_setup, part_children, host, flags
 
 
-def _selective(st: _State, t: Txn, op, rel, events, unmapped) -> None:
-    """The RFC's selective/ subtree: the table's config, and a partition's assignment created by
-    the allocating replica (its CAS-create on first INSERT). Migrations are not in the trace yet."""
+def _selective(st: _State, t: Txn, op, rel, ops, events, unmapped) -> None:
+    """The RFC's selective/ subtree: the table's config, a partition's assignment created by the
+    allocating replica (its CAS-create on first INSERT), and the migrations' steps (_migration_step)."""
     st.selective = True
     if rel[1:] == ["config"] and op.type in ("create", "create2", "setData"):
         st.replication_factor = int(json.loads(op.data or b"{}").get("replication_factor", 0)) or None
         return
-    if len(rel) == 3 and rel[1] == "assignments" and op.type in ("create", "create2") and st.started:
-        owners = frozenset(json.loads(op.data or b"{}").get("owners", ()))
-        events.append(Event("allocate", r=st.session_of.get(t.session, "none"), p=rel[2], rs=owners, zxid=t.zxid,
-                            why=f"{rel[2]} allocated to {', '.join(sorted(owners))}"))
+    if op.type == "check" or len(rel) != 3 or rel[1] not in ("assignments", "migrations"):
+        return   # an INSERT's check of the assignment's version (the F4 check); the subtree's creation
+    p, value = rel[2], json.loads(op.data or b"{}") if op.type != "delete" else None
+    if rel[1] == "assignments":
+        st.assignment_before[p] = st.assignment.get(p, {})
+        st.assignment[p] = value or {}
+        if not st.started:
+            return
+        if op.type in ("create", "create2"):
+            owners = frozenset(value.get("owners", ()))
+            events.append(Event("allocate", r=st.session_of.get(t.session, "none"), p=p, rs=owners, zxid=t.zxid,
+                                why=f"{p} allocated to {', '.join(sorted(owners))}"))
+        elif not any(o.type != "check" and orel == ["selective", "migrations", p] for o, orel in ops):
+            _migration_step(st, t, p, st.migration.get(p), st.migration.get(p), events, unmapped)
         return
-    if op.type == "check":
-        return   # an INSERT's check of the assignment's version (the fixed protocol's F4 check)
-    if len(rel) >= 3 and st.started:
-        unmapped(t, f"{op.type} {'/'.join(rel)}: migrations and reassignments are not in the trace spec yet")
+    before = st.migration.get(p)
+    st.migration[p] = value
+    if st.started:
+        _migration_step(st, t, p, before, value, events, unmapped)
+
+
+def _keepers(a: dict) -> set[str]:
+    return set(a.get("owners", ())) | ({a.get("target"), a.get("leaving")} - {None})
+
+
+def _absorb(st: _State, r: str, partitions: set[str]) -> None:
+    """A step took r's queue entries of `partitions` away with it: their removals that follow are no step."""
+    for node, (k, name) in list(st.queue.get(r, {}).items()):
+        if (st.entries[k].partition if k else PartName.parse(name).partition) in partitions:
+            del st.queue[r][node]
+            st.executed[r].discard(node)
+            st.absorbed.setdefault(r, set()).add(node)
+
+
+def _migration_step(st: _State, t: Txn, p: str, o: dict | None, m: dict | None, events, unmapped) -> None:
+    """Which migration step a write of partition p's assignment (and migration: o before, m after) is."""
+    writer = st.session_of.get(t.session)
+    a0, a1 = st.assignment_before.get(p, {}), st.assignment.get(p, {})
+    removed = _keepers(a0) - _keepers(a1)
+    ev = lambda a, **kw: events.append(Event(a, p=p, zxid=t.zxid, **kw))   # noqa: E731
+    if removed and removed <= st.gone:
+        return   # the rest of a DropReplica already taken
+    down = sorted(x for x in removed if x not in st.active)
+    if writer is None and down:
+        # SYSTEM DROP REPLICA, by a session of no replica: the spec's DropReplica takes the replica
+        # out of every assignment and migration at once, and its replicas/<r> with it.
+        st.gone.add(down[0])
+        ev("drop_replica", r=down[0], why=f"SYSTEM DROP REPLICA {down[0]}: out of {p}'s assignment first")
+        return
+    was, now = (o or {}).get("state"), (m or {}).get("state")
+    if now == "clone" and was in (None, "done", "cancelled"):
+        if m.get("src") is None:
+            ev("repair", r=m["coord"], d=m["dst"],
+               why=f"REPAIR {p}: CLONE into {m['dst']}, coordinated by {m['coord']}")
+        else:
+            ev("reassign", r=m["src"], d=m["dst"], why=f"REASSIGN {p}: CLONE {m['src']} -> {m['dst']}")
+    elif was == "clone" and now == "clone" and m.get("fetched") and not o.get("fetched"):
+        _fetched(st, t, p, m, events, unmapped)
+    elif was == "clone" and now == "clone" and m.get("coord") != o.get("coord"):
+        ev("take_over", r=m["coord"], why=f"{m['coord']} takes over {p}'s migration from {o.get('coord')}")
+    elif was == "clone" and now in ("switched", "done"):
+        owners = frozenset(a1.get("owners", ()))
+        ev("switch", rs=owners, why=f"SWITCH {p}: owners {', '.join(sorted(owners))}")
+    elif was == "clone" and now == "cancelling":
+        ev("cancel", why=f"CANCEL {p}: {m['dst']} leaving")
+    elif was in ("switched", "cancelling") and now in ("done", "cancelled"):
+        leaver = o["src"] if was == "switched" else o["dst"]
+        if writer == leaver:
+            ev("cleanup", r=leaver, why=f"CLEANUP {p} on {leaver}")
+            _absorb(st, leaver, {p})   # drop_partition_locally's queue removals that follow
+        else:
+            ev("cleanup_down", r=writer or "none", why=f"CLEANUP {p} for {leaver}, down, by {writer}")
+    else:
+        unmapped(t, f"{p}'s migration {was} -> {now} with assignment {a0} -> {a1}: no migration step")
+
+
+def _fetched(st: _State, t: Txn, p: str, m: dict, events, unmapped) -> None:
+    """A CLONE's fetch marked done: the target's queue entries created since outside a pull are its
+    GET_PARTs (made up: log index 0) and the log's MUTATE_PART and DROP_RANGE entries it re-queued."""
+    dst = m["dst"]
+    known = {st.entries[k].format(): k for k in st.entries}
+    ks, gets = set(), set()
+    for node, data in st.fetching.pop(dst, {}).items():
+        try:
+            entry = _entry(data, node)
+        except (BadLogEntry, BadPart) as err:
+            unmapped(t, f"queue entry {node} does not parse ({err})")
+            return
+        k = known.get(entry.format(), 0)
+        if k == 0 and entry.type != GET_PART:
+            unmapped(t, f"{dst}'s CLONE queued {entry.type} {entry.new_part_name}, which is no entry of the log")
+            return
+        st.queue[dst][node] = (k, entry.new_part_name)
+        (ks.add(k) if k else gets.add(abstract_part(st, entry.new_part_name)))
+    pos = _pulled(st, int(m.get("catchup_to") or 0))
+    events.append(Event("fetch", r=dst, p=p, k=pos, ks=frozenset(ks), gets=frozenset(gets), zxid=t.zxid,
+                        why=f"CLONE {p} into {dst} fetched: {len(gets)} parts, {len(ks)} entries re-queued, "
+                            f"catch-up to log entry {pos}"))
 
 
 def _queued_part(st: _State, k: int, name: str) -> tuple | None:
@@ -506,9 +648,10 @@ def _lost_flag(st: _State, t: Txn, r: str, value: bytes, events, unmapped) -> No
     pointer = clone["pointer"] if clone["pointer"] is not None else st.pointer.get(r, 0)
     kept = _active(st.znodes.get(r, set()))
     events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=frozenset(ks), gets=frozenset(gets),
-                        kept=frozenset(abstract_part(st, n) for n in kept), zxid=t.zxid,
-                        why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued, "
-                            f"keeps {', '.join(sorted(kept)) or 'no part'}"))
+                        kept=frozenset(abstract_part(st, n) for n in kept), out=frozenset(clone["out"]), zxid=t.zxid,
+                        why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued"
+                            + (f", {len(clone['out'])} of its own removed" if clone["out"] else "")
+                            + f", keeps {', '.join(sorted(kept)) or 'no part'}"))
 
 
 def _active(names: set[str]) -> set[str]:
@@ -598,10 +741,12 @@ def tla_module(trace: Trace, name: str) -> str:
         ks = ", ".join(str(k) for k in sorted(e.ks))
         gets = ", ".join(sorted(_tla_part(g) for g in e.gets))
         kept = ", ".join(sorted(_tla_part(g) for g in e.kept))
-        lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, i |-> {e.i}, k |-> {e.k}, "
+        out = ", ".join(sorted(f"<<{k}, {_tla_part(q)}>>" for k, q in e.out))
+        lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, d |-> {_tla_str(e.d)}, i |-> {e.i}, "
+                     f"k |-> {e.k}, "
                      f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}, "
                      f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}, "
-                     f"kept |-> {{{kept}}}]{sep}"
+                     f"kept |-> {{{kept}}}, out |-> {{{out}}}]{sep}"
                      f"  \\* {n + 1}: {e.why}")
     lines += ["  >>", "===="]
     return "\n".join(lines) + "\n"

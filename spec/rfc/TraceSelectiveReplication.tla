@@ -13,17 +13,20 @@
 (* sending an INSERT, giving up on one) is taken only where the next event *)
 (* needs it, so the search stays near one behaviour.                       *)
 (*                                                                         *)
-(* The trace is accepted when some behaviour consumes all of it: TLC then  *)
-(* reports TraceConsumedInv violated, and the run is a behaviour of the    *)
-(* spec. When none does, TLC ends with the invariant holding, and the      *)
-(* furthest event any behaviour reached, printed as it grows (TraceProgress), *)
-(* names the first event no action explains: a bug in the system, or a     *)
-(* hole in the model.                                                      *)
+(* The trace is accepted when some behaviour consumes all of it: the      *)
+(* furthest event any behaviour reached, printed as it grows              *)
+(* (TraceProgress), is then the last, and the run is a behaviour of the    *)
+(* spec. When it is not, the next event is the first no action explains:   *)
+(* a bug in the system, or a hole in the model. traces/validate.py also   *)
+(* checks the core's safety invariants on every state on the way.          *)
 (***************************************************************************)
 EXTENDS SelectiveReplication, TLC
 
 CONSTANT Trace   \* the events, oldest first (traces/keeper_trace.py's Event)
 
+\* The variables' names must be no name the core module binds in a LET or a quantifier: TLC 2.15
+\* evaluated ReplicaCleanupForDownLeaver's `LET l == Leaver(p)` as this `l` (an integer compared with
+\* a replica) until the core's was renamed.
 VARIABLES
     l,       \* events consumed
     made     \* every part some replica has held: ClickHouse keeps a replaced part (Outdated) on
@@ -52,6 +55,13 @@ Pending(x) == {m \in {muts[j] : j \in DOMAIN muts} : x.mv < m /\ \E blk \in x.b 
 \* rewrote with parts written after it; the result takes the highest version): trace validation's
 \* third finding (spec/README.md). A trace overrides the core's Mergeable with this.
 TraceMergeable(S) == \A x, y \in S : Pending(x) = Pending(y)
+
+\* The one set of parts the next event's merge can have taken: the selector's parts inside the
+\* merged part (a merge takes a range of active parts, which do not overlap); none for any other
+\* event. The core's MergeSets is every subset, which TLC enumerates at each merge event.
+TraceMergeSets(r, p) ==
+    LET e == Trace[l + 1] IN
+    IF e.a = "merge" /\ e.r = r /\ e.p = p THEN {{x \in PartsOf(r, p) : x.b \subseteq e.part.b}} ELSE {}
 
 \* --- events -------------------------------------------------------------------
 
@@ -123,6 +133,9 @@ MutateEvent(e) ==
     /\ Len(log') = e.k
     /\ log'[e.k].part = e.part
 
+\* ALTER_METADATA, the k-th log entry: global, every replica queues and applies it.
+AlterEvent(e) == e.a = "alter" /\ ClientAlterMetadata /\ Len(log') = e.k
+
 \* DROP_RANGE over partition e.p, the k-th log entry.
 DropEvent(e) ==
     /\ e.a = "drop"
@@ -142,9 +155,43 @@ MapEvent(e) ==
     /\ \/ asg[e.p].version = e.k /\ ReplicaRefreshCache(e.r, e.p)
        \/ cache[e.r][e.p].version = e.k /\ UNCHANGED vars
 
+\* --- a migration's steps (selective/migrations/<p> and the assignment, one multi each) ---------
+
+\* REASSIGN (or a REBALANCE's move): a CLONE of e.p from e.r into e.d.
+ReassignEvent(e) == e.a = "reassign" /\ AdminReassign(e.p, e.r, e.d)
+
+\* A repair's CLONE of e.p into e.d, coordinated by e.r (an owner), after a DropReplica.
+RepairEvent(e) == e.a = "repair" /\ RepairStart(e.p, e.r, e.d)
+
+\* The target e.r marked the CLONE of e.p fetched at catch-up position e.k, having queued GET_PARTs
+\* of the parts e.gets and re-queued the log entries e.ks (entries it had queued already it left).
+FetchEvent(e) ==
+    /\ e.a = "fetch"
+    /\ mig[e.p].dst = e.r
+    /\ ReplicaCloneFetch(e.p)
+    /\ mig'[e.p].pos = e.k
+    /\ queue'[e.r] = queue[e.r] \cup {Entry("GET", e.p, x, 0) : x \in e.gets} \cup {log[k] : k \in e.ks}
+
+TakeOverEvent(e) == e.a = "take_over" /\ ReplicaTakeOverMigration(e.p, e.r)
+
+\* SWITCH of e.p: its owners are e.rs after it.
+SwitchEvent(e) == e.a = "switch" /\ CoordinatorSwitch(e.p) /\ asg'[e.p].owners = e.rs
+
+CancelEvent(e) == e.a = "cancel" /\ CoordinatorCancel(e.p)
+
+\* CLEANUP of e.p by its leaver e.r, or, while the leaver is down, recorded by e.r for it.
+CleanupEvent(e) == e.a = "cleanup" /\ Leaver(e.p) = e.r /\ ReplicaCleanup(e.p)
+CleanupDownEvent(e) == e.a = "cleanup_down" /\ ReplicaCleanupForDownLeaver(e.p, e.r)
+
+\* SYSTEM DROP REPLICA e.r.
+DropReplicaEvent(e) == e.a = "drop_replica" /\ DropReplica(e.r)
+
 \* r's is_active went (its session closed or expired), or came back (a new session created it).
 CrashEvent(e) == e.a = "crash" /\ ReplicaCrash(e.r)
 RestartEvent(e) == e.a = "restart" /\ e.r \notin lost /\ ReplicaRestart(e.r)
+
+\* The entries of a queue a clone left: all but those it removed (e.out: 18.16's removes none).
+Kept(Q, e) == {x \in Q : <<x.k, IF x.k = 0 THEN x.part ELSE NoPart>> \notin e.out}
 
 \* A lost replica came back and cloned (cloneReplicaIfNeeded): its log_pointer is e.k, its queue
 \* gained the log entries e.ks and GET_PARTs of the parts e.gets, and it kept the parts e.kept.
@@ -165,11 +212,22 @@ CloneEvent(e) ==
     /\ parts'[e.r] = e.kept
     /\ e.gets \subseteq made
     /\ ptr' = [ptr EXCEPT ![e.r] = e.k]
-    /\ queue' = [queue EXCEPT ![e.r] = @ \cup {log[k] : k \in e.ks} \cup {Entry("GET", x.p, x, 0) : x \in e.gets}]
+    /\ queue' = [queue EXCEPT ![e.r] = Kept(@, e) \cup {log[k] : k \in e.ks} \cup {Entry("GET", x.p, x, 0) : x \in e.gets}]
     /\ active' = active \cup {e.r}
     /\ cache' = [cache EXCEPT ![e.r] = asg]
     /\ lost' = lost \ {e.r}
     /\ UNCHANGED <<asg, log, dedup, muts, trimmed, ins, mig, qry, inv_acked, inv_read_cleaned, aux_counts, gone>>
+
+\* The same event from the fixed protocol (the reference): the core's own ReplicaRestart of a lost
+\* replica, CloneLostReplica (a source per partition it keeps, its own queue replaced), with the
+\* pointer, queue and parts the run wrote.
+FixedCloneEvent(e) ==
+    /\ e.a = "clone"
+    /\ e.r \in lost
+    /\ ReplicaRestart(e.r)
+    /\ ptr'[e.r] = e.k
+    /\ parts'[e.r] = e.kept
+    /\ queue'[e.r] = Kept(queue[e.r], e) \cup {log[k] : k \in e.ks} \cup {Entry("GET", x.p, x, 0) : x \in e.gets}
 
 \* The cleanup thread trimmed the log up to index e.k and marked the replicas e.rs lost. 18.16's
 \* clearOldLogs reads every replica's log_pointer and is_lost, then marks and trims in later
@@ -191,9 +249,11 @@ ForgetEvent(e) == e.a = "forget" /\ CleanupClearOldBlocks(e.i)
 
 Explained(e) ==
     \/ InsertEvent(e) \/ PullEvent(e) \/ ExecuteEvent(e) \/ FetchOutdatedEvent(e) \/ ExecuteDoneEvent(e)
-    \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e)
-    \/ CrashEvent(e) \/ RestartEvent(e) \/ CloneEvent(e) \/ TrimEvent(e) \/ ForgetEvent(e)
+    \/ MergeEvent(e) \/ MutationEvent(e) \/ MutateEvent(e) \/ DropEvent(e) \/ AlterEvent(e)
+    \/ CrashEvent(e) \/ RestartEvent(e) \/ CloneEvent(e) \/ FixedCloneEvent(e) \/ TrimEvent(e) \/ ForgetEvent(e)
     \/ AllocateEvent(e) \/ MapEvent(e)
+    \/ ReassignEvent(e) \/ RepairEvent(e) \/ FetchEvent(e) \/ TakeOverEvent(e) \/ SwitchEvent(e) \/ CancelEvent(e)
+    \/ CleanupEvent(e) \/ CleanupDownEvent(e) \/ DropReplicaEvent(e)
 
 \* --- what Keeper does not show, taken only where the next event needs it ----------
 
@@ -218,7 +278,8 @@ TraceNext ==
        \/ Unobserved(Trace[l + 1]) /\ UNCHANGED l
     /\ made' = made \cup UNION {parts'[r] : r \in Replicas}
 
-\* Checked as an invariant: its violation is the acceptance (a behaviour consumed every event).
+\* Checked as an invariant, its violation is the acceptance, and TLC prints the behaviour that
+\* consumed every event (tens of MB for a long trace: traces/validate.py reads TraceProgress instead).
 TraceConsumedInv == l < Len(Trace)
 
 \* A state constraint that prints the furthest event consumed each time it grows; with one

@@ -769,6 +769,7 @@ def test_a_run_that_ends_with_every_partition_dropped_is_judged_on_its_last_snap
     assert max(x["snapshot_step"] for x in h.tables["parts"]) < max(x["drop_step"] for x in h.tables["drops"])
     oracle = {name: len(problems) for name, problems in check(h, 2).items()}
     with contextlib.redirect_stdout(io.StringIO()):
-        spark_counts = {n: r["violations"] for n, r in check_folder(spark, str(tmp_path / "history"), 3)["invariants"].items()}
+        found = check_folder(spark, str(tmp_path / "history"), 3)["invariants"]
+        spark_counts = {n: r["violations"] for n, r in found.items()}
     assert spark_counts == oracle == duckdb_check(str(tmp_path / "history"))
     assert not {n for n, v in oracle.items() if v}, oracle

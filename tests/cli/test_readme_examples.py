@@ -151,6 +151,10 @@ EXAMPLES = {
         "tests/traces/test_reference_traces.py::test_no_dedup_writes_a_retried_block_again_and_the_trace_is_"
         "rejected_there (the same run)"),
     "python -m traces validate DATA_DIR --root TABLE_PATH --replicas r1,r2,r3": Help(["traces", "validate"]),
+    ".venv/bin/python -m traces reference --profile racing": Make("traces"),
+    ".venv/bin/python -m traces reference --profile racing --profile losing --profile leaving --keep build/traces":
+        Make("traces"),
+    "python -m lab.trace_teeth --record": Help(["lab.trace_teeth"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
     "python -m lab.bench --only rebalance": Help(["lab.bench"]),
