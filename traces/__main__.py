@@ -54,6 +54,13 @@ def _report(name: str, trace, verdict, keep: Path | None) -> None:
     print(f"{name}: {verdict.summary()}", flush=True)
 
 
+def _write_report(path: Path | None, summary: str, rows: list[dict]) -> None:
+    """make check's stage report (--report): the summary line its table shows, and each run's verdict."""
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"summary": summary, "runs": rows}, indent=2) + "\n")
+
+
 def clickhouse(a) -> int:
     from harness.clickhouse import ClickHouseUnavailable
     from harness.zookeeper import ZooKeeperUnavailable
@@ -89,11 +96,8 @@ def clickhouse(a) -> int:
         rows.append({"seed": seed, "accepted": verdict.accepted, "events": verdict.events, "consumed": verdict.consumed,
                      "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),
                      "verdict": verdict.summary(), "facts": f})
-    if a.report:
-        a.report.parent.mkdir(parents=True, exist_ok=True)
-        a.report.write_text(json.dumps({"summary": f"{len(rows) - rejected} of {len(rows)} real-ClickHouse traces "
-                                                   f"accepted ({sum(r['events'] for r in rows)} events)",
-                                        "runs": rows}, indent=2) + "\n")
+    _write_report(a.report, f"{len(rows) - rejected} of {len(rows)} real-ClickHouse traces accepted "
+                            f"({sum(r['events'] for r in rows)} events)", rows)
     return VIOLATED if rejected else 0
 
 
@@ -128,12 +132,9 @@ def reference(a) -> int:
                      "migration_steps": {k: sum(e.a == k for e in trace.events) for k in kinds},
                      "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),
                      "verdict": verdict.summary()})
-    if a.report:
-        a.report.parent.mkdir(parents=True, exist_ok=True)
-        a.report.write_text(json.dumps({"summary": f"{len(rows) - rejected} of {len(rows)} reference traces accepted "
-                                                   f"({sum(r['events'] for r in rows)} events, "
-                                                   f"{sum(sum(r['migration_steps'].values()) for r in rows)} "
-                                                   f"migration steps)", "runs": rows}, indent=2) + "\n")
+    _write_report(a.report, f"{len(rows) - rejected} of {len(rows)} reference traces accepted "
+                            f"({sum(r['events'] for r in rows)} events, "
+                            f"{sum(sum(r['migration_steps'].values()) for r in rows)} migration steps)", rows)
     return VIOLATED if rejected else 0
 
 

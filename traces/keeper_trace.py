@@ -531,24 +531,35 @@ def _fetched(st: _State, t: Txn, p: str, m: dict, events, unmapped) -> None:
     """A CLONE's fetch marked done: the target's queue entries created since outside a pull are its
     GET_PARTs (made up: log index 0) and the log's MUTATE_PART and DROP_RANGE entries it re-queued."""
     dst = m["dst"]
+    copied = _copies(st, t, dst, st.fetching.pop(dst, {}), f"{dst}'s CLONE", unmapped)
+    if copied is None:
+        return
+    ks, gets = copied
+    pos = _pulled(st, int(m.get("catchup_to") or 0))
+    events.append(Event("fetch", r=dst, p=p, k=pos, ks=ks, gets=gets, zxid=t.zxid,
+                        why=f"CLONE {p} into {dst} fetched: {len(gets)} parts, {len(ks)} entries re-queued, "
+                            f"catch-up to log entry {pos}"))
+
+
+def _copies(st: _State, t: Txn, r: str, nodes: dict[str, bytes], who: str, unmapped) -> tuple | None:
+    """Queue entries r created in one step (a clone of a lost replica, a CLONE's fetch): each is an
+    entry of the log copied (its log index) or a GET_PART made up (index 0, by its part). Records
+    them in r's queue; returns (log indexes, parts made up), or None after an unmapped event."""
     known = {st.entries[k].format(): k for k in st.entries}
     ks, gets = set(), set()
-    for node, data in st.fetching.pop(dst, {}).items():
+    for node, data in nodes.items():
         try:
             entry = _entry(data, node)
         except (BadLogEntry, BadPart) as err:
             unmapped(t, f"queue entry {node} does not parse ({err})")
-            return
+            return None
         k = known.get(entry.format(), 0)
         if k == 0 and entry.type != GET_PART:
-            unmapped(t, f"{dst}'s CLONE queued {entry.type} {entry.new_part_name}, which is no entry of the log")
-            return
-        st.queue[dst][node] = (k, entry.new_part_name)
+            unmapped(t, f"{who} queued {entry.type} {entry.new_part_name}, which is no entry of the log")
+            return None
+        st.queue[r][node] = (k, entry.new_part_name)
         (ks.add(k) if k else gets.add(abstract_part(st, entry.new_part_name)))
-    pos = _pulled(st, int(m.get("catchup_to") or 0))
-    events.append(Event("fetch", r=dst, p=p, k=pos, ks=frozenset(ks), gets=frozenset(gets), zxid=t.zxid,
-                        why=f"CLONE {p} into {dst} fetched: {len(gets)} parts, {len(ks)} entries re-queued, "
-                            f"catch-up to log entry {pos}"))
+    return frozenset(ks), frozenset(gets)
 
 
 def _queued_part(st: _State, k: int, name: str) -> tuple | None:
@@ -628,26 +639,13 @@ def _lost_flag(st: _State, t: Txn, r: str, value: bytes, events, unmapped) -> No
         return   # a replica that was not lost writes 0 at start
     clone = st.cloning.pop(r)
     st.lost.discard(r)
-    ks, gets = set(), set()
-    known = {st.entries[k].format(): k for k in st.entries}
-    for node, data in clone["queue"].items():
-        try:
-            entry = _entry(data, node)
-        except (BadLogEntry, BadPart) as err:
-            unmapped(t, f"queue entry {node} does not parse ({err})")
-            return
-        k = known.get(entry.format(), 0)   # an entry of the log copied from the source, or one made up
-        if k == 0 and entry.type != GET_PART:
-            unmapped(t, f"the clone queued {entry.type} {entry.new_part_name}, which is no entry of the log")
-            return
-        st.queue[r][node] = (k, entry.new_part_name)
-        if k:
-            ks.add(k)
-        else:
-            gets.add(abstract_part(st, entry.new_part_name))
+    copied = _copies(st, t, r, clone["queue"], "the clone", unmapped)
+    if copied is None:
+        return
+    ks, gets = copied
     pointer = clone["pointer"] if clone["pointer"] is not None else st.pointer.get(r, 0)
     kept = _active(st.znodes.get(r, set()))
-    events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=frozenset(ks), gets=frozenset(gets),
+    events.append(Event("clone", r=r, k=_pulled(st, pointer), ks=ks, gets=gets,
                         kept=frozenset(abstract_part(st, n) for n in kept), out=frozenset(clone["out"]), zxid=t.zxid,
                         why=f"cloneReplica: log_pointer {pointer}, {len(clone['queue'])} entries queued"
                             + (f", {len(clone['out'])} of its own removed" if clone["out"] else "")
