@@ -4,20 +4,28 @@ and readText), so that a tree the reference writes reads like a real server's an
 to do what the C++ filter must: take the partition from a part name or a part range, since the
 entries carry no partition field (the RFC's "no new log entry types").
 
-Written as format version 4, what both 18.16 and today's release write for these entries; read
-back: versions 1-6. Entry types and their text, after the four header lines:
+Written as format version 4, what both 18.16 and today's release write for these entries, unless
+the entry's fields need more, as ClickHouse chooses (writeText, S3 @2203-2803): 5 with a part UUID,
+6 with DEDUPLICATE BY columns, 7 with a log_entry_id (a fifth header line). Read back: versions 1-7.
+"S3 @n" is an offset in src/Storages/MergeTree/ReplicatedMergeTreeLogEntry.cpp of a copy in master's
+format 7 (tuanpach/ClickHouse @ 0d8e9345; the research note of issue 36). Entry types and their text,
+after the header lines:
 
     get\\n<part>                        GET_PART        an INSERT's part (ATTACH in 18.16 too)
     attach\\n<part>\\npart_checksum: <h> ATTACH_PART     today's ATTACH PARTITION
     merge\\n<part>...\\ninto\\n<part>\\ndeduplicate: 0   MERGE_PARTS
     mutate\\n<part>\\nto\\n<part>         MUTATE_PART     one part, to the mutation's block number
-    drop\\n<range> (detach\\n<range>)    DROP_RANGE      range level 999999999
+    drop\\n<range> (detach\\n<range>)    DROP_RANGE      range level 999999999 (or 4294967295)
+    drop\\n<part> (detach\\n<part>)      DROP_PART       any other level: one part (parse(drop_part=True))
     clear_column\\n<col>\\nfrom\\n<range> CLEAR_COLUMN    (deprecated since 20.3: a mutation today)
     clear_index\\n<idx>\\nfrom\\n<range>  CLEAR_INDEX     (likewise)
     REPLACE_RANGE\\n<replace entry>     REPLACE_RANGE   REPLACE/ATTACH PARTITION FROM
     alter\\nalter_version\\n<n>...       ALTER_METADATA  today's ALTER of columns or settings
     sync_pinned_part_uuids            SYNC_PINNED_PART_UUIDS  part moves between shards: reload the pins
     clone_part_from_shard\\n<part>\\nsource_shard: <path>   CLONE_PART_FROM_SHARD  part moves: fetch into detached/
+
+After the body, optional lines: part_type: (Compact, for a small INSERT's part), storage_type:,
+quorum:. MERGE_PARTS and MUTATE_PART carry optional lines of their own (into_uuid, to_uuid, ...).
 
 A queue entry is the log entry's text copied as is (pullLogsToQueue), so nothing in a queue
 znode says which log entry it came from; ClickHouse keeps that in memory.
@@ -34,10 +42,16 @@ from protocol.parts import BadPart, PartName
 
 MAX_LEVEL = 999_999_999           # MergeTreePartInfo::MAX_LEVEL: a range covering every part in it
 LEGACY_MAX_LEVEL = 4_294_967_295  # the same, as REPLACE_RANGE's drop range writes it
-FORMAT_VERSION = 4
+FORMAT_VERSION = 4                # FORMAT_WITH_DEDUPLICATE: what an entry with none of the newer fields is
+FORMAT_WITH_UUID, FORMAT_WITH_DEDUPLICATE_BY_COLUMNS, FORMAT_WITH_LOG_ENTRY_ID, FORMAT_LAST = 5, 6, 7, 8
+MERGE_TYPE_REGULAR = 1            # MergeType::Regular; 2 TTLDelete, 3 TTLRecompress are written
+NIL_UUID = "00000000-0000-0000-0000-000000000000"
 
 GET_PART, ATTACH_PART, MERGE_PARTS, MUTATE_PART = "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART"
 DROP_RANGE, CLEAR_COLUMN, CLEAR_INDEX = "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX"
+# A drop of one real part (ALTER TABLE DROP PART, part moves' SOURCE_DROP): ClickHouse's "virtual"
+# type, written as DROP_RANGE is and told apart on read by the part's level (S3 @11692-12043).
+DROP_PART = "DROP_PART"
 REPLACE_RANGE, ALTER_METADATA = "REPLACE_RANGE", "ALTER_METADATA"
 # Part moves between shards (seed 001; protocol/part_moves/): the writer and reader of
 # ReplicatedMergeTreeLogEntry.cpp (ClickHouse master) give their text.
@@ -90,6 +104,8 @@ def parse_quoted_list(text: str) -> tuple[str, ...]:
 
 
 def format_time(ts: float) -> str:
+    """create_time in UTC. ClickHouse writes the server's time zone (S3 @2959): the same text on a
+    server running in UTC only."""
     return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -132,11 +148,22 @@ class LogEntry:
     part_checksum: str = ""             # ATTACH_PART
     replace: ReplaceRange | None = None
     source_shard: str = ""              # CLONE_PART_FROM_SHARD: the source table's Keeper path
-    alter_version: int = 0              # ALTER_METADATA
+    alter_version: int = 0              # ALTER_METADATA; an ALTER's MUTATE_PART (0: none)
     have_mutation: bool = False
     columns_str: str = ""
     metadata_str: str = ""
     quorum: int = 0
+    # Master's lines; each default is what ClickHouse writes nothing for.
+    new_part_uuid: str = ""             # MERGE_PARTS' into_uuid, MUTATE_PART's to_uuid (format 5)
+    merge_type: int = MERGE_TYPE_REGULAR  # MERGE_PARTS of a TTL: 2 TTLDelete, 3 TTLRecompress
+    deduplicate_by_columns: tuple[str, ...] = ()  # OPTIMIZE ... DEDUPLICATE BY a, b (format 6)
+    cleanup: bool = False               # MERGE_PARTS of OPTIMIZE ... FINAL CLEANUP
+    patch_parts: tuple[str, ...] = ()   # MERGE_PARTS applying lightweight UPDATE patch parts
+    part_type: str = ""                 # "Compact" (a small INSERT's part); "" for Wide
+    storage_type: str = ""              # "" for Full
+    # Format 7: the path of the barrier znode part moves create with the entry (the one writer
+    # found); where the entry was recorded, not what it asks, so left out of ==, as the version.
+    log_entry_id: str = field(default="", compare=False)
     format_version: int = field(default=FORMAT_VERSION, compare=False)
 
     # --- what the filter and the queue need --------------------------------------------------
@@ -163,9 +190,27 @@ class LogEntry:
         return ()
 
     # --- text ---------------------------------------------------------------------------------
+    @property
+    def written_version(self) -> int:
+        """The version writeText stamps (S3 @2203-2803): the least the fields need, never the
+        version the entry was read at (a v1-3 text comes back as 4, with all four header lines)."""
+        v = FORMAT_VERSION
+        if self.deduplicate_by_columns:
+            v = max(v, FORMAT_WITH_DEDUPLICATE_BY_COLUMNS)
+        if self.new_part_uuid:
+            v = max(v, FORMAT_WITH_UUID)
+        if self.log_entry_id:
+            v = max(v, FORMAT_WITH_LOG_ENTRY_ID)
+        return v
+
     def format(self) -> bytes:
-        head = (f"format version: {self.format_version}\ncreate_time: {format_time(self.create_time)}\n"
+        v = self.written_version
+        # block_id: one string here, ClickHouse's deduplication_block_ids joined with "," (S3 @2804);
+        # the same text, since an id has no comma.
+        head = (f"format version: {v}\ncreate_time: {format_time(self.create_time)}\n"
                 f"source replica: {self.source_replica}\nblock_id: {escape(self.block_id)}\n")
+        if v >= FORMAT_WITH_LOG_ENTRY_ID:
+            head += f"log_entry_id: {escape(self.log_entry_id)}\n"   # S3 @3261
         t = self.type
         if t == GET_PART:
             body = f"get\n{self.new_part_name}"
@@ -174,7 +219,18 @@ class LogEntry:
         elif t == MERGE_PARTS:
             body = "merge\n" + "".join(s + "\n" for s in self.source_parts) + \
                    f"into\n{self.new_part_name}\ndeduplicate: {int(self.deduplicate)}"
-        elif t == DROP_RANGE:
+            # The optional lines, in the writer's order (S3 @4090-4988); the reader takes any order.
+            if self.merge_type != MERGE_TYPE_REGULAR:
+                body += f"\nmerge_type: {self.merge_type}"
+            if self.new_part_uuid:
+                body += f"\ninto_uuid: {self.new_part_uuid}"
+            if self.deduplicate_by_columns:
+                body += "\ndeduplicate_by_columns: " + ",".join(f"'{escape(c)}'" for c in self.deduplicate_by_columns)
+            if self.cleanup:
+                body += "\ncleanup: 1"
+            if self.patch_parts:
+                body += f"\napply_patches: {len(self.patch_parts)}" + "".join(f"\n{p}" for p in self.patch_parts)
+        elif t in (DROP_RANGE, DROP_PART):   # the same text: the reader tells them apart by the level
             body = f"{'detach' if self.detach else 'drop'}\n{self.new_part_name}"
         elif t in (CLEAR_COLUMN, CLEAR_INDEX):
             body = f"{t.lower()}\n{escape(self.column_name)}\nfrom\n{self.new_part_name}"
@@ -182,25 +238,39 @@ class LogEntry:
             body = f"REPLACE_RANGE\n{self.replace.format()}"
         elif t == MUTATE_PART:
             body = f"mutate\n{self.source_parts[0]}\nto\n{self.new_part_name}"
+            if self.new_part_uuid:
+                body += f"\nto_uuid\n{self.new_part_uuid}"   # S3 @6008: a newline, not ": "
+            # An ALTER's mutation (S3 @6119). ClickHouse's "none" is -1; here also 0, the field's
+            # default for every other type (an ALTER's version is at least 1).
+            if self.alter_version not in (0, -1):
+                body += f"\nalter_version\n{self.alter_version}"
         elif t == SYNC_PINNED_PART_UUIDS:
             body = "sync_pinned_part_uuids\n"   # ClickHouse writes the kind's newline, then the entry's
         elif t == CLONE_PART_FROM_SHARD:
             body = f"clone_part_from_shard\n{self.new_part_name}\nsource_shard: {self.source_shard}"
         elif t == ALTER_METADATA:
+            # The sizes are String::size, UTF-8 bytes (S3 @6192): an "é" in a comment counts 2.
             body = (f"alter\nalter_version\n{self.alter_version}\nhave_mutation\n{int(self.have_mutation)}\n"
-                    f"columns_str_size:\n{len(self.columns_str)}\n{self.columns_str}\n"
-                    f"metadata_str_size:\n{len(self.metadata_str)}\n{self.metadata_str}")
+                    f"columns_str_size:\n{len(self.columns_str.encode())}\n{self.columns_str}\n"
+                    f"metadata_str_size:\n{len(self.metadata_str.encode())}\n{self.metadata_str}")
         else:
             raise BadLogEntry(f"unknown log entry type {t!r}")
-        tail = f"quorum: {self.quorum}\n" if self.quorum else ""
+        # The entry's newline, then part_type, storage_type, quorum, each only if set (S3 @6983-7548).
+        tail = (f"part_type: {self.part_type}\n" if self.part_type else "") + \
+               (f"storage_type: {self.storage_type}\n" if self.storage_type else "") + \
+               (f"quorum: {self.quorum}\n" if self.quorum else "")
         return (head + body + "\n" + tail).encode()
 
     @classmethod
-    def parse(cls, data: bytes | str, where: str = "log entry") -> "LogEntry":
-        """Read an entry back; BadLogEntry names `where` and the line that does not fit."""
+    def parse(cls, data: bytes | str, where: str = "log entry", drop_part: bool = False) -> "LogEntry":
+        """Read an entry back; BadLogEntry names `where` and the line that does not fit.
+
+        drop_part: a drop of a part whose level is not a range's is DROP_PART, as readText makes
+        it (S3 @11980). Off by default: part moves (protocol/part_moves/, reference/) write their
+        one-part drops as DROP_RANGE and branch on that type when they read them back."""
         text = data.decode() if isinstance(data, (bytes, bytearray)) else data
         try:
-            return _Reader(text).entry()
+            return _Reader(text, drop_part).entry()
         except (BadLogEntry, BadPart) as e:
             raise BadLogEntry(f"{where}: {e}") from None
 
@@ -208,8 +278,8 @@ class LogEntry:
 class _Reader:
     """A line reader with ClickHouse's readText expectations ("in >> \"literal\"")."""
 
-    def __init__(self, text: str):
-        self.text, self.pos = text, 0
+    def __init__(self, text: str, drop_part: bool = False):
+        self.text, self.pos, self.drop_part = text, 0, drop_part
 
     def expect(self, literal: str) -> None:
         if not self.text.startswith(literal, self.pos):
@@ -243,10 +313,46 @@ class _Reader:
             raise BadLogEntry(f"{what} {v!r} is not a number")
         return int(v)
 
+    def sized(self, n: int, what: str) -> str:
+        """The next n bytes of the UTF-8 text (ALTER_METADATA's strings, sized in bytes)."""
+        if n < 0:
+            raise BadLogEntry(f"{what} {n} is negative")
+        raw = self.text[self.pos:self.pos + n].encode()   # n characters are at least n bytes
+        if len(raw) < n:
+            raise BadLogEntry(f"{what} {n} runs past the end of the entry")
+        try:
+            out = raw[:n].decode()
+        except UnicodeDecodeError:
+            raise BadLogEntry(f"{what} {n} ends inside a character") from None
+        self.pos += len(out)
+        return out
+
+    def uuid(self, what: str) -> str:
+        """A UUID as ClickHouse writes it (lower case); the Nil UUID is no UUID."""
+        v = self.until_newline()
+        if not re.fullmatch(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}", v):
+            raise BadLogEntry(f"{what} {v!r} is not a UUID")
+        return "" if v == NIL_UUID else v.lower()
+
+    def quoted_names(self) -> tuple[str, ...]:
+        """'a','b' (readQuotedString, then a comma or the end)."""
+        v = self.until_newline()
+        names = re.findall(r"'((?:[^'\\]|\\.)*)'", v)
+        if not names or ",".join(f"'{n}'" for n in names) != v:
+            raise BadLogEntry(f"expected quoted names like 'a','b', not {v!r}")
+        return tuple(unescape(n) for n in names)
+
+    def type_name(self, default: str) -> str:
+        """A part or storage type and its newline; "" for the default (and Unknown), which
+        ClickHouse does not write back."""
+        v = self.until_newline()
+        self.expect("\n")
+        return "" if v in (default, "Unknown") else v
+
     def entry(self) -> LogEntry:
         self.expect("format version: ")
         version = self.number("format version")
-        if not 1 <= version <= 6:
+        if not 1 <= version < FORMAT_LAST:   # S3 @7723-7806
             raise BadLogEntry(f"unknown format version {version}")
         self.expect("\n")
         kw: dict = {"format_version": version}
@@ -258,6 +364,10 @@ class _Reader:
         if version >= 3:
             self.expect("block_id: ")
             kw["block_id"] = unescape(self.line())
+        # Required from 7 on and refused before (S3 @8971): "log_entry_id: " would read as a kind.
+        if version >= FORMAT_WITH_LOG_ENTRY_ID:
+            self.expect("log_entry_id: ")
+            kw["log_entry_id"] = unescape(self.line())
         kind = self.line()
         trailing_newline_found = False
         if kind == "get":
@@ -276,15 +386,33 @@ class _Reader:
             if version >= 4:
                 self.expect("\ndeduplicate: ")
                 kw["deduplicate"] = bool(self.number("deduplicate"))
-                while not trailing_newline_found:   # optional lines of newer releases
+                # Optional lines of newer releases, any order and any number of times (S3 @9696-11692):
+                # the first line none of them starts ends the loop, its newline the entry's.
+                while not trailing_newline_found:
                     self.expect("\n")
-                    if self.accept("merge_type: ") or self.accept("into_uuid: ") \
-                            or self.accept("deduplicate_by_columns: "):
-                        self.until_newline()
+                    if self.accept("merge_type: "):
+                        kw["merge_type"] = self.number("merge_type")
+                    elif self.accept("into_uuid: "):
+                        kw["new_part_uuid"] = self.uuid("into_uuid")
+                    elif self.accept("deduplicate_by_columns: "):
+                        kw["deduplicate_by_columns"] = self.quoted_names()
+                    elif self.accept("cleanup: "):
+                        kw["cleanup"] = bool(self.number("cleanup"))
+                    elif self.accept("apply_patches:"):
+                        self.expect(" ")
+                        patches = []
+                        for _ in range(self.number("apply_patches")):
+                            self.expect("\n")   # no newline after the last: the loop reads it
+                            patches.append(self.until_newline())
+                        kw["patch_parts"] = tuple(patches)
                     else:
                         trailing_newline_found = True
         elif kind in ("drop", "detach"):
-            kw.update(type=DROP_RANGE, detach=kind == "detach", new_part_name=self.until_newline())
+            name = self.until_newline()
+            drop_type = DROP_RANGE
+            if self.drop_part and PartName.parse(name).level not in (MAX_LEVEL, LEGACY_MAX_LEVEL):
+                drop_type = DROP_PART   # !isFakeDropRangePart(): the level alone decides
+            kw.update(type=drop_type, detach=kind == "detach", new_part_name=name)
         elif kind in ("clear_column", "clear_index"):
             kw.update(type=kind.upper(), column_name=unescape(self.line()))
             self.expect("from\n")
@@ -295,10 +423,12 @@ class _Reader:
             source = self.line()
             self.expect("to\n")
             kw.update(type=MUTATE_PART, source_parts=(source,), new_part_name=self.until_newline())
-            while not trailing_newline_found:
+            while not trailing_newline_found:   # likewise, either order (S3 @12906-13151)
                 self.expect("\n")
-                if self.accept("alter_version\n") or self.accept("to_uuid\n"):
-                    self.until_newline()
+                if self.accept("alter_version\n"):
+                    kw["alter_version"] = self.number("alter_version")
+                elif self.accept("to_uuid\n"):
+                    kw["new_part_uuid"] = self.uuid("to_uuid")
                 else:
                     trailing_newline_found = True
         elif kind == "alter":
@@ -309,11 +439,11 @@ class _Reader:
             self.expect("\ncolumns_str_size:\n")
             n = self.number("columns_str_size")
             self.expect("\n")
-            kw["columns_str"], self.pos = self.text[self.pos:self.pos + n], self.pos + n
+            kw["columns_str"] = self.sized(n, "columns_str_size")
             self.expect("\nmetadata_str_size:\n")
             n = self.number("metadata_str_size")
             self.expect("\n")
-            kw["metadata_str"], self.pos = self.text[self.pos:self.pos + n], self.pos + n
+            kw["metadata_str"] = self.sized(n, "metadata_str_size")
         elif kind == "sync_pinned_part_uuids":
             kw.update(type=SYNC_PINNED_PART_UUIDS)
         elif kind == "clone_part_from_shard":
@@ -324,8 +454,12 @@ class _Reader:
             raise BadLogEntry(f"unknown entry kind {kind!r}")
         if not trailing_newline_found:
             self.expect("\n")
+        # Then part_type, storage_type, quorum, in that order, each optional (S3 @14049-14659);
+        # Wide and Full are the defaults, which the writer leaves out.
         if self.accept("part_type: "):
-            self.line()
+            kw["part_type"] = self.type_name("Wide")
+        if self.accept("storage_type: "):
+            kw["storage_type"] = self.type_name("Full")
         if self.pos < len(self.text):
             self.expect("quorum: ")
             kw["quorum"] = self.number("quorum")
@@ -368,6 +502,6 @@ def drop_range_name(partition: str, max_block: int, mutation: int = 0) -> str:
 
 
 __all__ = ["LogEntry", "ReplaceRange", "BadLogEntry", "GET_PART", "ATTACH_PART", "MERGE_PARTS", "MUTATE_PART",
-           "DROP_RANGE", "CLEAR_COLUMN", "CLEAR_INDEX", "REPLACE_RANGE", "ALTER_METADATA", "SYNC_PINNED_PART_UUIDS",
-           "CLONE_PART_FROM_SHARD", "GLOBAL",
+           "DROP_RANGE", "DROP_PART", "CLEAR_COLUMN", "CLEAR_INDEX", "REPLACE_RANGE", "ALTER_METADATA",
+           "SYNC_PINNED_PART_UUIDS", "CLONE_PART_FROM_SHARD", "GLOBAL",
            "PART_PRODUCING", "MAX_LEVEL", "LEGACY_MAX_LEVEL", "drop_range_name", "parsed", "replace"]
