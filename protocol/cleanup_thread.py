@@ -3,13 +3,15 @@
 blocks/ to the deduplication window. Each is one step of the spec's (CleanupClearOldLogs,
 CleanupClearOldBlocks); a replica's outdated parts are its own (Replica.replica_clear_old_parts).
 
-Settings and their defaults (MergeTreeSettings): min_replicated_logs_to_keep 10 (100 in 18.16),
-max_replicated_logs_to_keep 1000 (10000 in 18.16), replicated_deduplication_window 1000 blocks
-(100 in 18.16) and replicated_deduplication_window_seconds one week in both (seed 002's "one hour"
-is neither), old_parts_lifetime 480 s. The 18.16 figures are its running server's
-system.merge_tree_settings (read 2026-11-30 for issue 36's traces), the others the older master
-this module was written against; today's master keeps the dedup window at 10000 blocks and one
-hour (agreement/KEEPER_OPERATIONS.md).
+Settings and their defaults are the base protocol's (issue 36), one set per ClickHouse version:
+`BASE_PROTOCOLS`. 26.x, the default, as master's MergeTreeSettings.cpp reads (@0024204a, the copy
+whose docs name 26.1): min_replicated_logs_to_keep 10, max_replicated_logs_to_keep 1000,
+replicated_deduplication_window 10000 blocks and replicated_deduplication_window_seconds one hour.
+18.16 as its running server's system.merge_tree_settings reads (2026-11-30): 100, 10000, 100 blocks
+and one week. old_parts_lifetime is 480 s in both. Which of a window's two bounds binds: in 26.x
+time does for a table taking fewer than 10000 / 3600 = 2.8 INSERTs a second, in 18.16 the count
+does for one taking more than 100 a week. agreement/KEEPER_OPERATIONS.md says where each figure
+was read.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from protocol.replica import log_number as entry_number
 class CleanupSettings:
     min_logs_to_keep: int = 10
     max_logs_to_keep: int = 1000
-    dedup_window: int = 1000
-    dedup_window_seconds: float = 7 * 24 * 3600
+    dedup_window: int = 10000
+    dedup_window_seconds: float = 3600
     old_parts_lifetime: float = 480.0
 
     def __post_init__(self):
@@ -37,6 +39,14 @@ class CleanupSettings:
         if self.max_logs_to_keep < 1:
             # ClickHouse indexes the log with it: 0 would mark every replica that is down lost.
             raise ValueError("max_logs_to_keep must be >= 1")
+
+
+# The two versions' defaults (the module's docstring says where each was read).
+BASE_PROTOCOLS = {
+    "26.x": CleanupSettings(),
+    "18.16": CleanupSettings(min_logs_to_keep=100, max_logs_to_keep=10000, dedup_window=100,
+                             dedup_window_seconds=7 * 24 * 3600),
+}
 
 
 def cleanup_clear_old_logs(keeper: Keeper, layout: Layout, settings: CleanupSettings = CleanupSettings()) -> int:

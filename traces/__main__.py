@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from harness.cli_args import (
@@ -38,6 +39,7 @@ from harness.cli_args import (
     znode_path,
 )
 from protocol.bugs import DESIGNS
+from protocol.cleanup_thread import BASE_PROTOCOLS, CleanupSettings
 from reference.profiles import PROFILES
 
 PROG = "python -m traces"
@@ -138,9 +140,16 @@ def reference(a) -> int:
     return VIOLATED if rejected else 0
 
 
+def settings_of(a) -> CleanupSettings:
+    """The cleanup settings a trace is validated under: the base protocol's defaults, each
+    replaced where an option names it (the table was created with that setting)."""
+    given = {"min_logs_to_keep": a.min_logs_to_keep, "max_logs_to_keep": a.max_logs_to_keep,
+             "dedup_window": a.dedup_window}
+    return replace(BASE_PROTOCOLS[a.base_protocol], **{k: v for k, v in given.items() if v is not None})
+
+
 def validate_dir(a) -> int:
     from harness.zk_txnlog import TxnLogError, read_txnlog
-    from protocol.cleanup_thread import CleanupSettings
     from traces.keeper_trace import TraceError, read_trace
     from traces.validate import validate
 
@@ -152,7 +161,7 @@ def validate_dir(a) -> int:
         trace = read_trace(txns, a.root, replicas)
     except (TxnLogError, TraceError) as e:
         raise BadInput(str(e)) from None
-    settings = CleanupSettings(a.min_logs_to_keep, a.max_logs_to_keep, a.dedup_window)
+    settings = settings_of(a)
     verdict = validate(trace, settings, workdir=(a.keep / "trace") if a.keep else None)
     _report("trace", trace, verdict, a.keep)
     return 0 if verdict.accepted else VIOLATED
@@ -186,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
     va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")
     va.add_argument("--replicas", required=True, help="the table's replicas, comma-separated")
-    va.add_argument("--min-logs-to-keep", type=int_at_least(0), default=10, help="min_replicated_logs_to_keep")
-    va.add_argument("--max-logs-to-keep", type=int_at_least(1), default=1000, help="max_replicated_logs_to_keep")
-    va.add_argument("--dedup-window", type=int_at_least(0), default=100, help="replicated_deduplication_window")
+    va.add_argument("--base-protocol", choices=sorted(BASE_PROTOCOLS), default="26.x",
+                    help="the ClickHouse version whose defaults the three settings below take (default 26.x)")
+    va.add_argument("--min-logs-to-keep", type=int_at_least(0), help="min_replicated_logs_to_keep")
+    va.add_argument("--max-logs-to-keep", type=int_at_least(1), help="max_replicated_logs_to_keep")
+    va.add_argument("--dedup-window", type=int_at_least(0), help="replicated_deduplication_window")
     va.add_argument("--keep", type=output_dir, help="keep the trace's module, cfg, TLC log and events here")
     a = ap.parse_args(argv)
     if a.command == "clickhouse":
