@@ -34,6 +34,12 @@ UnitCapacity == [r \in MCReplicas |-> 1]
 TwoZones == (r1 :> "az1" @@ r2 :> "az2" @@ r3 :> "az1")
 R3TwiceTheDisk == (r1 :> 1 @@ r2 :> 1 @@ r3 :> 2)
 NoQueries == {}
+\* The base protocol of 18.16 (SelectiveReplication's BaseProtocol) and a quorum of RF replicas.
+V18_16 == "18.16"
+QuorumOfRF == RF
+\* p1 on the two replicas that are not the first in the election order: under 18.16 none of its
+\* owners is the leader while every replica is up.
+P1OffTheLeader == (p1 :> (MCReplicas \ {ElectionOrder[1]}))
 OneQuery == {"q1"}
 
 \* The operator's side of SYSTEM DROP REPLICA, for the models that override OperatorDrops with it:

@@ -45,6 +45,23 @@ None == "none"
 Absent == -1
 NoAsg == [owners |-> {}, target |-> None, leaving |-> None, version |-> Absent]
 
+\* The base protocol's version (issue 36): "26.x", ClickHouse as its source reads today (the default:
+\* PR #102244 targets it), or "18.16", the release that runs here. A definition, not a CONSTANT, so
+\* that a model names it only when it differs: its cfg replaces it (`BaseProtocol <- V18_16`,
+\* MCSelectiveReplication.tla). The rule that differs here is who selects merges and mutations
+\* (MergeSelector). The numbers that differ (the dedup window, the log kept) are DedupWindow,
+\* MinLogsToKeep and MaxLogsToKeep scaled to a model; FINDINGS.md gives both versions' figures.
+BaseProtocol == "26.x"
+
+\* insert_quorum, in both versions (18.16 one quorum INSERT at a time, 26.x parallel by default): the
+\* INSERT is acknowledged once InsertQuorum replicas hold its block. Each replica that fetches the
+\* part adds itself to the quorum node (updateQuorum), and the writer answers when the count is
+\* reached; past insert_quorum_timeout the answer is UNKNOWN_STATUS_OF_INSERT with the part left in
+\* place (ClientTimeout). 0 is off, the default; a cfg replaces it (`InsertQuorum <- QuorumOfRF`).
+\* Only owners fetch under selective replication, so a quorum above RF is never met: 26.x's 'auto'
+\* is a majority of all the table's replicas (getQuorumSize), above RF 2 from four replicas on.
+InsertQuorum == 0
+
 VARIABLES
     active,   \* replicas whose is_active ephemeral node exists
     asg,      \* p -> selective/assignments/{p}: [owners, target, leaving, version]; target is the
@@ -108,6 +125,17 @@ HasCovering(r, x) == \E y \in parts[r] : Covers(y, x)
 \* mutated part beside its own older one: skipping the fetch as "covered" lost the mutation).
 CoversAsNew(y, x) == Covers(y, x) /\ y.mv >= x.mv
 HasNewerCovering(r, x) == \E y \in parts[r] : CoversAsNew(y, x)
+\* Who selects merges and mutations of the parts it holds. 18.16: the leader alone, elected through
+\* leader_election/'s sequential ephemeral nodes (the replica with the oldest node; the next one when
+\* it goes). 26.x: every replica is a leader (since 20.6, ClickHouse PR #11639; a version check on
+\* log/ refuses a second selection of the same parts). The election order is fixed here, where a replica that
+\* comes back takes the last place in ClickHouse: a restriction of 18.16's behaviours, so a model
+\* under 18.16 shows what 18.16 can do, and one that holds under 26.x holds under 18.16 too.
+ElectionOrder == CHOOSE s \in [1..Cardinality(Replicas) -> Replicas] : \A j, k \in DOMAIN s : j # k => s[j] # s[k]
+Leader == LET up == {k \in DOMAIN ElectionOrder : ElectionOrder[k] \in active}
+          IN IF up = {} THEN None ELSE ElectionOrder[CHOOSE k \in up : \A j \in up : k <= j]
+MergeSelector(r) == BaseProtocol = "26.x" \/ r = Leader
+
 \* Adding a part removes the parts it covers, as a fetched or merged part does in MergeTree.
 AddPart(S, x) == {y \in S : ~Covers(x, y)} \cup {x}
 PartsOf(r, p) == {x \in parts[r] : x.p = p}
@@ -115,6 +143,8 @@ BlocksOf(r, p) == UNION {x.b : x \in PartsOf(r, p)}
 Ids(B) == {blk[1] : blk \in B}   \* insert ids of a set of blocks
 NoEmpty(S) == {x \in S : x.b # {}}
 HasBlock(r, i) == \E x \in parts[r] : i \in Ids(x.b)
+\* The acknowledgement a quorum INSERT waits for: InsertQuorum replicas hold its block.
+QuorumReached(i) == InsertQuorum = 0 \/ Cardinality({r \in Replicas : HasBlock(r, i)}) >= InsertQuorum
 \* Two different blocks of the same insert: its rows would be read twice.
 Twice(B) == \E x, y \in B : x # y /\ x[1] = y[1]
 
@@ -289,6 +319,7 @@ ReplicaWriteInsert(r, i) ==
 
 ClientReceiveAck(i) ==
     /\ ins[i].st = "written"
+    /\ QuorumReached(i)
     /\ ins' = [ins EXCEPT ![i].st = "acked"]
     /\ inv_acked' = inv_acked \cup {i}
     /\ UNCHANGED <<active, asg, cache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, mig, qry, inv_read_cleaned, aux_counts, gone>>
@@ -321,6 +352,7 @@ MergeSets(r, p) == SUBSET PartsOf(r, p)
 \* The merge-selecting replica puts MERGE_PARTS of parts of a partition it owns.
 ReplicaSelectMerge(r, p) ==
     /\ r \in active
+    /\ MergeSelector(r)
     /\ aux_counts.merges < MaxMerges
     /\ ~(BlockDuringClone /\ mig[p].st = "clone")
     /\ r \in cache[r][p].owners
@@ -345,6 +377,7 @@ ClientMutate ==
 \* Every keeper executes it. With BlockDuringClone, none is selected for a partition in CLONE.
 ReplicaSelectMutation(r, p) ==
     /\ r \in active
+    /\ MergeSelector(r)
     /\ r \in cache[r][p].owners
     /\ CaughtUp(r, p)
     /\ ~(BlockDuringClone /\ mig[p].st = "clone")
@@ -1119,6 +1152,11 @@ LiveSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness
 RepairFairness == \A p \in Partitions : WF_vars(\E c, d \in Replicas : RepairStart(p, c, d))
 LiveRepairSpec == Spec /\ ReplicaFairness /\ MigrationFairness /\ QueryFairness /\ RepairFairness
 
+\* The merge-selecting task as a background job (mergeSelectingTask): a replica that may select a
+\* mutation of a part it holds does. Fair only in the models of who selects (MCLivenessMutationOffLeader).
+SelectionFairness == \A r \in Replicas : \A p \in Partitions : WF_vars(ReplicaSelectMutation(r, p))
+LiveSelectionSpec == LiveSpec /\ SelectionFairness
+
 \* The same, without the map refresh timer: nothing forces a stale map to catch up.
 NoRefreshFairness ==
     \A r \in Replicas : WF_vars(ReplicaPullLog(r)) /\ WF_vars(ReplicaExecuteEntry(r)) /\ WF_vars(ReplicaRestart(r))
@@ -1166,6 +1204,11 @@ OwnersEventuallyCompleteProp ==
 \* coming back" rather than "stays": a write or a restart may start the lag again.
 ReplicasCatchUpProp ==
     \A r \in Replicas : []<>(r \in active => ptr[r] = Len(log) /\ queue[r] = {})
+
+\* Mutations end: every part each replica holds keeps coming back to having every mutation of its
+\* data applied (system.mutations' is_done). Under 18.16 only the leader selects MUTATE_PART, and
+\* only of parts it holds: a partition it does not keep is never mutated (F34).
+MutationsDoneProp == []<>(\A r \in Replicas : \A x \in parts[r] : x.mv >= Owed(x))
 
 \* A replica serving the query is down: one it still has to read from (the query may fail:
 \* ClientQueryFails, or failed with its crash) or the one it started at (failed with its crash).

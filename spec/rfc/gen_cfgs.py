@@ -14,7 +14,10 @@ BASE = dict(Partitions="OnePartition", RF="2", InsertPartition="OneInsertP1", In
             MaxConcurrentMigrations="1", MaxCrashes="0", MaxReplicaDrops="0", BlockDuringClone="FALSE", MinLogsToKeep="100",
             MaxLogsToKeep="100", DedupWindow="100", Domain="SelfDomains", Capacity="UnitCapacity", Bugs="")
 # defined in MCSelectiveReplication
-SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity", "OperatorDrops"}
+# defined in SelectiveReplication with a default, replaced only where a model says so (`<-`):
+# OperatorDrops, the base protocol's version (BaseProtocol) and insert_quorum (InsertQuorum)
+SUBSTITUTED = {"Partitions", "InsertPartition", "InitOwners", "Queries", "Domain", "Capacity", "OperatorDrops",
+               "BaseProtocol", "InsertQuorum"}
 SAFETY = ["TypeOKInv", "ReplicationFactorInv", "AckedCommittedInv", "NoAckedBlockLostInv", "OwnersCompleteInv",
           "NoDuplicateRowsInv", "GlobalEntriesAppliedInv", "NoForeignPartsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
           "CleanupSafeInv", "MigrationLimitInv", "MutationsAppliedInv",
@@ -285,6 +288,31 @@ MODELS["MCRepairCancel_cancel_cleanup_trusts_owners"] = (
     "F32: the cancelled target's CLEANUP trusts the owners to hold what it copied; after a drop it deletes the "
     "last copy of an acknowledged block.", dict(REPAIR_CANCEL, Bugs='"cancel_cleanup_trusts_owners"'), False)
 
+# What insert_quorum = RF closes (FINDINGS, "What insert_quorum closes"; issue 36): the ack waits
+# until RF replicas hold the block. Under it a loss of an acknowledged block at the write or in the
+# replication right after it cannot happen (F15, the F20 bound, F4); F2's stale filter leaves the
+# INSERT unanswered instead of acknowledged on one owner. A loss after both owners held the block
+# is not closed: F14 still breaks OwnersCompleteInv.
+QUORUM = dict(InsertQuorum="QuorumOfRF")
+MODELS["MCFilteredLogQuorum_filter_with_stale_cache"] = (
+    "F2 under insert_quorum = RF: the owner whose stale map skipped the GET_PART never fetches it, so the INSERT "
+    "is never acknowledged (its client sees a timeout, UNKNOWN_STATUS_OF_INSERT) rather than acknowledged short.",
+    dict(QUORUM, Bugs='"filter_with_stale_cache"'), True)
+MODELS["MCMigrationWritesQuorum_insert_without_assignment_check"] = (
+    "F4 under insert_quorum = RF: the stale-map write is acknowledged only once RF replicas hold it, so CLEANUP "
+    "deleting the writer's copy loses nothing acknowledged.",
+    dict(MIGRATION_WRITES, **QUORUM, Bugs='"insert_without_assignment_check", "cleanup_without_catchup"'), False)
+MODELS["MCRepairUnreplicatedInsertQuorum"] = (
+    "The F20 bound under insert_quorum = RF: no INSERT is acknowledged on one replica only, so a drop for good "
+    "loses nothing acknowledged.",
+    dict(REPAIR, **QUORUM, InsertPartition="TwoInsertsP1", Queries="NoQueries"), False)
+MODELS["MCLostReplicaQuorum_clone_keeps_only_what_the_source_has"] = (
+    "F15 under insert_quorum = RF: an acknowledged block is on its source too, so the lost replica keeps no only copy.",
+    dict(LOST, **QUORUM, Bugs='"clone_keeps_only_what_the_source_has"'), None)
+MODELS["MCLostReplicaQuorum_clone_lost_replica_from_one_peer"] = (
+    "F14 under insert_quorum = RF: not closed; the clone from one peer drops blocks both owners held at the ack.",
+    dict(LOST, **QUORUM, Bugs='"clone_lost_replica_from_one_peer"'), None)
+
 # A retried INSERT meeting a DROP PARTITION (FINDINGS F21): the base protocol's bound on a lagging
 # replica. The DROP_RANGE clears p1's block ids (as ClickHouse does), so a retry of an insert
 # written before it is not deduplicated and is written again above the drop range; a replica that
@@ -298,6 +326,7 @@ MODELS["MCDropRetryQuery"] = (
 
 # Liveness models: no SYMMETRY (unsound with liveness), the fair spec, and temporal properties.
 LIVENESS = dict(MIGRATION_WRITES)
+OFF_LEADER = dict(InitOwners="P1OffTheLeader", InsertPartition="OneInsertP1", InitBlocks="{1}", MaxMutations="1")
 LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
     "MCLiveness": ("Every migration ends and every owner gets every acked block, under fairness.",
                    LIVENESS, "LiveSpec", ["MigrationsEndProp", "OwnersEventuallyCompleteProp"]),
@@ -330,6 +359,17 @@ LIVE_MODELS: dict[str, tuple[str, dict, str, list[str]]] = {
                         dict(RESTART, Partitions="TwoPartitions", InitOwners="P1OnR1R2P2OnR1R2",
                              InsertPartition="InsertsP1P2", InitBlocks="{1, 2}"),
                         "LiveSpecWithoutRestart", ["QueriesEndProp", "QueryAnsweredProp"]),
+    # Who selects merges and mutations (FINDINGS F34): p1's owners are not 18.16's leader. Under
+    # 26.x every replica is a leader and the mutation ends; under 18.16 the leader holds no part of
+    # p1 and selects nothing for it, and the mutation never ends.
+    "MCLivenessMutationOffLeader": (
+        "A mutation of a partition the first-elected replica does not keep ends, under fairness of the "
+        "merge-selecting task: 26.x, every replica a leader.",
+        OFF_LEADER, "LiveSelectionSpec", ["MutationsDoneProp"]),
+    "MCLivenessMutationOffLeader_v18_16": (
+        "F34: under 18.16 only the leader selects merges and mutations, of the parts it holds; a partition it does "
+        "not keep is never mutated (or merged).",
+        dict(OFF_LEADER, BaseProtocol="V18_16"), "LiveSelectionSpec", ["MutationsDoneProp"]),
     "MCLiveness_no_map_refresh": (
         "Without a map refresh timer CLEANUP may wait for a stale map forever: a migration need not end.",
         LIVENESS, "LiveSpecWithoutRefresh", ["MigrationsEndProp"]),

@@ -155,6 +155,7 @@ EXAMPLES = {
     ".venv/bin/python -m traces reference --profile racing --profile losing --profile leaving --keep build/traces":
         Make("traces"),
     "python -m lab.trace_teeth --record": Help(["lab.trace_teeth"]),
+    "python -m lab.findings_under": Help(["lab.findings_under"]),
     "python -m lab.trace_teeth --jobs 2 --record": Help(["lab.trace_teeth"]),
     "python -m agreement --write-readme": Help(["agreement"]),
     ".venv/bin/python -m harness.clickhouse --replicas 2": Help(["harness.clickhouse"]),
