@@ -16,7 +16,7 @@ after the header lines:
     merge\\n<part>...\\ninto\\n<part>\\ndeduplicate: 0   MERGE_PARTS
     mutate\\n<part>\\nto\\n<part>         MUTATE_PART     one part, to the mutation's block number
     drop\\n<range> (detach\\n<range>)    DROP_RANGE      range level 999999999 (or 4294967295)
-    drop\\n<part> (detach\\n<part>)      DROP_PART       any other level: one part (parse(drop_part=True))
+    drop\\n<part> (detach\\n<part>)      DROP_PART       any other level: one part (part moves' SOURCE_DROP)
     clear_column\\n<col>\\nfrom\\n<range> CLEAR_COLUMN    (deprecated since 20.3: a mutation today)
     clear_index\\n<idx>\\nfrom\\n<range>  CLEAR_INDEX     (likewise)
     REPLACE_RANGE\\n<replace entry>     REPLACE_RANGE   REPLACE/ATTACH PARTITION FROM
@@ -262,15 +262,12 @@ class LogEntry:
         return (head + body + "\n" + tail).encode()
 
     @classmethod
-    def parse(cls, data: bytes | str, where: str = "log entry", drop_part: bool = False) -> "LogEntry":
-        """Read an entry back; BadLogEntry names `where` and the line that does not fit.
-
-        drop_part: a drop of a part whose level is not a range's is DROP_PART, as readText makes
-        it (S3 @11980). Off by default: part moves (protocol/part_moves/, reference/) write their
-        one-part drops as DROP_RANGE and branch on that type when they read them back."""
+    def parse(cls, data: bytes | str, where: str = "log entry") -> "LogEntry":
+        """Read an entry back; BadLogEntry names `where` and the line that does not fit. A drop
+        of a part whose level is not a range's is DROP_PART, as readText makes it (S3 @11980)."""
         text = data.decode() if isinstance(data, (bytes, bytearray)) else data
         try:
-            return _Reader(text, drop_part).entry()
+            return _Reader(text).entry()
         except (BadLogEntry, BadPart) as e:
             raise BadLogEntry(f"{where}: {e}") from None
 
@@ -278,8 +275,8 @@ class LogEntry:
 class _Reader:
     """A line reader with ClickHouse's readText expectations ("in >> \"literal\"")."""
 
-    def __init__(self, text: str, drop_part: bool = False):
-        self.text, self.pos, self.drop_part = text, 0, drop_part
+    def __init__(self, text: str):
+        self.text, self.pos = text, 0
 
     def expect(self, literal: str) -> None:
         if not self.text.startswith(literal, self.pos):
@@ -410,7 +407,7 @@ class _Reader:
         elif kind in ("drop", "detach"):
             name = self.until_newline()
             drop_type = DROP_RANGE
-            if self.drop_part and PartName.parse(name).level not in (MAX_LEVEL, LEGACY_MAX_LEVEL):
+            if PartName.parse(name).level not in (MAX_LEVEL, LEGACY_MAX_LEVEL):
                 drop_type = DROP_PART   # !isFakeDropRangePart(): the level alone decides
             kw.update(type=drop_type, detach=kind == "detach", new_part_name=name)
         elif kind in ("clear_column", "clear_index"):

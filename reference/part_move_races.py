@@ -77,7 +77,7 @@ class PartMoveRace:
         self.query_starts: dict[str, int] = {}
         self.budget = {"crash": max_crashes, "kill": kills, "mutation": mutations, "merge": 2 * moves,
                        "query": QUERIES_PER_MOVE}
-        self.drop_lag_until = -1   # the try until which the lagging source replica holds back a DROP_RANGE
+        self.drop_lag_until = -1   # the try until which the lagging source replica holds back a DROP_PART
         self.crashed_in: set[tuple[str, str]] = set()
         # The state whose entry the crash follows (None: any, at random). "SOURCE_DROP" opens F31's
         # window: 21.8's re-run skips the drop's wait.
@@ -167,7 +167,7 @@ class PartMoveRace:
         rep = self.replicas[r]
         if r == self.lagging["src"] and self.tries < self.drop_lag_until:
             pending = rep.pending()
-            if pending and pending[0][1].type == "DROP_RANGE":
+            if pending and pending[0][1].type == "DROP_PART":
                 raise GuardFailed("Process", f"{r} lags behind the drop")
         rep.process(self.replicas)
 

@@ -22,7 +22,7 @@ What each step does in Keeper, as the orchestrator's code does it:
   its local copy of the pins (kept in memory, as ClickHouse's `pinned_part_uuids` member);
   CLONE_PART_FROM_SHARD fetches the part from a source replica into `detached/`; ATTACH_PART
   attaches the detached copy whose checksum matches under the entry's name (or fetches the part
-  from a destination replica that has it; with neither, it stays queued: F30); DROP_RANGE of
+  from a destination replica that has it; with neither, it stays queued: F30); DROP_PART of
   one part removes that part unless another active part covers it (F28); MERGE_PARTS and
   MUTATE_PART make a part with a UUID of its own.
 - `assign_merge` (AssignMerge: OPTIMIZE ... FINAL of one part; the merge predicate reads the

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from protocol.assignment import GuardFailed
 from protocol.keeper import Check, Create, Keeper, SetData
-from protocol.log_entry import ATTACH_PART, CLONE_PART_FROM_SHARD, DROP_RANGE, SYNC_PINNED_PART_UUIDS, LogEntry
+from protocol.log_entry import ATTACH_PART, CLONE_PART_FROM_SHARD, DROP_PART, SYNC_PINNED_PART_UUIDS, LogEntry
 from protocol.part_moves.layout import Layout, append_entry, log_entries, new_block, processed, read_pins
 from protocol.part_moves.states import ENTRY_SHARD, FIXES, KILLABLE, SHARDS, STATES, VERSIONS, before
 from protocol.part_moves.task import Task, active_task
@@ -82,7 +82,7 @@ class Orchestrator:
             name = PartName(part.partition, block, block, 0)
             return s, LogEntry(type=ATTACH_PART, new_part_name=str(name), source_replica=source.name,
                                part_checksum=source.store.checksum(containing[0]))
-        return s, LogEntry(type=DROP_RANGE, new_part_name=t.part_name, source_replica=source.name)
+        return s, LogEntry(type=DROP_PART, new_part_name=t.part_name, source_replica=source.name)
 
     def issue(self, source: "ShardReplica") -> int:
         """Issue: the state's entry, once per state (current: with its barrier, in one multi)."""
@@ -106,12 +106,12 @@ class Orchestrator:
 
     def drop_skips_wait(self, t: Task, source: "ShardReplica") -> bool:
         """21.8's SOURCE_DROP re-run: dropPart returns false when `source`, the replica running
-        it, no longer has the part committed or has its DROP_RANGE queued, and the orchestrator
+        it, no longer has the part committed or has its DROP_PART queued, and the orchestrator
         moves on without waiting (the spec's DropSkipsWait)."""
         if self.version != "v21_8" or t.state != "SOURCE_DROP" or self.issued(t) is not None:
             return False
         drops = [i for i, e in log_entries(self.keeper, self.layout, "src")
-                 if e.type == DROP_RANGE and e.new_part_name == t.part_name]
+                 if e.type == DROP_PART and e.new_part_name == t.part_name]
         return bool(drops) and source.log_pointer() > drops[0]
 
     def advance(self, source: "ShardReplica", running: list["DistributedQuery"] = ()) -> str:
@@ -155,7 +155,7 @@ class Orchestrator:
 
     def rollback_step(self, source: "ShardReplica") -> str:
         """RollbackStep: one state back; from DESTINATION_ATTACH whose ATTACH_PART went out, a
-        DROP_RANGE of the attached part on the destination first, waited for; from TODO, the pins
+        DROP_PART of the attached part on the destination first, waited for; from TODO, the pins
         removed and CANCELLED."""
         t = active_task(self.keeper, self.layout)
         if t is None or not t.rollback:
@@ -165,7 +165,7 @@ class Orchestrator:
             barrier = f"{t.path}/log_DESTINATION_ATTACH_rollback"
             dropped = self._barrier_entry(barrier, "dst")
             if dropped is None:
-                drop = LogEntry(type=DROP_RANGE, new_part_name=attach[1].new_part_name,
+                drop = LogEntry(type=DROP_PART, new_part_name=attach[1].new_part_name,
                                 source_replica=source.name,
                                 block_id=f"{t.path.rsplit('/', 1)[1]}_rollback_{t.version}")
                 append_entry(self.keeper, self.layout, "dst", drop,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from protocol.assignment import GuardFailed
 from protocol.keeper import Keeper
-from protocol.log_entry import (ATTACH_PART, CLONE_PART_FROM_SHARD, DROP_RANGE, MERGE_PARTS, MUTATE_PART,
+from protocol.log_entry import (ATTACH_PART, CLONE_PART_FROM_SHARD, DROP_PART, MERGE_PARTS, MUTATE_PART,
                                 SYNC_PINNED_PART_UUIDS, LogEntry)
 from protocol.part_moves.layout import Layout, append_entry, log_entries, new_block, read_pins
 from protocol.parts import PartName, PartStore, active_set, rows_checksum
@@ -78,7 +78,7 @@ class ShardReplica:
             self._clone(e, peers)
         elif e.type == ATTACH_PART:
             self._attach(e, peers)
-        elif e.type == DROP_RANGE:
+        elif e.type == DROP_PART:
             self._drop_part(PartName.parse(e.new_part_name))
         elif e.type == MERGE_PARTS:
             self._merge_single(PartName.parse(e.source_parts[0]), PartName.parse(e.new_part_name))
@@ -122,7 +122,7 @@ class ShardReplica:
         self._set_uuids(**{str(want): holders[0].uuid_of(want)})
 
     def _drop_part(self, part: PartName) -> None:
-        """DROP_RANGE of one part: that part removed, unless an active part covers it (a mutation
+        """DROP_PART: that part removed, unless an active part covers it (a mutation
         of it: "Skipping drop range for part ... because covering part ... already exists")."""
         if part in self.active():
             self.store.remove(part)

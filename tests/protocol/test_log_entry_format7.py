@@ -68,17 +68,18 @@ VECTORS = [
 
 @pytest.mark.parametrize("text, kind, fields", VECTORS)
 def test_a_master_entry_reads_with_its_fields_and_writes_back_byte_for_byte(text, kind, fields):
-    e = LogEntry.parse(text.encode(), drop_part=True)
+    e = LogEntry.parse(text.encode())
     assert e.type == kind
     assert {k: getattr(e, k) for k in fields} == fields
     assert e.format() == text.encode()
 
 
-def test_by_default_a_drop_of_one_part_reads_as_drop_range_as_part_moves_read_their_own():
-    e = LogEntry.parse(DROP_ONE)
-    assert (e.type, e.new_part_name) == (DROP_RANGE, "202503_4_4_0")
-    assert e.format() == DROP_ONE.encode()
-    assert LogEntry.parse(DROP_ALL, drop_part=True) == LogEntry.parse(DROP_ALL)
+def test_the_level_alone_tells_a_drop_of_one_part_from_a_drop_of_a_range():
+    one, whole = LogEntry.parse(DROP_ONE), LogEntry.parse(DROP_ALL)
+    assert (one.type, whole.type) == (DROP_PART, DROP_RANGE)
+    # written alike, "drop" and the name: no type in the text
+    assert (one.format(), whole.format()) == (DROP_ONE.encode(), DROP_ALL.encode())
+    assert b"\ndrop\n202503_4_4_0\n" in one.format() and b"\ndrop\n202503_0_8_999999999\n" in whole.format()
 
 
 @pytest.mark.parametrize("text, version", [pytest.param(MERGE_ALL_LINES, 6, id="dedup_by_columns_6"),
@@ -157,4 +158,4 @@ def test_an_alter_with_a_non_ascii_comment_is_sized_in_bytes_and_round_trips():
 ])
 def test_text_a_master_reader_refuses_is_refused(text, message):
     with pytest.raises(BadLogEntry, match=message):
-        LogEntry.parse(text, drop_part=True)
+        LogEntry.parse(text)
