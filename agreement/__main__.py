@@ -94,4 +94,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_args import run_main
+    # The contract's Ctrl-C (130, one line) and internal errors (3, the traceback in a log).
+    sys.exit(run_main("python -m agreement", main))

@@ -133,4 +133,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_args import run_main
+    sys.exit(run_main("python -m lab.findings_under", main))   # Ctrl-C: 130 and one line, as every command

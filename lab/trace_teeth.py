@@ -118,4 +118,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_args import run_main
+    sys.exit(run_main("python -m lab.trace_teeth", main))   # Ctrl-C: 130 and one line, as every command

@@ -20,6 +20,7 @@ class Ran:
     code: int
     out: str
     err: str
+    left: int = 0   # processes of its group still there after it answered (interrupt(group=True))
 
     @property
     def text(self) -> str:
@@ -35,22 +36,40 @@ def run_cli(argv: list[str], tmp: Path, env: dict | None = None, timeout: float 
     return Ran(argv, p.returncode, p.stdout, p.stderr)
 
 
-def interrupt(argv: list[str], under_way, env: dict | None = None, timeout: float = 60) -> Ran:
+def interrupt(argv: list[str], under_way, env: dict | None = None, timeout: float = 60, group: bool = False) -> Ran:
     """Start `python -m ...` as a terminal does, wait until `under_way(process)` says it is at work,
     send SIGINT (Ctrl-C) and return what it answered. The child gets SIGINT's default action back:
     a make test started in the background by a shell without job control ignores SIGINT, the child
-    would inherit that, and Python leaves an ignored SIGINT ignored (no KeyboardInterrupt)."""
+    would inherit that, and Python leaves an ignored SIGINT ignored (no KeyboardInterrupt).
+
+    group: the command leads a process group of its own and SIGINT goes to the whole group, as a
+    terminal's Ctrl-C does, its JVMs and servers included (issue 41); whatever of the group is left
+    after the answer is killed, and `Ran.left` counts it."""
+    def child():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if group:
+            os.setpgrp()
     p = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         stderr=subprocess.PIPE, text=True, preexec_fn=child)
+    left = 0
     try:
         under_way(p)
-        p.send_signal(signal.SIGINT)
+        if group:
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=timeout)
+        if group:
+            left = len(subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True).stdout.split())
     finally:
+        if group:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         p.kill()
         p.wait()
-    return Ran(argv, p.returncode, out, err)
+    return Ran(argv, p.returncode, out, err, left)
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
