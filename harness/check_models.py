@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cli_args import BadInput, Parser, int_at_least, output_file, run_main
+from harness.tlc.cfg_check import CfgMismatch, check_cfg
 from harness.tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
                                 print_progress, run_tlc, stop_all)
 
@@ -255,6 +256,11 @@ def run(a) -> int:
         models = [m for m in models if m["name"] in a.only]
     elif a.size == "small":
         models = [m for m in models if m["size"] == "small"]
+    for m in models:   # every cfg held to its module before the first JVM starts (issue 41)
+        try:
+            check_cfg(spec_file(m["spec"]), spec_file(m["config"]))
+        except CfgMismatch as e:
+            raise BadInput(f"model {m['name']}: {e}") from None
     start = time.monotonic()
     verdicts = check(models, workers=a.workers, jobs=a.jobs)
     print()

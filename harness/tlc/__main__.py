@@ -1,7 +1,8 @@
 """Command line: ``python -m harness.tlc Model.tla [--config M.cfg] [--json]``.
 
 Exit status (harness/cli_args.py): 0 the model holds (or a bounded simulation found nothing),
-1 TLC found a violation or a deadlock, 2 bad input (a missing file, a model TLC cannot parse),
+1 TLC found a violation or a deadlock, 2 bad input (a missing file, a model TLC cannot parse, a cfg
+that does not match its module: harness/tlc/cfg_check.py, checked before the JVM starts),
 3 no verdict (Java or TLC missing, --timeout reached, TLC failed while running), 130 Ctrl-C.
 """
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput, Parser, existing_file, int_at_least,
                               output_file, positive_float, run_main)
+from harness.tlc.cfg_check import CfgMismatch, check_cfg
 from harness.tlc.runner import (DEADLOCK, INVARIANT_VIOLATED, PARSE_ERROR, PROPERTY_VIOLATED, SEMANTIC_ERROR, STOPPED,
                                 TLCSetupError, print_progress, run_tlc)
 
@@ -53,6 +55,10 @@ def check(a, extra: list[str]) -> int:
     config = a.config or Path(a.spec).with_suffix(".cfg")
     if not config.is_file():
         raise BadInput(f"no {config} beside {a.spec}: name the model's .cfg with --config")
+    try:   # what TLC would accept in silence, or refuse only once its JVM runs (cfg_check.py)
+        check_cfg(Path(a.spec), config)
+    except CfgMismatch as e:
+        raise BadInput(str(e)) from None
     jvm = []
     if a.simulate:
         extra = ["-simulate", "-depth", str(a.simulate), *extra]

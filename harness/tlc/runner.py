@@ -248,7 +248,16 @@ def interpret(messages: list[tuple[int, int, str]], untagged: list[str], exit_co
         res.errors.insert(0, _sany_excerpt(untagged))
     elif MSG_SUCCESS in codes and not res.errors:
         res.outcome = HOLDS
+    if res.outcome == RUNTIME_ERROR and any(_CFG_MISMATCH.search(e) for e in res.errors):
+        res.outcome = SEMANTIC_ERROR   # the cfg and the module disagree: bad input, not a failed run
     return res
+
+
+# TLC 2.15's own words for a cfg its module does not match, which it reports as run-time errors
+# (measured 2026-11-30; harness/tlc/cfg_check.py refuses them before the JVM starts).
+_CFG_MISMATCH = re.compile(r"specified in the configuration file\s+is not defined|is not assigned a value by the "
+                           r"configuration file|configuration file substitutes for|In the configuration file, the "
+                           r"identifier")
 
 
 def _sany_excerpt(untagged: list[str]) -> str:
