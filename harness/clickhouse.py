@@ -50,6 +50,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
+from harness.cli_args import int_at_least
 from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_port, interrupt_on_ctrl_c_and_kill,
                                serve_until_interrupted)
 
@@ -427,7 +428,7 @@ def measure(names: list[str], inserts: int = 200) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.clickhouse",
                                  description="Start ClickHouse replicas (and a ZooKeeper server) on loopback until Ctrl-C.")
-    ap.add_argument("--replicas", type=int, default=2, help="how many replicas, named r1, r2, ... (default 2)")
+    ap.add_argument("--replicas", type=int_at_least(1), default=2, help="how many replicas, named r1, r2, ... (default 2)")
     ap.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                     help="use this ZooKeeper instead of starting one (the chroot must exist)")
     ap.add_argument("--shard", default="01", help="the {shard} macro (default 01)")

@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.cli_args import int_at_least
 from harness.tlc.runner import run_tlc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.bench_tlc_throughput", description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, help="the commit whose spec to compare with the checkout's")
     ap.add_argument("--model", action="append", help="a cfg of spec/rfc by its name (repeatable; default MCFull)")
-    ap.add_argument("--seconds", type=int, default=60)
-    ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--seconds", type=int_at_least(1), default=60)
+    ap.add_argument("--pairs", type=int_at_least(1), default=2)
     a = ap.parse_args(argv)
     models = a.model or ["MCFull"]
     missing = [m for m in models if not (RFC / f"{m}.cfg").is_file()]

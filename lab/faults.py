@@ -40,6 +40,7 @@ from pathlib import Path
 from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import KazooTimeoutError
 
+from harness.cli_args import int_at_least
 from protocol.keeper.zookeeper import ZooKeeperKeeper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -586,7 +587,7 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.faults", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=2, help="seeds per cell")
+    ap.add_argument("--seeds", type=int_at_least(1), default=2, help="seeds per cell")
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--states", default=",".join(STATES))
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")

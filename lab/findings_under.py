@@ -22,6 +22,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.cli_args import positive_float
 from harness import check_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,11 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     models = failing_models()
     ap.add_argument("--only", action="append", choices=[m["name"] for m in models], metavar="MODEL")
     ap.add_argument("--jobs", type=int, choices=range(1, 9), default=2, metavar="1-8")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model (default 900)")
+    ap.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per model (default 900)")
     ap.add_argument("--record", action="store_true", help="write lab/findings_under.json and FINDINGS.md's table")
     a = ap.parse_args(argv)
-    if a.timeout <= 0:
-        ap.error("--timeout must be positive")
     work = [(m, u) for u in a.under for m in models if not a.only or m["name"] in a.only]
     rows = []
     with ThreadPoolExecutor(a.jobs) as pool:

@@ -37,6 +37,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.cli_args import positive_float
+
 ROOT = Path(__file__).resolve().parents[1]
 RF = 2
 INSERT_DEADLINE = 3.0     # seconds: each INSERT answers within it (Cluster.insert)
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.load_sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", default="1,4,16,64", help="INSERT clients per cell (comma-separated)")
     ap.add_argument("--replicas", default="3,8", help="replicas per cell (comma-separated, each >= 3)")
-    ap.add_argument("--seconds", type=float, default=20.0, help="how long the stream runs in each cell")
+    ap.add_argument("--seconds", type=positive_float, default=20.0, help="how long the stream runs in each cell")
     ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
     a = ap.parse_args(argv)
     try:

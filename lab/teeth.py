@@ -109,6 +109,7 @@ NOT_YET: dict[str, str] = {
 
 def main(argv=None) -> int:
     import argparse
+    from harness.cli_args import int_at_least
     import tempfile
     import time
 
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
     from reference.races import PROFILES, racing_history
     ap = argparse.ArgumentParser(prog="python -m lab.teeth",
                                  description="search profiles and seeds where the oracle refuses a switch's history")
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--seeds", type=int_at_least(1), default=4)
     ap.add_argument("--switch", action="append")
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES),
                     help="only these profiles (default: every one, in PROFILES' order)")

@@ -93,7 +93,7 @@ def write_readme(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.trace_teeth", description=__doc__.split("\n\n")[0])
     ap.add_argument("--switch", action="append", choices=sorted(DESIGNS["rfc"]), metavar="SWITCH")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, choices=range(1, 9), default=2, metavar="1-8")
     ap.add_argument("--record", action="store_true", help="write lab/trace_teeth.json and the README's table")
     a = ap.parse_args(argv)
     switches = a.switch or sorted(DESIGNS["rfc"])

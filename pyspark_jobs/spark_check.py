@@ -24,7 +24,8 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `pyspark_jo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checkers.spark.errors import root_cause, unreadable_file  # noqa: E402
-from harness.cli_args import BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput, EnvironmentFailure  # noqa: E402
+from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput, EnvironmentFailure,  # noqa: E402
+                              int_at_least, positive_float)
 from history.folder import find_tables  # noqa: E402
 
 log = logging.getLogger("spark_check")
@@ -139,11 +140,11 @@ def run(a: argparse.Namespace, work) -> int:
 def session_options(ap: argparse.ArgumentParser) -> None:
     """The options of a run on Spark: where, how much to show, what to write."""
     ap.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2]; spark-submit sets it)")
-    ap.add_argument("--sample", type=int, default=5, help="violating rows shown per invariant")
+    ap.add_argument("--sample", type=int_at_least(0), default=5, help="violating rows shown per invariant")
     ap.add_argument("--report", help="write the JSON report there")
     ap.add_argument("--log", default=None, help="the log file (default: a new file in the temporary folder)")
-    ap.add_argument("--partitions", type=int, help="partitions of the large tables (default: from their size)")
-    ap.add_argument("--executor-timeout", type=float, default=60.0,
+    ap.add_argument("--partitions", type=int_at_least(1), help="partitions of the large tables (default: from their size)")
+    ap.add_argument("--executor-timeout", type=positive_float, default=60.0,
                     help="seconds to wait for a cluster executor before giving up (exit 3)")
 
 
