@@ -35,11 +35,19 @@ class CfgMismatch(ValueError):
     """The cfg names something its module does not have, or leaves a constant out."""
 
 
+# TLC's standard modules (and the community's): they declare no constant a cfg of this project sets.
+STANDARD = {"Naturals", "Integers", "Reals", "Sequences", "FiniteSets", "Bags", "TLC", "TLCExt", "RealTime", "Json",
+            "Randomization", "IOUtils", "SequencesExt", "FiniteSetsExt", "Functions", "Folds", "Bitwise", "CSV"}
+
+
 @dataclass
 class Module:
     constants: set[str] = field(default_factory=set)
     definitions: set[str] = field(default_factory=set)
     strings: set[str] = field(default_factory=set)
+    # a module it EXTENDS was not found where TLC looks from the spec folders: what it declares is
+    # unknown, so a name the cfg sets may be its (a trace module TLC is given a library path for)
+    incomplete: bool = False
 
 
 def strip_comments(text: str) -> str:
@@ -82,15 +90,23 @@ def read_module(path: Path, seen: set[Path] | None = None) -> Module:
     m.definitions.update(_DEFINITION.findall(text))
     for names in _EXTENDS.findall(text):
         for name in (n.strip() for n in names.split(",")):
-            for folder in (path.parent, *path.parent.parent.iterdir()):
-                other = folder / f"{name}.tla"
-                if other.is_file() and other not in seen:
-                    sub = read_module(other, seen)
-                    m.constants |= sub.constants
-                    m.definitions |= sub.definitions
-                    m.strings |= sub.strings
-                    break
+            found = [f / f"{name}.tla" for f in (path.parent, *_families(path)) if (f / f"{name}.tla").is_file()]
+            if not found:
+                m.incomplete |= name not in STANDARD
+            elif found[0] not in seen:
+                sub = read_module(found[0], seen)
+                m.constants |= sub.constants
+                m.definitions |= sub.definitions
+                m.strings |= sub.strings
+                m.incomplete |= sub.incomplete
     return m
+
+
+def _families(path: Path) -> list[Path]:
+    """The other family folders of a spec root (one that holds models.json), as the runner's
+    TLA-Library (harness/tlc/runner.py module_library); none for a module elsewhere."""
+    root = path.parent.parent
+    return sorted(d for d in root.iterdir() if d.is_dir()) if (root / "models.json").is_file() else []
 
 
 def _cfg_sections(text: str) -> list[tuple[str, int, str]]:
@@ -128,23 +144,23 @@ def check_cfg(module_path: Path, cfg_path: Path) -> None:
                         raise CfgMismatch(f"{where}:{no}: {name} is assigned twice (line {assigned[name]} too): "
                                           "TLC would take the last in silence")
                     assigned[name] = no
-                    if name not in known:
+                    if name not in known and not module.incomplete:
                         raise CfgMismatch(f"{where}:{no}: {name} is no constant or definition of "
                                           f"{Path(module_path).stem}")
-                    if op == "<-" and value.split("]")[-1].strip() not in module.definitions:
+                    if op == "<-" and value.split("]")[-1].strip() not in module.definitions and not module.incomplete:
                         raise CfgMismatch(f"{where}:{no}: {name} <- {value}: {value} is not defined")
                     if name in SWITCH_SETS and op == "=":
                         for switch in re.findall(r'"([^"]*)"', value):
-                            if switch not in module.strings:
+                            if switch not in module.strings and not module.incomplete:
                                 raise CfgMismatch(f"{where}:{no}: {name} names {switch!r}, which "
                                                   f"{Path(module_path).stem} never tests: it would turn nothing on")
         elif keyword in NAMED:
             for off, row in enumerate(body.splitlines()):
                 for name in re.findall(r"[A-Za-z_]\w*", row):
-                    if name not in module.definitions:
+                    if name not in module.definitions and not module.incomplete:
                         raise CfgMismatch(f"{where}:{line + off}: {keyword} {name} is not defined in "
                                           f"{Path(module_path).stem}")
     missing = sorted(module.constants - set(assigned))
-    if missing:
+    if missing and not module.incomplete:
         raise CfgMismatch(f"{where}: constant{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                           f"of {Path(module_path).stem} not assigned")

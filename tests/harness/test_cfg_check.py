@@ -94,3 +94,16 @@ def test_the_check_reads_a_module_through_its_extends():
     assert {"Replicas", "DedupWindow", "Bugs", "r1"} <= m.constants      # SelectiveReplication's and MC's
     assert {"MergeSelector", "QuorumOfRF", "ReplicaSymmetry", "LiveSpec"} <= m.definitions
     assert "no_dedup" in m.strings
+
+
+def test_a_module_outside_the_spec_folders_is_checked_as_far_as_its_extends_are_found(tmp_path):
+    """A trace module EXTENDS the trace spec, which TLC finds through a library path the caller
+    gives: what that module declares is unknown here, so nothing the cfg sets is refused; a module
+    whose EXTENDS are all standard is checked whole."""
+    (tmp_path / "T.tla").write_text("---- MODULE T ----\nEXTENDS TraceSpecElsewhere\nX == 1\n====\n")
+    (tmp_path / "T.cfg").write_text("CONSTANTS\n    Trace <- X\n    Foo = 1\nINIT Init\n")
+    check_cfg(tmp_path / "T.tla", tmp_path / "T.cfg")
+    (tmp_path / "N.tla").write_text("---- MODULE N ----\nEXTENDS Naturals, TLC\nCONSTANT N\nInit == TRUE\n====\n")
+    (tmp_path / "N.cfg").write_text("INIT Init\n")
+    with pytest.raises(CfgMismatch, match="constant N of N not assigned"):
+        check_cfg(tmp_path / "N.tla", tmp_path / "N.cfg")
