@@ -15,7 +15,7 @@ import json
 from protocol.assignment import Assignment, GuardFailed, active_replicas, read_assignment
 from protocol.keeper import BadVersionError, Create, Keeper, MultiError, NoNodeError, SetData
 from protocol.layout import Layout
-from protocol.log_entry import DROP_RANGE, GET_PART, MUTATE_PART, LogEntry
+from protocol.log_entry import DROP_PART, DROP_RANGE, GET_PART, MUTATE_PART, LogEntry
 from protocol.parts import PartName, active_set
 from protocol.replica import Replica, _children, caught_up, caught_up_to, log_number
 
@@ -122,7 +122,9 @@ def replica_clone_fetch(dst: Replica, partition: str, replicas: dict[str, Replic
         names = active_set(n for n in registered if n.partition == partition)
         # As cloneReplica queues them: no source replica, no block id.
         texts = [LogEntry(GET_PART, new_part_name=str(n), create_time=int(dst.clock())).format() for n in names]
-        texts += [data for data, e in _skipped_entries(dst, partition, a) if e.type in (MUTATE_PART, DROP_RANGE)]
+        # F8's fix: the partition's mutations and drops a keeper has still to apply, 26.x's DROP_PART too
+        texts += [data for data, e in _skipped_entries(dst, partition, a)
+                  if e.type in (MUTATE_PART, DROP_RANGE, DROP_PART)]
         queued = {e.format() for _, e in dst.queue()}   # pulled since the target became a keeper
         for data in dict.fromkeys(texts):
             if data not in queued:

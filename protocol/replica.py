@@ -23,7 +23,7 @@ from protocol.assignment import Assignment, GuardFailed, read_assignment
 from protocol.keeper import (Check, Create, Delete, Keeper, KeeperError, KeeperUnavailableError, MultiError,
                              NoNodeError, SetData)
 from protocol.layout import Layout
-from protocol.log_entry import (ALTER_METADATA, CLEAR_COLUMN, CLEAR_INDEX, DROP_RANGE, GET_PART, GLOBAL,
+from protocol.log_entry import (ALTER_METADATA, CLEAR_COLUMN, CLEAR_INDEX, DROP_PART, DROP_RANGE, GET_PART, GLOBAL,
                                 LEGACY_MAX_LEVEL, MERGE_PARTS, MUTATE_PART, PART_PRODUCING, REPLACE_RANGE, LogEntry,
                                 ReplaceRange, drop_range_name)
 from protocol.mutations import MutationEntry, desired_version, mutate_rows, owed, row_function
@@ -468,6 +468,8 @@ class Replica:
             return "applied"
         if entry.type == DROP_RANGE:
             return self._execute_drop_range(path, entry.part, detach=entry.detach)
+        if entry.type == DROP_PART:
+            return self._execute_drop_part(path, entry.part, detach=entry.detach)
         if entry.type == REPLACE_RANGE:
             return self._execute_replace_range(path, entry)
         if entry.type in (CLEAR_COLUMN, CLEAR_INDEX):
@@ -600,6 +602,25 @@ class Replica:
 
     def _execute_drop_range(self, path: str, rng: PartName, detach: bool = False) -> str:
         self._drop_range(rng, detach)
+        self.keeper.delete(path)
+        return "applied"
+
+    def _execute_drop_part(self, path: str, part: PartName, detach: bool = False) -> str:
+        """DROP_PART (26.x's ALTER TABLE DROP PART; part moves' SOURCE_DROP): the parts the named
+        part contains go, it among them, and the queued entries that would make one (ClickHouse's
+        removePartProducingOpsInRange over the part's info). A part that contains it instead, a
+        merge or a mutation of it executed here first, stays: ClickHouse's "very weak guarantees"
+        for DROP PART. Unlike a DROP_RANGE it marks no block number dropped."""
+        def contained(n: PartName) -> bool:   # MergeTreePartInfo::contains: range, level, mutation
+            return n.partition == part.partition and covers_as_new(part, n) and part.level >= n.level
+        self._unregister_all(contained)
+        for n in self.store.names(part.partition):
+            if contained(n):
+                self.store.detach(n) if detach else self.store.remove(n)
+        for node, e in self.queue():
+            if e.type in PART_PRODUCING and e.partition == part.partition and contained(e.part):
+                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
+        self._save_state()
         self.keeper.delete(path)
         return "applied"
 
@@ -787,6 +808,29 @@ def client_drop_partition(keeper: Keeper, layout: Layout, partition: str, source
     return _range_entry(keeper, layout, partition,
                         lambda rng: LogEntry(DROP_RANGE, new_part_name=rng, source_replica=source_replica,
                                              create_time=int(clock())), source_replica, clear_blocks=True)
+
+
+def client_drop_part(rep: Replica, part_name: str, clock: Callable[[], float] = time.time) -> LogEntry:
+    """ALTER TABLE ... DROP PART on `rep`, as 26.x's dropPartImpl: the part must be active on the
+    replica the query reached (NO_SUCH_DATA_PART otherwise: under selective replication a replica
+    that does not keep the partition cannot drop its part, the ALTER has to reach an owner); its
+    block ids leave blocks/ (getClearBlocksInPartitionOps over its range), and a DROP_PART naming
+    it goes into the log. ClickHouse also refuses a part a queued merge will take (the merge
+    predicate's virtual parts); here the caller keeps merges out of the way."""
+    part = PartName.parse(part_name)
+    if part not in rep.store.names(part.partition):
+        raise GuardFailed("ClientDropPart", f"{rep.name} has no active part {part_name}")
+    for node in rep.keeper.get_children(rep.layout.blocks):
+        if node.startswith(f"{part.partition}_"):
+            try:
+                held = PartName.parse(rep.keeper.get(f"{rep.layout.blocks}/{node}")[0].decode())
+            except NoNodeError:
+                continue
+            if part.covers(held):
+                rep.keeper.delete(f"{rep.layout.blocks}/{node}")
+    entry = LogEntry(DROP_PART, new_part_name=part_name, source_replica=rep.name, create_time=int(clock()))
+    rep.keeper.create(f"{rep.layout.log}/log-", entry.format(), sequential=True)
+    return entry
 
 
 def _mutation_entries(keeper: Keeper, layout: Layout) -> list[MutationEntry]:

@@ -653,3 +653,26 @@ def test_an_owner_staying_that_is_lost_does_not_cover_the_leavers_part(make_clus
         replica_cleanup(reps["r1"], P)
     admin.set(LAYOUT.is_lost("r2"), b"0")
     replica_cleanup(reps["r1"], P)
+
+
+@pytest.mark.parametrize("bugs, converged", [(frozenset(), True),
+                                             (frozenset({"clone_ignores_skipped_entries"}), False)])
+def test_clone_target_applies_a_drop_part_it_skipped(make_cluster, bugs, converged):
+    """F8 for 26.x's DROP PART: a DROP_PART names one part of the partition, so the filter treats
+    it as the partition's (a non-keeper skips it), and a CLONE target that skipped it before it
+    became a keeper must get it re-queued, as a DROP_RANGE: it fetched the part from an owner that
+    had not executed the drop yet. Without the re-queue the dropped rows stay on the target."""
+    from protocol.replica import client_drop_part
+    admin, reps = make_cluster(bugs)
+    reps["r1"].replica_write_insert(P, ROWS, "h1")
+    drain(reps["r1"])
+    drain(reps["r2"])
+    client_drop_part(reps["r1"], str(reps["r1"].store.names(P)[0]))   # neither owner has executed it
+    drain(reps["r3"])  # r3 pulls and skips it: not a keeper yet
+    admin_reassign(admin, LAYOUT, P, "r3", src="r1")
+    replica_clone_fetch(reps["r3"], P, reps)  # r1 still has the part: the target fetches it
+    drain(reps["r3"])
+    for r in ("r1", "r2"):
+        drain(reps[r])
+        assert reps[r].has_rows_of(P) == []
+    assert (reps["r3"].has_rows_of(P) == []) == converged

@@ -246,3 +246,48 @@ def test_entries_a_drop_made_obsolete_are_removed_without_running(cluster):
         admin.create(f"{queue}/queue-", obsolete.format(), sequential=True)
     assert [r2.replica_execute_entry(n) for n, _ in r2.queue()] == ["dropped", "dropped"]
     assert r2.queue() == [] and r2.store.names(P) == []
+
+
+def test_drop_part_takes_the_one_part_out_of_every_keeper_and_its_block_id_out_of_blocks(cluster):
+    """26.x's ALTER TABLE DROP PART (dropPartImpl): the part's block id leaves blocks/, a DROP_PART
+    naming it goes into the log (`drop` and a real part's name: told from a DROP_RANGE by the
+    level), and each keeper executing it removes that part only; the partition's other part stays,
+    and no block number is marked dropped (a later INSERT into the partition is kept)."""
+    from protocol.log_entry import DROP_PART
+    from protocol.replica import client_drop_part
+    admin, reps = cluster
+    write_and_sync(reps, [(P, A, "ha"), (P, B, "hb")])
+    first, second = registered(admin, "r1", P)
+    assert len(blocks_of(admin, P)) == 2
+    entry = client_drop_part(reps["r2"], first)
+    assert logged(admin)[-1] == entry and entry.type == DROP_PART
+    assert entry.format().endswith(f"drop\n{first}\n".encode())
+    assert len(blocks_of(admin, P)) == 1
+    for r in ("r1", "r2", "r3"):
+        drain(reps[r])
+    for r in ("r1", "r2"):
+        assert registered(admin, r, P) == [second] and reps[r].has_rows_of(P) == B
+    reps["r1"].replica_write_insert(P, A, "ha")   # its id went: written again, and kept
+    for r in ("r1", "r2"):
+        drain(reps[r])
+        assert sorted(x["event"] for x in reps[r].has_rows_of(P)) == ["buy", "click"]
+
+
+def test_drop_part_leaves_a_part_that_contains_it_and_refuses_a_part_the_replica_lacks(cluster):
+    """ClickHouse's "very weak guarantees" for DROP PART: a replica that merged the part first
+    keeps the merged part (it contains the dropped one, not the other way round); and a replica
+    that does not hold the part cannot drop it (NO_SUCH_DATA_PART): under selective replication
+    the ALTER has to reach an owner."""
+    from protocol.replica import client_drop_part
+    admin, reps = cluster
+    write_and_sync(reps, [(P, A, "ha"), (P, B, "hb")])
+    first, _ = registered(admin, "r1", P)
+    with pytest.raises(GuardFailed, match="r3 has no active part"):
+        client_drop_part(reps["r3"], first)   # r3 keeps nothing of P
+    reps["r1"].replica_select_merge(P)
+    drain(reps["r1"])   # r1 merges before it pulls the drop
+    client_drop_part(reps["r2"], first)
+    drain(reps["r1"])
+    merged = [n for n in reps["r1"].store.names(P)]   # its active parts (the replaced ones stay registered a while)
+    assert len(merged) == 1 and merged[0].level == 1 and str(merged[0]) in registered(admin, "r1", P)
+    assert sorted(x["event"] for x in reps["r1"].has_rows_of(P)) == ["buy", "click"]
