@@ -584,21 +584,23 @@ class Replica:
         return gone
 
     def _drop_range(self, rng: PartName, detach: bool = False) -> None:
-        """The parts in the range go, and so do the queued entries that would make a part in it
-        (ClickHouse's removePartProducingOpsInRange): their data is dropped anyway."""
-        p = rng.partition
-        self._unregister_all(lambda n: n.partition == p and n.max_block <= rng.max_block)  # outdated ones too
-        for n in self.store.names(p):
-            if n.max_block <= rng.max_block:
-                if detach:
-                    self.store.detach(n)   # DETACH PARTITION: out of the table, kept in detached/
-                else:
-                    self.store.remove(n)
-        for node, e in self.queue():
-            if e.type in PART_PRODUCING and e.partition == p and e.part.max_block <= rng.max_block:
-                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
-        self.dropped[p] = max(self.dropped.get(p, -1), rng.max_block)
+        """The parts in the range go (_drop_parts), and its block numbers are marked dropped: a
+        later GET_PART of a block in it is obsolete."""
+        self._drop_parts(rng.partition, lambda n: n.max_block <= rng.max_block, detach)
+        self.dropped[rng.partition] = max(self.dropped.get(rng.partition, -1), rng.max_block)
         self._save_state()
+
+    def _drop_parts(self, partition: str, dropped: Callable[[PartName], bool], detach: bool = False) -> None:
+        """The partition's parts `dropped` picks go, registered outdated ones too, and so do the
+        queued entries that would make one (ClickHouse's removePartProducingOpsInRange): their data
+        is dropped anyway. `detach`: DETACH, out of the table and kept in detached/."""
+        self._unregister_all(lambda n: n.partition == partition and dropped(n))
+        for n in self.store.names(partition):
+            if dropped(n):
+                self.store.detach(n) if detach else self.store.remove(n)
+        for node, e in self.queue():
+            if e.type in PART_PRODUCING and e.partition == partition and dropped(e.part):
+                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
 
     def _execute_drop_range(self, path: str, rng: PartName, detach: bool = False) -> str:
         self._drop_range(rng, detach)
@@ -607,20 +609,11 @@ class Replica:
 
     def _execute_drop_part(self, path: str, part: PartName, detach: bool = False) -> str:
         """DROP_PART (26.x's ALTER TABLE DROP PART; part moves' SOURCE_DROP): the parts the named
-        part contains go, it among them, and the queued entries that would make one (ClickHouse's
-        removePartProducingOpsInRange over the part's info). A part that contains it instead, a
-        merge or a mutation of it executed here first, stays: ClickHouse's "very weak guarantees"
-        for DROP PART. Unlike a DROP_RANGE it marks no block number dropped."""
-        def contained(n: PartName) -> bool:   # MergeTreePartInfo::contains: range, level, mutation
-            return n.partition == part.partition and covers_as_new(part, n) and part.level >= n.level
-        self._unregister_all(contained)
-        for n in self.store.names(part.partition):
-            if contained(n):
-                self.store.detach(n) if detach else self.store.remove(n)
-        for node, e in self.queue():
-            if e.type in PART_PRODUCING and e.partition == part.partition and contained(e.part):
-                self.keeper.delete(f"{self.layout.queue(self.name)}/{node}")
-        self._save_state()
+        part contains go, it among them (MergeTreePartInfo::contains: range, level, mutation). A
+        part that contains it instead, a merge or a mutation of it executed here first, stays:
+        ClickHouse's "very weak guarantees" for DROP PART. Unlike a DROP_RANGE it marks no block
+        number dropped."""
+        self._drop_parts(part.partition, lambda n: covers_as_new(part, n) and part.level >= n.level, detach)
         self.keeper.delete(path)
         return "applied"
 
@@ -820,14 +813,7 @@ def client_drop_part(rep: Replica, part_name: str, clock: Callable[[], float] = 
     part = PartName.parse(part_name)
     if part not in rep.store.names(part.partition):
         raise GuardFailed("ClientDropPart", f"{rep.name} has no active part {part_name}")
-    for node in rep.keeper.get_children(rep.layout.blocks):
-        if node.startswith(f"{part.partition}_"):
-            try:
-                held = PartName.parse(rep.keeper.get(f"{rep.layout.blocks}/{node}")[0].decode())
-            except NoNodeError:
-                continue
-            if part.covers(held):
-                rep.keeper.delete(f"{rep.layout.blocks}/{node}")
+    _clear_blocks(rep.keeper, rep.layout, part.partition, part.max_block, lowest=part.min_block)
     entry = LogEntry(DROP_PART, new_part_name=part_name, source_replica=rep.name, create_time=int(clock()))
     rep.keeper.create(f"{rep.layout.log}/log-", entry.format(), sequential=True)
     return entry
@@ -888,14 +874,17 @@ def client_detach_partition(keeper: Keeper, layout: Layout, partition: str, sour
                                              create_time=int(clock())), source_replica, clear_blocks=True)
 
 
-def _clear_blocks(keeper: Keeper, layout: Layout, partition: str, upto: int | None = None) -> None:
-    """clearBlocksInPartition: the ids of the partition's blocks up to `upto` (all by default)."""
+def _clear_blocks(keeper: Keeper, layout: Layout, partition: str, upto: int | None = None, lowest: int = 0) -> None:
+    """clearBlocksInPartition: the ids of the partition's blocks from `lowest` up to `upto` (all
+    by default; one part's range for a DROP PART, getClearBlocksInPartitionOps)."""
     for node in keeper.get_children(layout.blocks):
         if node.startswith(f"{partition}_"):
             try:
-                data = keeper.get(f"{layout.blocks}/{node}")[0]
-                if upto is None or PartName.parse(data.decode()).max_block <= upto:
-                    keeper.delete(f"{layout.blocks}/{node}")
+                if upto is not None or lowest:   # the id's part, read only where a range is asked
+                    held = PartName.parse(keeper.get(f"{layout.blocks}/{node}")[0].decode())
+                    if (upto is not None and held.max_block > upto) or held.min_block < lowest:
+                        continue
+                keeper.delete(f"{layout.blocks}/{node}")
             except NoNodeError:
                 continue
 
