@@ -11,8 +11,8 @@ cfg, its line and the name.
 
 The module side is read with a few regular expressions, not a TLA+ parser: its CONSTANT(S)
 declarations and its top-level definitions (`Name ==`, `Name(x) ==`, `Name[x \\in S] ==`), over
-the modules it EXTENDS that live in the same spec folders (TLC's standard modules define nothing
-a cfg of this project names). Every cfg under spec/ passes it (tests/harness/test_cfg_check.py).
+the modules it EXTENDS, found where TLC looks (runner.library_folders; TLC's standard modules
+define nothing a cfg of this project names). Every cfg under spec/ passes it (tests/harness/test_cfg_check.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.tlc.runner import library_folders
 
 KEYWORDS = {"CONSTANT", "CONSTANTS", "INIT", "NEXT", "SPECIFICATION", "INVARIANT", "INVARIANTS", "PROPERTY",
             "PROPERTIES", "SYMMETRY", "VIEW", "CONSTRAINT", "CONSTRAINTS", "ACTION_CONSTRAINT", "ACTION_CONSTRAINTS",
@@ -78,7 +80,7 @@ _CONSTANTS = re.compile(r"^CONSTANTS?\b(.*?)(?=^\S)", re.M | re.S)
 
 def read_module(path: Path, seen: set[Path] | None = None) -> Module:
     """The constants, definitions and string literals of `path` and of the modules it EXTENDS that
-    are beside it or in the other spec folders (its siblings' parent)."""
+    are beside it or on TLC's library path."""
     seen = set() if seen is None else seen
     seen.add(path)
     raw = path.read_text()
@@ -90,7 +92,7 @@ def read_module(path: Path, seen: set[Path] | None = None) -> Module:
     m.definitions.update(_DEFINITION.findall(text))
     for names in _EXTENDS.findall(text):
         for name in (n.strip() for n in names.split(",")):
-            found = [f / f"{name}.tla" for f in (path.parent, *_families(path)) if (f / f"{name}.tla").is_file()]
+            found = [f / f"{name}.tla" for f in (path.parent, *library_folders(path)) if (f / f"{name}.tla").is_file()]
             if not found:
                 m.incomplete |= name not in STANDARD
             elif found[0] not in seen:
@@ -100,13 +102,6 @@ def read_module(path: Path, seen: set[Path] | None = None) -> Module:
                 m.strings |= sub.strings
                 m.incomplete |= sub.incomplete
     return m
-
-
-def _families(path: Path) -> list[Path]:
-    """The other family folders of a spec root (one that holds models.json), as the runner's
-    TLA-Library (harness/tlc/runner.py module_library); none for a module elsewhere."""
-    root = path.parent.parent
-    return sorted(d for d in root.iterdir() if d.is_dir()) if (root / "models.json").is_file() else []
 
 
 def _cfg_sections(text: str) -> list[tuple[str, int, str]]:

@@ -279,17 +279,22 @@ def private_tmpdir(folder: str | os.PathLike) -> list[str]:
     return [f"-Djava.io.tmpdir={folder}"]
 
 
-def module_library(spec: Path) -> list[str]:
-    """The JVM option that lets a module of one family of spec/ EXTEND a module of another
-    (spec/parallel_replicas/ParallelReplicas.tla extends spec/rfc/SelectiveReplication.tla): TLC
-    looks for a module beside the spec it runs and then on TLA-Library. Only for a spec in a family
-    folder of a spec root, one that holds models.json (spec/, or a mutation run's copy of it): a
-    spec anywhere else resolves as before."""
+def library_folders(spec: Path) -> list[Path]:
+    """The folders TLC looks in for a module `spec` EXTENDS, after the spec's own: the other family
+    folders of a spec root, one that holds models.json (spec/, or a mutation run's copy of it);
+    none for a spec anywhere else. cfg_check.py reads a module's EXTENDS where TLC will."""
     families = spec.parent.parent
     if not (families / "models.json").is_file():
         return []
-    others = sorted(str(d) for d in families.iterdir() if d.is_dir() and d != spec.parent)
-    return [f"-DTLA-Library={os.pathsep.join(others)}"] if others else []
+    return sorted(d for d in families.iterdir() if d.is_dir() and d != spec.parent)
+
+
+def module_library(spec: Path) -> list[str]:
+    """The JVM option that lets a module of one family of spec/ EXTEND a module of another
+    (spec/parallel_replicas/ParallelReplicas.tla extends spec/rfc/SelectiveReplication.tla): TLC
+    looks for a module beside the spec it runs and then on TLA-Library (library_folders)."""
+    others = library_folders(spec)
+    return [f"-DTLA-Library={os.pathsep.join(str(d) for d in others)}"] if others else []
 
 
 def run_tlc(
