@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,9 +45,8 @@ def run_of(switch: str) -> tuple[str, int]:
 
 def judge(profile: str, seed: int, switch: str | None) -> dict:
     """Run the reference on ZooKeeper with the switch (None: fixed) and validate its trace."""
-    from traces.keeper_trace import read_trace
     from traces.reference_run import ReferenceRunFailed, ReferenceWorkload, record_reference
-    from traces.validate import validate
+    from traces.validate import validate_run
 
     t0 = time.monotonic()
     w = ReferenceWorkload(profile=profile, seed=seed, bug=switch, blocks=SIZE["blocks"], steps=SIZE["steps"],
@@ -57,9 +55,7 @@ def judge(profile: str, seed: int, switch: str | None) -> dict:
         run = record_reference(w)
     except ReferenceRunFailed as e:
         return {"switch": switch, "profile": profile, "seed": seed, "verdict": "no run", "detail": str(e)}
-    trace = read_trace(run.txns, run.root, run.replicas)
-    with tempfile.TemporaryDirectory(prefix="trace-teeth-") as d:
-        v = validate(trace, run.settings, workdir=d)
+    _, v = validate_run(run)   # its module, cfg and TLC log in a temporary folder that goes with it
     e = v.first_unexplained
     return {"switch": switch, "profile": profile, "seed": seed, "events": v.events,
             "verdict": "accepted" if v.accepted else "rejected",

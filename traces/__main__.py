@@ -67,8 +67,7 @@ def clickhouse(a) -> int:
     from harness.clickhouse import ClickHouseUnavailable
     from harness.zookeeper import ZooKeeperUnavailable
     from traces.clickhouse_run import Workload, record
-    from traces.keeper_trace import read_trace
-    from traces.validate import validate
+    from traces.validate import validate_run
 
     rejected, rows = 0, []
     for seed in range(a.seed, a.seed + a.runs):
@@ -85,9 +84,8 @@ def clickhouse(a) -> int:
                 if attempt == 2:
                     raise EnvironmentFailure(str(e)) from None
                 print(f"  seed {seed}: the servers did not start ({str(e).splitlines()[0]}); once more", flush=True)
-        trace = read_trace(run.txns, run.root, run.replicas)
         name = f"clickhouse-seed{seed}"
-        verdict = validate(trace, run.settings, workdir=(a.keep / name) if a.keep else None, name="Trace_run")
+        trace, verdict = validate_run(run, workdir=(a.keep / name) if a.keep else None)
         f = run.facts
         print(f"  ClickHouse {run.version}, {w.replicas} replicas, seed {seed}: {f['inserts']} INSERTs "
               f"({f['retries']} retries), {f['merges']} merges, {f['mutations']} mutations, {f['drops']} drops, "
@@ -105,13 +103,9 @@ def clickhouse(a) -> int:
 
 def reference(a) -> int:
     from harness.zookeeper import ZooKeeperUnavailable
-    from traces.keeper_trace import MIGRATION_STEPS, read_trace
-    from traces.reference_run import (
-        ReferenceRunFailed,
-        ReferenceWorkload,
-        record_reference,
-    )
-    from traces.validate import validate
+    from traces.keeper_trace import MIGRATION_STEPS
+    from traces.reference_run import ReferenceRunFailed, ReferenceWorkload, record_reference
+    from traces.validate import validate_run
 
     rejected, rows = 0, []
     for profile in a.profile or ["quiet"]:
@@ -121,9 +115,8 @@ def reference(a) -> int:
             run = record_reference(w)
         except (ZooKeeperUnavailable, ReferenceRunFailed) as e:
             raise EnvironmentFailure(str(e)) from None
-        trace = read_trace(run.txns, run.root, run.replicas)
         name = "reference" if profile == "quiet" else f"reference-{profile}"
-        verdict = validate(trace, run.settings, workdir=(a.keep / name) if a.keep else None)
+        trace, verdict = validate_run(run, workdir=(a.keep / name) if a.keep else None)
         kinds = sorted({e.a for e in trace.events} & MIGRATION_STEPS)
         print(f"  the reference (RFC design{', --bug ' + a.bug if a.bug else ''}), profile {profile}, seed {a.seed}: "
               f"{a.blocks} blocks, {len(run.txns)} Keeper records; migration steps: {', '.join(kinds) or 'none'}",

@@ -17,10 +17,14 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, run_tlc
 from protocol.cleanup_thread import CleanupSettings
-from traces.keeper_trace import Event, Trace, tla_module
+from traces.keeper_trace import Event, Trace, read_trace, tla_module
+
+if TYPE_CHECKING:
+    from traces.clickhouse_run import RecordedRun
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec" / "rfc"
 
@@ -129,3 +133,10 @@ def validate(trace: Trace, settings: CleanupSettings, workdir: str | Path | None
         first = trace.events[consumed] if consumed < n else None
         return Verdict(False, n, consumed, first, result.distinct_states, result.duration_s)
     raise RuntimeError(f"TLC did not give a verdict on {module}: {result.summary()} {result.errors[:3]} (log {log})")
+
+
+def validate_run(run: RecordedRun, workdir: str | Path | None = None) -> tuple[Trace, Verdict]:
+    """A recorded run (real ClickHouse's or the reference's): its trace, read from the run's
+    transaction log, and TLC's verdict on it under the cleanup settings the run used."""
+    trace = read_trace(run.txns, run.root, run.replicas)
+    return trace, validate(trace, run.settings, workdir=workdir)
