@@ -17,13 +17,13 @@ SYMMETRY: its leader is a CHOOSE over the replicas, which a permutation does not
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.cli_args import positive_float
 from harness import check_models
+from lab.records import merge_record, replace_marked
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = Path(__file__).with_name("findings_under.json")
@@ -101,9 +101,7 @@ def table(rows: list[dict]) -> str:
 
 
 def write_findings(rows: list[dict]) -> None:
-    text = FINDINGS.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    FINDINGS.write_text(text[:start] + "\n" + table(rows) + "\n" + text[end:])
+    replace_marked(FINDINGS, BEGIN, END, table(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,12 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(r)
             print(f"{r['model']} under {r['under']}: {r['verdict']}, {r['seconds']} s", flush=True)
     if a.record:
-        key = lambda r: (r["model"], r["under"])   # noqa: E731
-        new = {key(r) for r in rows}
-        kept = [r for r in (json.loads(RECORD.read_text()) if RECORD.is_file() else []) if key(r) not in new]
-        rows = sorted(kept + rows, key=key)
-        RECORD.write_text(json.dumps(rows, indent=1) + "\n")
-        write_findings(rows)
+        write_findings(merge_record(RECORD, rows, key=lambda r: (r["model"], r["under"])))
     return 0
 
 

@@ -16,12 +16,12 @@ tests/traces/test_trace_teeth.py holds the README to the record. About 20-40 min
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lab.records import merge_record, replace_marked
 from lab.teeth import GAPS, NOT_YET, SIZE, TEETH
 from protocol.bugs import DESIGNS
 
@@ -80,10 +80,7 @@ def table(rows: list[dict]) -> str:
 
 
 def write_readme(rows: list[dict]) -> None:
-    text = README.read_text()
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    README.write_text(head + BEGIN + "\n" + table(rows) + END + tail)
+    replace_marked(README, BEGIN, END, table(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,11 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" at {r['at']}/{r['events']} ({r['kind']}: {r['detail']})" if r.get("at") else
                      f", {r.get('events')} events") + f", {r.get('seconds', '?')} s", flush=True)
     if a.record:   # rows of this run replace the record's for the same switch, profile and seed
-        key = lambda r: (r["switch"], r["profile"], r["seed"])   # noqa: E731
-        new = {key(r) for r in rows}
-        kept = [r for r in (json.loads(RECORD.read_text()) if RECORD.is_file() else []) if key(r) not in new]
-        rows = sorted(kept + rows, key=lambda r: (r["switch"] or "", r["profile"], r["seed"]))
-        RECORD.write_text(json.dumps(rows, indent=1) + "\n")
+        rows = merge_record(RECORD, rows, key=lambda r: (r["switch"], r["profile"], r["seed"]),
+                            order=lambda r: (r["switch"] or "", r["profile"], r["seed"]))
         write_readme(rows)
     bad_fixed = [r for r in rows if r["switch"] is None and r["verdict"] != "accepted"]
     return 1 if bad_fixed else 0
