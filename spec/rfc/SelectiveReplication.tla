@@ -125,16 +125,6 @@ HasCovering(r, x) == \E y \in parts[r] : Covers(y, x)
 \* mutated part beside its own older one: skipping the fetch as "covered" lost the mutation).
 CoversAsNew(y, x) == Covers(y, x) /\ y.mv >= x.mv
 HasNewerCovering(r, x) == \E y \in parts[r] : CoversAsNew(y, x)
-\* Who selects merges and mutations of the parts it holds. 18.16: the leader alone, elected through
-\* leader_election/'s sequential ephemeral nodes (the replica with the oldest node; the next one when
-\* it goes). 26.x: every replica is a leader (since 20.6, ClickHouse PR #11639; a version check on
-\* log/ refuses a second selection of the same parts). The election order is fixed here, where a replica that
-\* comes back takes the last place in ClickHouse: a restriction of 18.16's behaviours, so a model
-\* under 18.16 shows what 18.16 can do, and one that holds under 26.x holds under 18.16 too.
-ElectionOrder == CHOOSE s \in [1..Cardinality(Replicas) -> Replicas] : \A j, k \in DOMAIN s : j # k => s[j] # s[k]
-Leader == LET up == {k \in DOMAIN ElectionOrder : ElectionOrder[k] \in active}
-          IN IF up = {} THEN None ELSE ElectionOrder[CHOOSE k \in up : \A j \in up : k <= j]
-MergeSelector(r) == BaseProtocol = "26.x" \/ r = Leader
 
 \* Adding a part removes the parts it covers, as a fetched or merged part does in MergeTree.
 AddPart(S, x) == {y \in S : ~Covers(x, y)} \cup {x}
@@ -152,6 +142,18 @@ Entry(type, p, part, k) == [type |-> type, p |-> p, part |-> part, k |-> k]
 NoPart == [p |-> None, b |-> {}, mv |-> 0]
 Max(S) == CHOOSE m \in S : \A n \in S : n <= m
 Min(S) == CHOOSE m \in S : \A n \in S : m <= n
+
+\* Who selects merges and mutations of the parts it holds. 18.16: the leader alone, elected through
+\* leader_election/'s sequential ephemeral nodes (the replica with the oldest node; the next one when
+\* it goes). 26.x: every replica is a leader (since 20.6, ClickHouse PR #11639; a version check on
+\* log/ refuses a second selection of the same parts). The election order is fixed here, where a
+\* replica that comes back takes the last place in ClickHouse: a restriction of 18.16's behaviours,
+\* so a model under 18.16 shows what 18.16 can do, and one that holds under 26.x holds under 18.16.
+ElectionOrder == CHOOSE s \in [1..Cardinality(Replicas) -> Replicas] : \A j, k \in DOMAIN s : j # k => s[j] # s[k]
+Leader == LET up == {k \in DOMAIN ElectionOrder : ElectionOrder[k] \in active}
+          IN IF up = {} THEN None ELSE ElectionOrder[Min(up)]
+MergeSelector(r) == BaseProtocol = "26.x" \/ r = Leader
+
 IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
 \* A mutation (ALTER UPDATE/DELETE) is table-wide: mutations/ holds its block number, which in
 \* the model is the log index the next INSERT would take, so the data it applies to is the
