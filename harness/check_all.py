@@ -62,8 +62,9 @@ STAGES = {
     # ... and of the reference's racing runs on ZooKeeper: migrations, cancels, take-overs, a down
     # leaver's CLEANUP (racing, leaving; 40-90 s each). make test validates cancelling's.
     "reference-traces": Stage("reference-traces", "traces/__main__.py",
-                              ["-m", "traces", "reference", "--profile", "racing", "--profile", "leaving",
-                               "--keep", "build/traces", "--report", "{report}"], "traces"),
+                              ["-m", "traces", "reference", "--design", "rfc", "--design", "pr102244",
+                               "--profile", "racing", "--profile", "leaving", "--keep", "build/traces",
+                               "--report", "{report}"], "traces"),
     "bench": Stage("bench", "lab/bench.py", ["-m", "lab.bench", "--report", "{report}"], "reference"),
     # The fault x state matrix on a 3-node ensemble (issue 15); its table goes into BENCHMARKS.md.
     "faults": Stage("faults", "lab/faults.py", ["-m", "lab.faults", "--report", "{report}"], "reference"),

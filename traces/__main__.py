@@ -5,12 +5,14 @@
     python -m traces clickhouse --drop-while-lost  the run 18.16 fails (ClickHouse issue #6522)
     python -m traces reference [--bug no_dedup]   a reference run (RFC design) on ZooKeeper, validated
     python -m traces reference --profile racing --profile losing     its racing runs: migrations, drops, repairs
+    python -m traces reference --design pr102244  a reference run of PR #102244's design: a rebalance, validated
     python -m traces validate DATA_DIR --root /clickhouse/tables/01/t --replicas r1,r2,r3
                                                   a ZooKeeper dataDir recorded elsewhere
 
 The trace is what the replicas wrote into Keeper, read from ZooKeeper's transaction log
 (traces/keeper_trace.py says which write is which spec step); TLC then looks for a behaviour of
-spec/rfc/TraceSelectiveReplication.tla that consumes it. A rejection names the first event no
+spec/rfc/TraceSelectiveReplication.tla that consumes it (PR #102244's design: traces/pr_keeper_trace.py
+and spec/pr102244/TracePR102244.tla). A rejection names the first event no
 action explains and the record it came from. --keep DIR keeps each trace's module, cfg, TLC's
 log and the events as text.
 
@@ -39,6 +41,7 @@ from harness.cli_args import (
     znode_path,
 )
 from protocol.bugs import DESIGNS
+from protocol.pr102244 import READINGS as PR_READINGS
 from protocol.cleanup_thread import BASE_PROTOCOLS, CleanupSettings
 from reference.profiles import PROFILES
 
@@ -104,27 +107,45 @@ def clickhouse(a) -> int:
 def reference(a) -> int:
     from harness.zookeeper import ZooKeeperUnavailable
     from traces.keeper_trace import MIGRATION_STEPS
+    from traces.pr_keeper_trace import MIGRATION_STEPS as PR_MIGRATION_STEPS
     from traces.reference_run import ReferenceRunFailed, ReferenceWorkload, record_reference
     from traces.validate import validate_run
 
+    designs = list(dict.fromkeys(a.design or ["rfc"]))
+    if "rfc" not in designs and (a.profile or a.steps):
+        raise BadInput("--profile and --steps are the RFC design's racing runs; PR #102244's design runs its "
+                       "rebalance onto an added replica")
+    for d in designs:
+        if a.bug and a.bug not in DESIGNS[d]:
+            raise BadInput(f"--bug {a.bug} is not a switch of the {d} design"
+                           + ("" if d == "rfc" else f"; its switches: {', '.join(sorted(DESIGNS[d]))}")
+                           + ("; add --design pr102244" if a.bug in DESIGNS["pr102244"] else ""))
+    if a.reading and "pr102244" not in designs:
+        raise BadInput("--reading is a reading of PR #102244's text: add --design pr102244")
     rejected, rows = 0, []
-    for profile in a.profile or ["quiet"]:
-        w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug, profile=profile,
-                              steps=a.steps)
+    runs = [("rfc", p) for p in (a.profile or ["quiet"]) if "rfc" in designs] + \
+        [("pr102244", "rebalance") for d in designs if d == "pr102244"]
+    for design, profile in runs:
+        w = ReferenceWorkload(blocks=a.blocks, fault_rate=a.fault_rate, seed=a.seed, bug=a.bug,
+                              profile=profile if design == "rfc" else "quiet", steps=a.steps, design=design,
+                              readings=tuple(a.reading or ()) if design == "pr102244" else ())
         try:
             run = record_reference(w)
         except (ZooKeeperUnavailable, ReferenceRunFailed) as e:
             raise EnvironmentFailure(str(e)) from None
-        name = "reference" if profile == "quiet" else f"reference-{profile}"
+        name = "reference-pr102244" if design == "pr102244" else \
+            ("reference" if profile == "quiet" else f"reference-{profile}")
         trace, verdict = validate_run(run, workdir=(a.keep / name) if a.keep else None)
-        kinds = sorted({e.a for e in trace.events} & MIGRATION_STEPS)
-        print(f"  the reference (RFC design{', --bug ' + a.bug if a.bug else ''}), profile {profile}, seed {a.seed}: "
+        kinds = sorted({e.a for e in trace.events} & (PR_MIGRATION_STEPS if design == "pr102244" else MIGRATION_STEPS))
+        what = "PR #102244's design, a rebalance" if design == "pr102244" else f"RFC design, profile {profile}"
+        print(f"  the reference ({what}{', --bug ' + a.bug if a.bug else ''}), seed {a.seed}: "
               f"{a.blocks} blocks, {len(run.txns)} Keeper records; migration steps: {', '.join(kinds) or 'none'}",
               flush=True)
         _report(name, trace, verdict, a.keep)
         rejected += not verdict.accepted
-        rows.append({"profile": profile, "seed": a.seed, "accepted": verdict.accepted, "events": verdict.events,
-                     "migration_steps": {k: sum(e.a == k for e in trace.events) for k in kinds},
+        steps_taken = {k: sum(e.a == k for e in trace.events) for k in kinds}
+        rows.append({"design": design, "profile": profile, "seed": a.seed, "accepted": verdict.accepted,
+                     "events": verdict.events, "migration_steps": steps_taken,
                      "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),
                      "verdict": verdict.summary()})
     _write_report(a.report, f"{len(rows) - rejected} of {len(rows)} reference traces accepted "
@@ -176,8 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     rf.add_argument("--seed", type=int_at_least(0), default=1)
     rf.add_argument("--blocks", type=int_at_least(1), default=16, help="INSERT blocks")
     rf.add_argument("--fault-rate", type=fraction, default=0.3, help="chance a forward breaks and is retried")
-    rf.add_argument("--bug", choices=sorted(DESIGNS["rfc"]), metavar="SWITCH",
-                    help="a broken switch; one that changes what the reference writes is rejected (no_dedup)")
+    rf.add_argument("--design", action="append", choices=sorted(DESIGNS),
+                    help="rfc (default: its --profile runs) or pr102244: PR #102244's design, a rebalance onto an "
+                         "added replica; repeat for both")
+    rf.add_argument("--bug", choices=sorted(DESIGNS["rfc"] | DESIGNS["pr102244"]), metavar="SWITCH",
+                    help="a broken switch of the design; one that changes what the reference writes is rejected "
+                         "(no_dedup; with --design pr102244, complete_without_rescan)")
+    rf.add_argument("--reading", action="append", choices=sorted(PR_READINGS), metavar="READING",
+                    help="with --design pr102244: a reading of the PR's text (protocol/pr102244 READINGS)")
     rf.add_argument("--profile", action="append", choices=["quiet", *PROFILES], metavar="PROFILE",
                     help="quiet (default: INSERTs only) or a racing profile of reference/profiles.py (migrations, "
                          "crashes, SYSTEM DROP REPLICA, repairs); repeat for several runs")

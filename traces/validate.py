@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING
 from harness.tlc.runner import HOLDS, INVARIANT_VIOLATED, run_tlc
 from protocol.cleanup_thread import CleanupSettings
 from traces.keeper_trace import Event, Trace, read_trace, tla_module
+from traces.pr_keeper_trace import PRTrace, read_pr_trace
+from traces.pr_keeper_trace import tla_module as pr_tla_module
 
 if TYPE_CHECKING:
     from traces.clickhouse_run import RecordedRun
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "spec" / "rfc"
+PR_SPEC_DIR = SPEC_DIR.parent / "pr102244"
 
 
 @dataclass(frozen=True)
@@ -118,25 +121,84 @@ def validate(trace: Trace, settings: CleanupSettings, workdir: str | Path | None
                               min_logs=settings.min_logs_to_keep, max_logs=settings.max_logs_to_keep,
                               dedup=settings.dedup_window, invariants="\n    ".join(checked),
                               bugs=", ".join(f'"{b}"' for b in sorted(bugs))))
-    log = folder / f"{name}.log"
+    return _verdict(trace.events, module, cfg, SPEC_DIR, timeout_s)
+
+
+def _verdict(events: list, module: Path, cfg: Path, library: Path, timeout_s: float) -> Verdict:
+    """TLC on a trace's module and cfg (one worker), and what it found: the furthest event
+    consumed (TraceProgress), or an invariant that failed on a behaviour following the trace."""
+    log = module.with_suffix(".log")
     result = run_tlc(module, cfg, workers=1, check_deadlock=False, timeout_s=timeout_s,
-                     jvm_args=[f"-DTLA-Library={SPEC_DIR}"], log_path=log)
+                     jvm_args=[f"-DTLA-Library={library}"], log_path=log)
     consumed = max((int(m) for m in _CONSUMED.findall(log.read_text())), default=0)
-    n = len(trace.events)
+    n = len(events)
     if result.outcome == INVARIANT_VIOLATED and result.trace:
         at = int(result.trace[-1].state.get("l", 0))   # the events consumed in the violating state
-        return Verdict(False, n, at, trace.events[at - 1] if at else None, result.distinct_states,
+        return Verdict(False, n, at, events[at - 1] if at else None, result.distinct_states,
                        result.duration_s, violated=result.violated)
     if result.outcome == HOLDS:
         if consumed == n:
             return Verdict(True, n, n, None, result.distinct_states, result.duration_s)
-        first = trace.events[consumed] if consumed < n else None
+        first = events[consumed] if consumed < n else None
         return Verdict(False, n, consumed, first, result.distinct_states, result.duration_s)
     raise RuntimeError(f"TLC did not give a verdict on {module}: {result.summary()} {result.errors[:3]} (log {log})")
 
 
-def validate_run(run: RecordedRun, workdir: str | Path | None = None) -> tuple[Trace, Verdict]:
-    """A recorded run (real ClickHouse's or the reference's): its trace, read from the run's
-    transaction log, and TLC's verdict on it under the cleanup settings the run used."""
+def _strings(xs) -> str:
+    return ", ".join(f'"{x}"' for x in sorted(xs))
+
+
+PR_CFG = """CONSTANTS
+    Replicas <- TrReplicas
+    RF = {rf}
+    Partitions <- TrPartitions
+    PartitionOf <- TrPartitionOf
+    InitOwners <- TrInitOwners
+    Blocks <- TrBlocks
+    MigIds <- TrMigIds
+    MaxFails = {many}
+    MaxCrashes = {many}
+    MaxQueries = 0
+    MaxForwards = 0
+    MaxCycles = 0
+    CycleLimit = 0
+    Bugs = {{{bugs}}}
+    Readings = {{{readings}}}
+    Trace <- TrTrace
+    AllocationCandidates <- TrAllocationCandidates
+    CloneEntryOrder <- TrCloneEntryOrder
+INIT TraceInit
+NEXT TraceNext
+INVARIANTS
+    {invariants}
+CONSTRAINT TraceProgress
+"""
+
+# PR102244Whole's safety invariants but R2's (a trace has no queries: Keeper does not show them).
+PR_INVARIANTS = ("TypeOKInv", "ReplicationFactorInv", "NoAckedBlockLostInv", "OwnersCompleteInv", "NoDuplicateRowsInv")
+
+
+def validate_pr(trace: PRTrace, workdir: str | Path | None = None, name: str = "Trace_pr_run",
+                timeout_s: float = 600, bugs: frozenset[str] = frozenset(),
+                readings: frozenset[str] = frozenset()) -> Verdict:
+    """TLC's verdict on a trace of PR #102244's design (traces/pr_keeper_trace.py) against
+    spec/pr102244/TracePR102244.tla, with the run's readings of the PR's text and, to find the
+    state a broken variant's run reaches, its switches."""
+    folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="trace-pr-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    module = folder / f"{name}.tla"
+    module.write_text(pr_tla_module(trace, name))
+    cfg = folder / f"{name}.cfg"
+    cfg.write_text(PR_CFG.format(rf=trace.replication_factor, many=len(trace.events) + 1, bugs=_strings(bugs),
+                                 readings=_strings(readings), invariants="\n    ".join(PR_INVARIANTS)))
+    return _verdict(trace.events, module, cfg, PR_SPEC_DIR, timeout_s)
+
+
+def validate_run(run: RecordedRun, workdir: str | Path | None = None) -> tuple[Trace | PRTrace, Verdict]:
+    """A recorded run (real ClickHouse's or the reference's, of either design): its trace, read
+    from the run's transaction log, and TLC's verdict on it under the settings the run used."""
+    if run.facts.get("design") == "pr102244":
+        trace = read_pr_trace(run.txns, run.root, run.replicas)
+        return trace, validate_pr(trace, workdir=workdir, readings=frozenset(run.facts.get("readings", ())))
     trace = read_trace(run.txns, run.root, run.replicas)
     return trace, validate(trace, run.settings, workdir=workdir)

@@ -154,15 +154,21 @@ WriteInsert(r, b) ==
     /\ committed' = committed \cup {b}
     /\ UNCHANGED <<asg, aver, counts, mig, coord, ptr, queue, view, aux, inv_missed, ins>>
 
+\* The replicas the first INSERT's assignment chooses among. The code's allocatePartitions takes the
+\* active ones (replicas/*/is_active); these models take no replica down (a coordinator crash loses
+\* its progress, not its session), so every replica is active. A trace of a run (TracePR102244.tla)
+\* replaces it with the replicas active when the assignment was written.
+AllocationCandidates == Replicas
+
 \* The first INSERT into a partition with no assignment node: ensurePartitionAssignment creates
 \* it by CAS, choosing the RF least-loaded replicas by the counts, and increments their counts in
 \* the same multi (M2; the counts' version check makes two creations serial). The sink caches it.
 EnsurePartitionAssignment(r, p) ==
     /\ asg[p].owners = {} /\ asg[p].cloning = {}
     /\ Of(Blocks \ committed, p) # {}
-    /\ \E S \in SUBSET Replicas :
+    /\ \E S \in SUBSET AllocationCandidates :
          /\ Cardinality(S) = RF
-         /\ \A x \in S, y \in Replicas \ S : counts[x] <= counts[y]
+         /\ \A x \in S, y \in AllocationCandidates \ S : counts[x] <= counts[y]
          /\ asg' = [asg EXCEPT ![p] = [owners |-> S, cloning |-> {}]]
          /\ counts' = [x \in Replicas |-> IF x \in S THEN counts[x] + 1 ELSE counts[x]]
          /\ aver' = [aver EXCEPT ![p] = @ + 1]
@@ -298,13 +304,17 @@ PlanMigration(m, p, s, t) ==
     /\ CloneMulti(m, p, s, t)
     /\ aux' = [aux EXCEPT !.planned = @ + 1]
 
+\* The order the coordinator writes a snapshot's GET_PARTs in: any one (the models' states do not
+\* depend on it but through the log); a trace replaces it with the order the run wrote.
+CloneEntryOrder(S) == SeqOf(S)
+
 \* The coordinator writes a GET_PART entry per snapshot part into the shared log (M8). Written
 \* again after a takeover if the coordinator died first (duplicates are no-ops).
 WriteCloneEntries(m) ==
     /\ coord # None
     /\ mig[m].st = "clone"
     /\ ~mig[m].written
-    /\ log' = log \o SeqOf(mig[m].snap)
+    /\ log' = log \o CloneEntryOrder(mig[m].snap)
     /\ mig' = [mig EXCEPT ![m].written = TRUE]
     /\ UNCHANGED <<asg, aver, counts, coord, ptr, queue, parts, view, committed, aux, inv_missed, ins>>
 

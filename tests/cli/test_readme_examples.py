@@ -122,6 +122,8 @@ EXAMPLES = {
         "long tests the teeth it does not, check-thorough every case, make test the quick one"), "make conformance": Make("conformance"), "make spark-check": Make("spark-check"),
     "bash .ci/run": Covered(".ci/run is make test on a clean clone: running it here would run this test again"),
     "python -m reference run ...": Help(["reference", "run"]),
+    "python -m reference run --design pr102244": Covered(
+        "tests/traces/test_pr_design_traces.py (record_reference runs it on ZooKeeper)"),
     "python -m reference run --zk 127.0.0.1:PORT --data /tmp/d --history /tmp/h --blocks 40 --add-replicas 1 "
     "--rebalance": Covered("tests/reference/test_attach.py (this run killed at four phases)"),
     "python -m reference run --attach --zk 127.0.0.1:PORT --data /tmp/d --history /tmp/h": Covered(
@@ -152,9 +154,18 @@ EXAMPLES = {
         "rejected_there (the same run)"),
     "python -m traces validate DATA_DIR --root TABLE_PATH --replicas r1,r2,r3": Help(["traces", "validate"]),
     ".venv/bin/python -m traces reference --profile racing": Make("traces"),
+    ".venv/bin/python -m traces reference --design pr102244": Covered(
+        "tests/traces/test_pr_design_traces.py::test_the_reference_subcommand_takes_the_design_and_refuses_what_it_"
+        "lacks"),
+    ".venv/bin/python -m traces reference --design pr102244 --bug complete_without_rescan": Covered(
+        "tests/traces/test_pr_design_traces.py::test_a_broken_switch_that_writes_differently_is_rejected_at_its_step"),
     ".venv/bin/python -m traces reference --profile racing --profile losing --profile leaving --keep build/traces":
         Make("traces"),
     "python -m lab.trace_teeth --record": Help(["lab.trace_teeth"]),
+    "python -m lab.trace_teeth --design pr102244 --record": Help(["lab.trace_teeth"]),
+    "python -m traces reference --design pr102244": Covered(
+        "tests/traces/test_pr_design_traces.py::test_the_reference_subcommand_takes_the_design_and_refuses_what_it_"
+        "lacks"),
     "python -m lab.findings_under": Help(["lab.findings_under"]),
     "python -m lab.trace_teeth --jobs 2 --record": Help(["lab.trace_teeth"]),
     "python -m agreement --write-readme": Help(["agreement"]),
