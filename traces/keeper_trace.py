@@ -166,7 +166,7 @@ class _State:
     gone: set[str] = field(default_factory=set)                      # dropped for good (SYSTEM DROP REPLICA)
 
 
-def _rel(root: str, path: str | None) -> list[str] | None:
+def relative_path(root: str, path: str | None) -> list[str] | None:
     if path is None or not (path == root or path.startswith(root + "/")):
         return None
     return [s for s in path[len(root):].split("/") if s]
@@ -210,7 +210,7 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
             continue
         if not t.is_write or t.failed:
             continue   # a refused write changed nothing (a deduplicated INSERT's multi among them)
-        ops = [(op, _rel(st.root, op.path)) for op in _net(t.ops)]
+        ops = [(op, relative_path(st.root, op.path)) for op in net_ops(t.ops)]
         ops = [(op, rel) for op, rel in ops if rel is not None]
         if not ops:
             continue
@@ -251,7 +251,7 @@ def read_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> Trace
                  replication_factor=st.replication_factor)
 
 
-def _net(ops) -> list:
+def net_ops(ops) -> list:
     """A multi's ops without the create-then-delete pairs of one path, which change nothing: 18.16's
     checkPartChecksumsAndAddCommitOps adds such a pair for each other replica's part node, so that
     the commit fails if that replica registers the same part meanwhile."""
@@ -707,7 +707,7 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
 
 # --- the trace as a TLA+ module --------------------------------------------------------------
 
-def _tla_str(s: str) -> str:
+def tla_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -716,14 +716,14 @@ def _tla_part(part: tuple | None) -> str:
         return "NoPart"
     p, blocks, mv = part
     b = ", ".join(f"<<{i}, {k}>>" for i, k in sorted(blocks))
-    return f"[p |-> {_tla_str(p)}, b |-> {{{b}}}, mv |-> {mv}]"
+    return f"[p |-> {tla_string(p)}, b |-> {{{b}}}, mv |-> {mv}]"
 
 
 def tla_module(trace: Trace, name: str) -> str:
     """The trace as a module of definitions the trace cfg substitutes for the spec's constants."""
-    reps = ", ".join(_tla_str(r) for r in trace.replicas)
-    parts = ", ".join(_tla_str(p) for p in trace.partitions)
-    ip = " @@ ".join(f"{i} :> {_tla_str(p)}" for i, p in sorted(trace.insert_partition.items())) or "<<>>"
+    reps = ", ".join(tla_string(r) for r in trace.replicas)
+    parts = ", ".join(tla_string(p) for p in trace.partitions)
+    ip = " @@ ".join(f"{i} :> {tla_string(p)}" for i, p in sorted(trace.insert_partition.items())) or "<<>>"
     lines = [f"---- MODULE {name} ----", "EXTENDS TraceSelectiveReplication",
              f"TrReplicas == {{{reps}}}", f"TrPartitions == {{{parts}}}",
              f"TrInsertPartition == {ip}",
@@ -735,14 +735,14 @@ def tla_module(trace: Trace, name: str) -> str:
              "TrTrace == <<"]
     for n, e in enumerate(trace.events):
         sep = "," if n + 1 < len(trace.events) else ""
-        rs = ", ".join(_tla_str(r) for r in sorted(e.rs))
+        rs = ", ".join(tla_string(r) for r in sorted(e.rs))
         ks = ", ".join(str(k) for k in sorted(e.ks))
         gets = ", ".join(sorted(_tla_part(g) for g in e.gets))
         kept = ", ".join(sorted(_tla_part(g) for g in e.kept))
         out = ", ".join(sorted(f"<<{k}, {_tla_part(q)}>>" for k, q in e.out))
-        lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, d |-> {_tla_str(e.d)}, i |-> {e.i}, "
-                     f"k |-> {e.k}, "
-                     f"p |-> {_tla_str(e.p)}, part |-> {_tla_part(e.part)}, take |-> {'TRUE' if e.take else 'FALSE'}, "
+        lines.append(f"  [a |-> {tla_string(e.a)}, r |-> {tla_string(e.r)}, d |-> {tla_string(e.d)}, i |-> {e.i}, "
+                     f"k |-> {e.k}, p |-> {tla_string(e.p)}, part |-> {_tla_part(e.part)}, "
+                     f"take |-> {'TRUE' if e.take else 'FALSE'}, "
                      f"q |-> {_tla_part(e.q)}, rs |-> {{{rs}}}, ks |-> {{{ks}}}, gets |-> {{{gets}}}, "
                      f"kept |-> {{{kept}}}, out |-> {{{out}}}]{sep}"
                      f"  \\* {n + 1}: {e.why}")

@@ -31,7 +31,7 @@ from harness.zk_txnlog import Txn
 from protocol.log_entry import GET_PART, BadLogEntry, LogEntry
 from protocol.parts import BadPart, PartName
 from protocol.pr102244.assignment import CLONING
-from traces.keeper_trace import TraceError, _net, _rel, _tla_str
+from traces.keeper_trace import TraceError, net_ops, relative_path, tla_string
 
 # Which write is which spec step: the trace spec's event, the core action that takes it, and the
 # record(s) that show it.
@@ -167,7 +167,7 @@ def read_pr_trace(txns: Iterable[Txn], root: str, replicas: Iterable[str]) -> PR
             continue
         if not t.is_write or t.failed:
             continue   # a refused write changed nothing (a version check that failed among them)
-        ops = [(op, rel) for op in _net(t.ops) if (rel := _rel(st.root, op.path)) is not None]
+        ops = [(op, rel) for op in net_ops(t.ops) if (rel := relative_path(st.root, op.path)) is not None]
         if not ops:
             continue
         seen = True
@@ -414,12 +414,12 @@ def _dropped(st: _State, t: Txn, r: str, b: int | None, name: str, emit, unmappe
 # --- the trace as a TLA+ module --------------------------------------------------------------
 
 def _set(xs) -> str:
-    return "{" + ", ".join(_tla_str(x) if isinstance(x, str) else str(x) for x in sorted(xs)) + "}"
+    return "{" + ", ".join(tla_string(x) if isinstance(x, str) else str(x) for x in sorted(xs)) + "}"
 
 
 def tla_module(trace: PRTrace, name: str) -> str:
     """The trace as a module of definitions the trace cfg substitutes for the spec's constants."""
-    bp = " @@ ".join(f"{b} :> {_tla_str(p)}" for b, p in sorted(trace.block_partition.items())) or "<<>>"
+    bp = " @@ ".join(f"{b} :> {tla_string(p)}" for b, p in sorted(trace.block_partition.items())) or "<<>>"
     lines = [f"---- MODULE {name} ----", "EXTENDS TracePR102244",
              f"TrReplicas == {_set(trace.replicas)}", f"TrPartitions == {_set(trace.partitions)}",
              f"TrBlocks == 1..{len(trace.block_partition)}", f"TrMigIds == 1..{len(trace.migrations)}",
@@ -428,10 +428,10 @@ def tla_module(trace: PRTrace, name: str) -> str:
              "TrTrace == <<"]
     for n, e in enumerate(trace.events):
         sep = "," if n + 1 < len(trace.events) else ""
-        lines.append(f"  [a |-> {_tla_str(e.a)}, r |-> {_tla_str(e.r)}, b |-> {e.b}, k |-> {e.k}, "
-                     f"p |-> {_tla_str(e.p)}, m |-> {e.m}, take |-> {'TRUE' if e.take else 'FALSE'}, "
+        lines.append(f"  [a |-> {tla_string(e.a)}, r |-> {tla_string(e.r)}, b |-> {e.b}, k |-> {e.k}, "
+                     f"p |-> {tla_string(e.p)}, m |-> {e.m}, take |-> {'TRUE' if e.take else 'FALSE'}, "
                      f"owners |-> {_set(e.owners)}, cloning |-> {_set(e.cloning)}, ver |-> {e.ver}, "
-                     f"bs |-> <<{', '.join(str(b) for b in e.bs)}>>, s |-> {_tla_str(e.s)}, t |-> {_tla_str(e.t)}, "
+                     f"bs |-> <<{', '.join(str(b) for b in e.bs)}>>, s |-> {tla_string(e.s)}, t |-> {tla_string(e.t)}, "
                      f"act |-> {_set(e.act)}]{sep}  \\* {n + 1}: {e.why}")
     lines += ["  >>", "===="]
     return "\n".join(lines) + "\n"
