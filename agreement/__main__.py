@@ -13,13 +13,13 @@ ClickHouse or ZooKeeper can run here. CLICKHOUSE_BIN points at another server bu
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 from agreement.aspects import ASPECTS, BY_NAME
 from agreement.compare import AGREE, DISAGREE, Result, run
+from harness.cli_args import Parser, one_of
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "agreement" / "README.md"
@@ -60,14 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["repro"]:   # the one subcommand; the aspects stay the default, as before
         from agreement.pr102244_repro import main as repro_main
         return repro_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m agreement", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", action="append", metavar="ASPECT", help=f"one of {', '.join(BY_NAME)}")
+    ap = Parser(prog="python -m agreement", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", metavar="ASPECT", type=one_of(BY_NAME, "aspect"),
+                    help=f"one of {', '.join(BY_NAME)}")
     ap.add_argument("--write-readme", action="store_true", help=f"replace the table in {README.relative_to(ROOT)}")
     a = ap.parse_args(argv)
-    unknown = [n for n in a.only or [] if n not in BY_NAME]
-    if unknown:
-        print(f"error: unknown aspect(s) {unknown}; aspects: {', '.join(BY_NAME)}", file=sys.stderr)
-        return 2
     from harness.clickhouse import ClickHouseCluster, ClickHouseUnavailable
     from harness.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
     from protocol.keeper.zookeeper import ZooKeeperKeeper

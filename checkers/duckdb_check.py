@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from checkers.invariants import INVARIANTS, PARAMETERS, Invariant
-from harness.cli_args import Parser
+from harness.cli_args import Parser, existing_dir
 from history.schema import PART_NAME, TABLES, duckdb_type
 
 
@@ -106,7 +106,7 @@ def sql(inv: Invariant) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m checkers.duckdb_check",
                                  description="Count each invariant's violating rows in a history (JSON on stdout).")
-    ap.add_argument("history", metavar="HISTORY_DIR")
+    ap.add_argument("history", metavar="HISTORY_DIR", type=existing_dir)
     ap.add_argument("--only", action="append", metavar="INVARIANT", choices=sorted(INVARIANTS),
                     help="count this invariant only (repeatable; default: every one)")
     a = ap.parse_args(argv)   # usage errors exit 2
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         counts = check(a.history, only=tuple(a.only) if a.only else None)
     except (duckdb.IOException, duckdb.BinderException) as e:   # a table missing, or a column
-        print(f"duckdb_check: bad input: {a.history}: {str(e).splitlines()[0]}", file=sys.stderr)
+        print(f"{ap.prog}: bad input: {a.history}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     return print_counts(counts, t0)
 

@@ -31,7 +31,6 @@ bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ct
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -356,24 +355,41 @@ def replay_walk_file(rec: dict, seen: list) -> int:
     return 1 if failed else 0
 
 
-# What each kind of failure file holds; a file without it is not one `replay` can run.
-FAILURE_KEYS = {"model machine": ("cfg", "bugs", "graph", "steps"), "SelectiveReplication": ("cfg", "bugs", "steps", "kind"),
-                "Assignment": ("cfg", "bugs", "steps")}
+def failure_schema() -> dict:
+    """What a failure file holds (JSON Schema), by kind: a model-machine walk (its graph), an
+    exploration of SelectiveReplication, a walk of Assignment; the switches are protocol/bugs.py's.
+    The examples are files replay runs (the bad-input suite of tests/cli/ mutates them)."""
+    from protocol.bugs import SWITCHES
+    step = {"type": "array", "prefixItems": [{"type": "string"}], "minItems": 2, "maxItems": 2}
+    return {
+        "type": "object",
+        "required": ["cfg", "bugs", "steps"],
+        "properties": {"cfg": {"type": "string", "pattern": r"^([\w-]+/)*MC\w+\.cfg$"},
+                       "bugs": {"type": "array", "items": {"enum": sorted(SWITCHES)}, "uniqueItems": True},
+                       "steps": {"type": "array", "items": step},
+                       "module": {"enum": ["SelectiveReplication", "Assignment"]},
+                       "kind": {"type": "string"}},
+        "anyOf": [{"properties": {"kind": {"const": "model machine"}}, "required": ["kind", "graph"]},
+                  {"properties": {"module": {"const": "SelectiveReplication"}}, "required": ["module", "kind"]},
+                  {"properties": {"module": {"const": "Assignment"}}, "required": ["module"]}],
+        "examples": [{"module": "Assignment", "cfg": "MCAssignment.cfg", "bugs": [], "steps": []}],
+    }
 
 
-def check_failure_file(path: str, rec) -> None:
+def replay_parser():
+    from harness.cli_args import Parser, json_input, output_file
+    rp = Parser(prog="python -m conformance replay",
+                description=f"rerun a failure file's steps on the reference (a conformance run writes one under "
+                            f"{FAILURES} when it fails)")
+    rp.add_argument("file", metavar="FILE", type=json_input(failure_schema(), "a failure file"))
+    rp.add_argument("--svg", metavar="OUT.svg", type=output_file, help="draw the steps as a sequence diagram")
+    return rp
+
+
+def check_failure_file(path: str, rec: dict) -> None:
+    """What the schema cannot say: the cfg is a model of the spec."""
     from harness.check_models import spec_file
     from harness.cli_args import BadInput
-    if not isinstance(rec, dict):
-        raise BadInput(f"{path} is not a failure file (a JSON {type(rec).__name__}, not an object)")
-    kind = "model machine" if rec.get("kind") == "model machine" else rec.get("module")
-    if kind not in FAILURE_KEYS:
-        raise BadInput(f"{path} is not a failure file (no 'kind' or 'module' replay knows: {kind!r})")
-    missing = [k for k in FAILURE_KEYS[kind] if k not in rec]
-    if missing:
-        raise BadInput(f"{path}: a {kind} failure file without {', '.join(missing)}")
-    if not isinstance(rec["steps"], list) or not all(isinstance(s, list) and len(s) == 2 for s in rec["steps"]):
-        raise BadInput(f"{path}: 'steps' must be a list of [action, parameters] pairs")
     cfg = spec_file(str(rec["cfg"]))
     if not cfg.is_file():
         raise BadInput(f"{path}: cfg {rec['cfg']} is not a model in {cfg.parent}")
@@ -414,36 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     from harness.tlc.runner import TLCSetupError
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["replay"]:
-        usage = ("usage: python -m conformance replay FILE [--svg OUT.svg]  (a failure file a conformance run wrote, "
-                 f"under {FAILURES}; it reruns the steps on the reference; --svg draws them as a sequence diagram)")
-        if argv[1:] in (["-h"], ["--help"]):
-            print(usage)
-            return 0
-        argv, svg = list(argv), None
-        if "--svg" in argv:
-            at = argv.index("--svg")
-            if at + 1 >= len(argv):
-                print(f"conformance replay: argument --svg: expected a file to write\n{usage}", file=sys.stderr)
-                return 2
-            try:
-                svg = output_file(argv[at + 1])
-            except argparse.ArgumentTypeError as e:
-                print(f"conformance replay: argument --svg: {e}", file=sys.stderr)
-                return 2
-            del argv[at:at + 2]
-        if len(argv) != 2:
-            print(usage, file=sys.stderr)
-            return 2
-        try:
-            json.loads(Path(argv[1]).read_text())
-        except OSError as e:
-            print(f"conformance replay: cannot read {argv[1]}: {e.strerror} (failure files are written under "
-                  f"{FAILURES} when a run fails)", file=sys.stderr)
-            return 2
-        except ValueError as e:
-            print(f"conformance replay: {argv[1]} is not a failure file (not JSON: {e})", file=sys.stderr)
-            return 2
-        return run_main("conformance replay", lambda: replay_file(argv[1], svg), environment=(TLCSetupError,))
+        r = replay_parser().parse_args(argv[1:])
+        (path, _), svg = r.file, r.svg
+        return run_main("conformance replay", lambda: replay_file(str(path), svg), environment=(TLCSetupError,))
     ap = Parser(prog="python -m conformance", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=["ci", "dev", "thorough"], default=os.environ.get("CONFORMANCE_PROFILE", "dev"))
     ap.add_argument("--report", type=output_file, help="write the JSON report here")

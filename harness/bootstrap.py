@@ -181,7 +181,9 @@ def ensure_spark_submit(venv: Path | None = None) -> tuple[bool, str]:
     return True, f"{venv / 'bin' / 'spark-submit'} works without activating the venv (SPARK_HOME {home})"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    from harness.cli_args import Parser   # standard library only, as this module
+    Parser(prog="python -m harness.bootstrap", description=__doc__.splitlines()[0]).parse_args(argv)
     checks = [("java", check_java), ("tlc", ensure_tlc), ("zookeeper", ensure_zookeeper),
               ("clickhouse", ensure_clickhouse), ("spark", ensure_spark_submit)]
     failed = False

@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cli_args import Parser
+
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "build" / "reports"
 
@@ -199,7 +201,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.check_all", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m harness.check_all", description=__doc__.splitlines()[0])
     ap.add_argument("--stage", choices=sorted(STAGES), help="run one stage alone (exit 2 if it is not built)")
     ap.add_argument("--thorough", action="store_true",
                     help="make check-thorough: every model, thorough profile, large Spark run, every long test, faults")

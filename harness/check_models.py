@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cli_args import BadInput, Parser, int_at_least, output_file, run_main
+from harness.cli_args import BadInput, Parser, int_at_least, output_file, run_main, text
 from harness.tlc.cfg_check import CfgMismatch, check_cfg
 from harness.tlc.runner import (HOLDS, INVARIANT_VIOLATED, PROPERTY_VIOLATED, STOPPED, TLCResult, TLCSetupError,
                                 print_progress, run_tlc, stop_all)
@@ -224,8 +224,10 @@ def table(verdicts: list[Verdict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m harness.check_models", description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["small", "all"], default="small", help="small models only, or all")
-    ap.add_argument("--only", action="append", help="run just this model (repeatable)")
-    ap.add_argument("--finding", action="append", metavar="ID",
+    # Names the manifest knows, checked against it before the first JVM starts (run)
+    ap.add_argument("--only", action="append", type=text("a model name", r"MC\w+"),
+                    help="run just this model (repeatable)")
+    ap.add_argument("--finding", action="append", metavar="ID", type=text("a finding id", r"(PR-)?F\d+[a-z]?"),
                     help="reproduce a finding of spec/FINDINGS.md (F3, PR-F1; repeatable): run the models that "
                          "show it and print each counterexample, step by step, with what each step changed")
     # One worker on a shared machine: a simulation's figures then depend less on the others' load.

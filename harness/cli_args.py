@@ -18,7 +18,10 @@ Ranges are argparse `type=` functions, so argparse names the option in its one-l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import difflib
+import json
 import logging
 import os
 import re
@@ -26,7 +29,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 HOLDS, VIOLATED, BAD_INPUT, ENVIRONMENT, INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_STATUS = ("exit status: 0 holds, 1 a violation was found, 2 bad input or usage, 3 no verdict (the "
@@ -55,13 +58,48 @@ def _has_default(action: argparse.Action) -> bool:
     return not (action.default is None or action.default is False or action.default == argparse.SUPPRESS)
 
 
+class Declared(BaseException):
+    """Raised by a Parser's parse_args inside `declaration()`: the command's inputs as it declares
+    them (the parser, its subcommands' among its actions), before anything has run. A BaseException,
+    so that no command's own `except Exception` (its contract's last resort) takes it."""
+
+    def __init__(self, parser: "Parser"):
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+_DECLARING = False
+
+
+@contextlib.contextmanager
+def declaration():
+    """Within it, a command's main(argv) stops at its parse_args and raises Declared with its parser:
+    how tests/cli/ reads every command's declaration without running it."""
+    global _DECLARING
+    _DECLARING = True
+    try:
+        yield
+    finally:
+        _DECLARING = False
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with every default shown in --help (subcommands' parsers are of the same class)."""
+    """argparse with every default shown in --help (subcommands' parsers are of the same class), and
+    a refusal in one line: `PROG: bad input: argument --x: must be ...` (the contract's form, as
+    run_main's), `--help` for the usage."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _ShowDefaults)
         kwargs.setdefault("epilog", EXIT_STATUS)
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        if _DECLARING:
+            raise Declared(self)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message):
+        self.exit(BAD_INPUT, f"{self.prog}: bad input: {message} (--help for usage)\n")
 
     def add_argument(self, *args, **kwargs):
         action = super().add_argument(*args, **kwargs)
@@ -84,6 +122,20 @@ def int_at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}, not {value}")
         return value
     parse.__name__ = f"integer >= {low}"  # argparse's fallback message names the type by this
+    parse.declares = ("integer", low)
+    return parse
+
+
+def integers(low: int) -> Callable[[str], list[int]]:
+    """Comma-separated integers, each >= low (a sweep's sizes)."""
+    one = int_at_least(low)
+
+    def parse(text: str) -> list[int]:
+        if not text or any(not x for x in text.split(",")):
+            raise argparse.ArgumentTypeError(f"wants integers >= {low} separated by commas, not {text!r}")
+        return [one(x) for x in text.split(",")]
+    parse.__name__ = f"integers >= {low}"
+    parse.declares = ("integers", low)
     return parse
 
 
@@ -105,6 +157,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def number_at_least(low: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = _float(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be a number >= {low:g}, not {value:g}")
+        return value
+    parse.__name__ = f"number >= {low:g}"
+    parse.declares = ("number", low)
+    return parse
+
+
 def positive_float(text: str) -> float:
     value = _float(text)
     if value <= 0:
@@ -118,7 +181,7 @@ _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>
 def zk_address(text: str) -> str:
     """ZooKeeper's connect string: HOST:PORT[,HOST:PORT...][/chroot]."""
     hosts, slash, chroot = text.partition("/")
-    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
+    if slash and (not chroot or chroot.endswith("/") or chroot.startswith("/") or "//" in chroot):
         raise argparse.ArgumentTypeError(f"chroot /{chroot} is not a znode path (in {text!r})")
     if not hosts:
         raise argparse.ArgumentTypeError(f"wants HOST:PORT, not {text!r}")
@@ -187,6 +250,11 @@ def output_file(text: str) -> Path:
     return path
 
 
+def optional_output_file(text: str) -> Path | None:
+    """A file to write, or '' for none (a table the command would otherwise rewrite)."""
+    return None if text == "" else output_file(text)
+
+
 def existing_file(text: str) -> Path:
     path = Path(text)
     if not path.is_file():
@@ -194,6 +262,109 @@ def existing_file(text: str) -> Path:
     if not os.access(path, os.R_OK):
         raise argparse.ArgumentTypeError(f"{path} is not readable")
     return path
+
+
+def existing_dir(text: str) -> Path:
+    """A folder to read: a history, a ZooKeeper dataDir (its path, or its file:// URL)."""
+    if "://" in text and not text.startswith("file://"):
+        raise argparse.ArgumentTypeError(f"{text}: only a folder on a local or shared file system can be read")
+    path = Path(text.removeprefix("file://").removeprefix("file:"))
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"no such folder: {path}" if not path.exists() else f"{path} is not a folder")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{path} is not readable")
+    return path
+
+
+def one_of(known: Iterable[str], what: str = "name") -> Callable[[str], str]:
+    """One name of a set known when the parser is built (a model, an aspect, a replica): where
+    argparse's `choices` would print hundreds of them in --help, or they are given comma-separated
+    (`names`)."""
+    known = frozenset(known)
+
+    def parse(text: str) -> str:
+        if text not in known:
+            near = difflib.get_close_matches(text, known, n=3)
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}" + (f"; did you mean {', '.join(near)}?"
+                                                                             if near else f" ({len(known)} known)"))
+        return text
+    parse.__name__ = what
+    parse.declares = ("one of", tuple(sorted(known)))
+    return parse
+
+
+def names(known: Iterable[str], what: str = "name") -> Callable[[str], list[str]]:
+    """A comma-separated list of names of a known set, each at most once."""
+    one = one_of(known, what)
+
+    def parse(text: str) -> list[str]:
+        items = text.split(",")
+        if not text or any(not i for i in items):
+            raise argparse.ArgumentTypeError(f"wants {what}s separated by commas, not {text!r}")
+        if len(set(items)) != len(items):
+            raise argparse.ArgumentTypeError(f"names a {what} twice: {text!r}")
+        return [one(i) for i in items]
+    parse.__name__ = f"{what}s"
+    parse.declares = ("names", one.declares[1])
+    return parse
+
+
+def text(what: str, pattern: str = r"[^\x00-\x1f]+") -> Callable[[str], str]:
+    """Text the command passes on as it is (a git revision, a credential, a label): declared so
+    that it is not taken for an option forgotten untyped; `pattern` says what it may look like
+    (by default: not empty, no control character)."""
+    shape = re.compile(pattern)
+
+    def parse(value: str) -> str:
+        if not shape.fullmatch(value):
+            raise argparse.ArgumentTypeError(f"{what} must match {pattern}, not {value!r}")
+        return value
+    parse.__name__ = what
+    parse.declares = ("text", pattern)
+    return parse
+
+
+def json_input(schema: dict, what: str) -> Callable[[str], tuple[Path, object]]:
+    """A JSON file a command reads back (a failure file, a recorded walk): read and held to its
+    schema (JSON Schema 2020-12, with jsonschema) while the arguments are parsed, so a file of the
+    wrong shape is refused in one line that names the place in it, before anything runs. Gives
+    (path, document)."""
+    def parse(text: str) -> tuple[Path, object]:
+        path = existing_file(text)
+        try:
+            data = json.loads(path.read_text())
+        except UnicodeDecodeError:
+            raise argparse.ArgumentTypeError(f"{path} is not {what} (not text)") from None
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{path} is not {what} (not JSON: {e})") from None
+        import jsonschema   # imported when a file is read, not by every command that imports this module
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+            raise argparse.ArgumentTypeError(f"{path} is not {what}: at {where}: {error.message[:200]}")
+        return path, data
+    parse.__name__ = what
+    parse.declares = ("json file", schema)
+    return parse
+
+
+def refused(reason: str) -> Callable[[str], str]:
+    """An option kept only to refuse it with a reason, whatever its value, which the refusal does
+    not repeat (a credential given in argv, readable in /proc by every local user)."""
+    def parse(value: str) -> str:
+        raise argparse.ArgumentTypeError(reason)
+    parse.__name__ = "refused"
+    parse.declares = ("refused",)
+    return parse
+
+
+# What each type of this vocabulary declares, for the generated bad-input suite (tests/cli/):
+# a range, a set of names, a path's kind. A type made by a factory above carries its own.
+for _t, _d in ((fraction, ("fraction",)), (positive_float, ("positive number",)), (zk_address, ("zk address",)),
+               (znode_path, ("znode path",)), (output_dir, ("output folder",)), (output_file, ("output file",)),
+               (existing_file, ("existing file",)), (existing_dir, ("existing folder",)),
+               (optional_output_file, ("output file or nothing",))):
+    _t.declares = _d
 
 
 # ---- environment checks

@@ -33,7 +33,6 @@ jobs kept at load 8-9 (so expect better on a quiet one), ClickHouse 18.16.1:
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import os
@@ -50,7 +49,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterable
 
-from harness.cli_args import int_at_least
+from harness.cli_args import Parser, int_at_least, text, zk_address
 from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_port, interrupt_on_ctrl_c_and_kill,
                                serve_until_interrupted)
 
@@ -426,12 +425,12 @@ def measure(names: list[str], inserts: int = 200) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.clickhouse",
+    ap = Parser(prog="python -m harness.clickhouse",
                                  description="Start ClickHouse replicas (and a ZooKeeper server) on loopback until Ctrl-C.")
     ap.add_argument("--replicas", type=int_at_least(1), default=2, help="how many replicas, named r1, r2, ... (default 2)")
-    ap.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+    ap.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", type=zk_address,
                     help="use this ZooKeeper instead of starting one (the chroot must exist)")
-    ap.add_argument("--shard", default="01", help="the {shard} macro (default 01)")
+    ap.add_argument("--shard", default="01", type=text("the {shard} macro", r"[A-Za-z0-9_]+"), help="the {shard} macro (default 01)")
     ap.add_argument("--measure", action="store_true",
                     help="print start-up, memory and transaction-log figures (with a local ZooKeeper), then stop")
     args = ap.parse_args(argv)

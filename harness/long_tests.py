@@ -13,13 +13,14 @@ variant, the fault suite's histories); `make check-thorough` (`--thorough`) runs
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from harness.cli_args import Parser, output_file, text
 
 ROOT = Path(__file__).resolve().parents[1]
 # check-spec runs every model of the manifest; these are the same runs as pytest cases.
@@ -51,10 +52,13 @@ def own_process_args(thorough: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.long_tests", description=__doc__.splitlines()[0])
-    ap.add_argument("--report", help="write the stage's JSON report here")
+    ap = Parser(prog="python -m harness.long_tests", description=__doc__.splitlines()[0])
+    ap.add_argument("--report", type=output_file, help="write the stage's JSON report here")
     ap.add_argument("--thorough", action="store_true", help="also the thorough and fault tests (make check-thorough)")
-    a, rest = ap.parse_known_args(argv)
+    ap.add_argument("pytest", nargs="*", metavar="PYTEST_ARG", type=text("a pytest argument"),
+                    help="after --: passed on to both pytest runs (a -k expression, -x)")
+    a = ap.parse_args(argv)
+    rest = a.pytest
     start = time.monotonic()
     # Side by side: two workers taking whole files end unevenly (the last minutes of the main run
     # are one worker's file), and the own-process file (about a minute, one core) took that time

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.cli_args import Parser, output_file
 from lab.insert_costs import _ops, insert_costs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,14 +107,14 @@ def reference_markdown(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m lab.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["reference", "keeper", "rebalance", "tlc", "distributed", "spark"])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (for a smoke run)")
     ap.add_argument("--spark-sizes", type=_sizes, default=None, metavar="N,N,...",
                     help="inserted rows of the Spark section's histories (default 1000000,10000000; "
                          "50000000 adds ~15 min here)")
-    ap.add_argument("--report", default=str(ROOT / "build" / "reports" / "bench.json"))
-    ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--report", type=output_file, default=str(ROOT / "build" / "reports" / "bench.json"))
+    ap.add_argument("--markdown", type=output_file, default=str(ROOT / "BENCHMARKS.md"))
     a = ap.parse_args(argv)
     command = ("python -m lab.bench" + (f" --only {a.only}" if a.only else "") + (" --quick" if a.quick else "")
                + (f" --spark-sizes {','.join(map(str, a.spark_sizes))}" if a.spark_sizes else ""))
@@ -184,6 +185,9 @@ def _sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1000:
         raise argparse.ArgumentTypeError(f"row counts of at least 1000 expected: {text!r}")
     return sizes
+
+
+_sizes.declares = ("text", r"\d{4,}(,\d{4,})*")   # its shape, for the generated bad-input suite (tests/cli/)
 
 
 def _cores() -> int:

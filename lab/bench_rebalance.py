@@ -287,5 +287,18 @@ def splice(markdown: str, name: str, body: str) -> str:
     return markdown.rstrip("\n") + "\n\n" + block
 
 
-if __name__ == "__main__":  # a point alone: python -m lab.bench_rebalance R P RF SCENARIO
-    print(json.dumps(plan_point(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])))
+def main(argv: list[str] | None = None) -> int:
+    """A point alone, in a process of its own (lab.bench's planner rows measure its peak memory)."""
+    from harness.cli_args import Parser, int_at_least
+    ap = Parser(prog="python -m lab.bench_rebalance", description="one planner point: time, moves, bound, peak RSS")
+    ap.add_argument("replicas", type=int_at_least(2))
+    ap.add_argument("partitions", type=int_at_least(1))
+    ap.add_argument("rf", type=int_at_least(1))
+    ap.add_argument("scenario", choices=["growth", "random"])
+    a = ap.parse_args(argv)
+    print(json.dumps(plan_point(a.replicas, a.partitions, a.rf, a.scenario)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

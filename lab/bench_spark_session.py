@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.cli_args import int_at_least
+from harness.cli_args import Parser, int_at_least, text
 
 # (driver JVM options, SQL settings) compared: C1 alone (the one-history short-job choice), both
 # tiers with either collector, and code generation off (is Janino the fixed cost? it is not).
@@ -65,9 +65,11 @@ def one_session(jvm: str, sql: dict, histories: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.bench_spark_session", description=__doc__.splitlines()[0])
-    ap.add_argument("--histories", type=int_at_least(1), default=12, help="racing histories to check in each session (default 12)")
-    ap.add_argument("--session", help=argparse.SUPPRESS)  # internal: one setting, in a process of its own
+    ap = Parser(prog="python -m lab.bench_spark_session", description=__doc__.splitlines()[0])
+    ap.add_argument("--histories", type=int_at_least(1), default=12,
+                    help="racing histories to check in each session (default 12)")
+    # internal: one setting, in a process of its own
+    ap.add_argument("--session", type=text("a session's settings (JSON)", r"\[.*\]"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.session:
         jvm, sql, histories = json.loads(a.session)

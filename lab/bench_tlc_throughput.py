@@ -18,7 +18,6 @@ progress report, printed once a minute: the one `--seconds` after its first.
 
 from __future__ import annotations
 
-import argparse
 import re
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli_args import int_at_least
+from harness.cli_args import Parser, int_at_least, one_of, text
 from harness.tlc.runner import run_tlc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,17 +93,15 @@ def markdown(rows: list[dict], before: str, seconds: int, pairs: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.bench_tlc_throughput", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="the commit whose spec to compare with the checkout's")
-    ap.add_argument("--model", action="append", help="a cfg of spec/rfc by its name (repeatable; default MCFull)")
+    ap = Parser(prog="python -m lab.bench_tlc_throughput", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, type=text("a git revision", r"[\w./~^@{}-]+"),
+                    help="the commit whose spec to compare with the checkout's")
+    ap.add_argument("--model", action="append", type=one_of((p.stem for p in RFC.glob("MC*.cfg")), "model of spec/rfc"),
+                    help="a cfg of spec/rfc by its name (repeatable; default MCFull)")
     ap.add_argument("--seconds", type=int_at_least(1), default=60)
     ap.add_argument("--pairs", type=int_at_least(1), default=2)
     a = ap.parse_args(argv)
     models = a.model or ["MCFull"]
-    missing = [m for m in models if not (RFC / f"{m}.cfg").is_file()]
-    if missing:
-        print(f"bench_tlc_throughput: no such model in spec/rfc: {', '.join(missing)}", file=sys.stderr)
-        return 2
     try:
         subprocess.run(["git", "rev-parse", "--verify", f"{a.before}^{{commit}}"], cwd=ROOT, check=True,
                        capture_output=True)

@@ -12,13 +12,14 @@ and the snapshot interval it is measured with. Also usable on kept histories (--
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.cli_args import Parser, existing_dir, names, output_file, text
 
 
 def waits_of(tables: dict) -> dict:
@@ -48,11 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     from lab.mutation_layers import SMALL
     from lab.teeth import SIZE
     from reference.races import PROFILES, racing_history
-    ap = argparse.ArgumentParser(prog="python -m lab.down_wait", description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0-29")
-    ap.add_argument("--profiles", default=",".join(n for n, p in PROFILES.items() if math.isfinite(p.down_timeout)))
-    ap.add_argument("--history", action="append", type=Path, default=[], help="measure these history folders instead")
-    ap.add_argument("--json", type=Path)
+    ap = Parser(prog="python -m lab.down_wait", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0-29", type=text("a range of seeds", r"\d+(-\d+)?"))
+    ap.add_argument("--profiles", type=names(PROFILES, "profile"),
+                    default=",".join(n for n, p in PROFILES.items() if math.isfinite(p.down_timeout)))
+    ap.add_argument("--history", action="append", type=existing_dir, default=[],
+                    help="measure these history folders instead")
+    ap.add_argument("--json", type=output_file)
     a = ap.parse_args(argv)
     if a.history:
         out = [{"history": str(h), **waits_of(read_history(h))} for h in a.history]
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(int(lo), int(hi or lo) + 1)
     out = []
     for size_name, size in (("small", SMALL), ("teeth", SIZE)):
-        for profile in a.profiles.split(","):
+        for profile in a.profiles:
             for seed in seeds:
                 tmp = Path(tempfile.mkdtemp(prefix="downwait-"))
                 try:
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
     for size_name in ("small", "teeth"):
-        for profile in a.profiles.split(","):
+        for profile in a.profiles:
             rs = [r for r in out if r["size"] == size_name and r["profile"] == profile]
             print(f"{size_name} {profile} ({len(rs)} runs, snapshot gap up to {max((r['max_gap'] or 0) for r in rs)}, "
                   f"violations {sorted({v for r in rs for v in r['violations']})}):", flush=True)

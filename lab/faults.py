@@ -40,7 +40,7 @@ from pathlib import Path
 from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import KazooTimeoutError
 
-from harness.cli_args import int_at_least
+from harness.cli_args import Parser, int_at_least, names, optional_output_file, output_dir, output_file, text
 from protocol.keeper.zookeeper import ZooKeeperKeeper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -586,27 +586,20 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.faults", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m lab.faults", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int_at_least(1), default=2, help="seeds per cell")
-    ap.add_argument("--faults", default=",".join(FAULTS))
-    ap.add_argument("--states", default=",".join(STATES))
-    ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
-    ap.add_argument("--report", help="JSON report with a one-line summary (make check's table)")
+    ap.add_argument("--faults", type=names(FAULTS, "fault"), default=",".join(FAULTS))
+    ap.add_argument("--states", type=names(STATES, "state"), default=",".join(STATES))
+    ap.add_argument("--markdown", type=optional_output_file, default=str(ROOT / "BENCHMARKS.md"),
+                    help="'' to write nothing")
+    ap.add_argument("--report", type=output_file, help="JSON report with a one-line summary (make check's table)")
     # run_partitioned's child, inside its network namespace: not for people
-    ap.add_argument("--cell", help=argparse.SUPPRESS)
-    ap.add_argument("--cell-folder", help=argparse.SUPPRESS)
+    ap.add_argument("--cell", type=text("a cell, FAULT:STATE:SEED", r"[\w-]+:[\w-]+:\d+"), help=argparse.SUPPRESS)
+    ap.add_argument("--cell-folder", type=output_dir, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.cell:
         return run_cell(a.cell, Path(a.cell_folder))
-    faults, states = a.faults.split(","), a.states.split(",")
-    for name, given, known in (("--faults", faults, FAULTS), ("--states", states, STATES)):
-        bad = [x for x in given if x not in known]
-        if bad:
-            print(f"error: {name}: unknown {', '.join(bad)}; known: {', '.join(known)}", file=sys.stderr)
-            return 2
-    if a.seeds < 1:
-        print(f"error: --seeds must be >= 1, not {a.seeds}", file=sys.stderr)
-        return 2
+    faults, states = a.faults, a.states
     command = "python -m lab.faults" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     try:
         from harness.spark import spark_session

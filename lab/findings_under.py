@@ -16,12 +16,11 @@ SYMMETRY: its leader is a CHOOSE over the replicas, which a permutation does not
 
 from __future__ import annotations
 
-import argparse
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.cli_args import positive_float
+from harness.cli_args import Parser, positive_float
 from harness import check_models
 from lab.records import merge_record, replace_marked
 
@@ -105,7 +104,7 @@ def write_findings(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.findings_under", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m lab.findings_under", description=__doc__.split("\n\n")[0])
     ap.add_argument("--under", choices=sorted(UNDER), action="append", required=True)
     models = failing_models()
     ap.add_argument("--only", action="append", choices=[m["name"] for m in models], metavar="MODEL")

@@ -27,7 +27,6 @@ module exactly once), 3 the unedited copy fails its tests, 130 interrupted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -37,6 +36,8 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.cli_args import Parser, output_file, text
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "lab" / "guard_clauses.json"
@@ -338,11 +339,11 @@ def write_readme(results: dict[str, dict], readme: Path = README) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.guard_clauses", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", nargs="+", metavar="KEY", help="clauses whose 'step: clause' contains KEY")
+    ap = Parser(prog="python -m lab.guard_clauses", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", metavar="KEY", type=text("a clause key"), help="clauses whose 'step: clause' contains KEY")
     ap.add_argument("--jobs", type=int, default=2, choices=range(1, 9), metavar="N", help="copies run at once (1-8)")
     ap.add_argument("--check", action="store_true", help="exit 1 if the recorded table would change")
-    ap.add_argument("--report", type=Path, help="write a JSON summary here (make check-thorough's stage)")
+    ap.add_argument("--report", type=output_file, help="write a JSON summary here (make check-thorough's stage)")
     a = ap.parse_args(argv)
     chosen = [c for c in CLAUSES if not a.only or any(k in c.key for k in a.only)]
     if not chosen:

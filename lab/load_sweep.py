@@ -25,8 +25,6 @@ bad options; 3 when no ZooKeeper or Spark could be started; 130 interrupted.
 
 from __future__ import annotations
 
-import argparse
-import math
 import random
 import statistics
 import sys
@@ -37,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cli_args import positive_float
+from harness.cli_args import Parser, integers, number_at_least, optional_output_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RF = 2
@@ -206,36 +204,16 @@ def table(cells: list[Cell]) -> list[str]:
     return lines
 
 
-def _ints(text: str, name: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise SystemExit(f"error: {name} wants whole numbers separated by commas, not {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise SystemExit(f"error: {name} wants numbers >= 1, not {text!r}")
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.load_sweep", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", default="1,4,16,64", help="INSERT clients per cell (comma-separated)")
-    ap.add_argument("--replicas", default="3,8", help="replicas per cell (comma-separated, each >= 3)")
-    ap.add_argument("--seconds", type=positive_float, default=20.0, help="how long the stream runs in each cell")
-    ap.add_argument("--markdown", default=str(ROOT / "BENCHMARKS.md"), help="'' to write nothing")
+    ap = Parser(prog="python -m lab.load_sweep", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", type=integers(1), default="1,4,16,64", help="INSERT clients per cell (comma-separated)")
+    ap.add_argument("--replicas", type=integers(RF + 1), default="3,8", help="replicas per cell (comma-separated, each >= 3)")
+    # at least 4: the REASSIGN comes after a quarter of it
+    ap.add_argument("--seconds", type=number_at_least(4), default=20.0, help="how long the stream runs in each cell")
+    ap.add_argument("--markdown", type=optional_output_file, default=str(ROOT / "BENCHMARKS.md"),
+                    help="'' to write nothing")
     a = ap.parse_args(argv)
-    try:
-        clients, replicas = _ints(a.clients, "--clients"), _ints(a.replicas, "--replicas")
-    except SystemExit as e:
-        print(e, file=sys.stderr)
-        return 2
-    if any(r < RF + 1 for r in replicas):
-        print(f"error: --replicas wants at least {RF + 1} replicas per cell (RF {RF} and a migration target), "
-              f"not {a.replicas}", file=sys.stderr)
-        return 2
-    if not (math.isfinite(a.seconds) and a.seconds >= 4):
-        print(f"error: --seconds wants a finite number, at least 4 (the REASSIGN comes after a quarter of it), "
-              f"not {a.seconds}", file=sys.stderr)
-        return 2
+    clients, replicas = a.clients, a.replicas   # at least RF + 1 replicas: RF owners and a migration target
     command = "python -m lab.load_sweep" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     from harness.zookeeper import ZooKeeperServer, interrupt_on_ctrl_c_and_kill
     try:

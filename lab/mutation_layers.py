@@ -514,24 +514,24 @@ def _resume_from_kept(results: dict, todo: list, diffs: dict) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     global SEEDS, RACING_SECONDS   # read by the forked children
-    import argparse
-    from harness.cli_args import int_at_least, positive_float
-    ap = argparse.ArgumentParser(prog="python -m lab.mutation_layers", description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", default="racing,protocol,teeth")
-    ap.add_argument("--only", action="append", help="mutant name glob (default: migration.py and the routing code)")
+    from harness.cli_args import Parser, int_at_least, output_file, positive_float, text
+    ap = Parser(prog="python -m lab.mutation_layers", description=__doc__.splitlines()[0])
+    layer = "(racing|protocol|teeth)"
+    ap.add_argument("--layers", default="racing,protocol,teeth", type=text("layers", rf"{layer}(,{layer})*"))
+    ap.add_argument("--only", action="append", type=text("a mutant name glob"), help="mutant name glob (default: migration.py and the routing code)")
     ap.add_argument("--sample", type=int_at_least(0), default=0, metavar="N",
                     help="run N mutants drawn at random (seeded) of those not changing only a text; 0: all")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int_at_least(0), default=0)
     ap.add_argument("--keep-histories", type=int_at_least(0), default=0, metavar="N")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=output_file, default=OUT)
     ap.add_argument("--spark", action="store_true", help="run the Spark job on the kept histories and record it")
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="racing seeds, 0 first (default %(default)s)")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), type=text("seeds", r"\d+(,\d+)*"), help="racing seeds, 0 first (default %(default)s)")
     ap.add_argument("--racing-seconds", type=positive_float, default=RACING_SECONDS,
                     help="per mutant, seeds after 0 only while its racing runs took less (default %(default)s)")
     ap.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                     help="seconds a mutant may take on one layer before it counts as a hang (default: "
                          + ", ".join(f"{k} {v:g}" for k, v in LAYER_TIMEOUT_S.items()) + ")")
-    ap.add_argument("--rerun", action="append", default=[], metavar="LAYER",
+    ap.add_argument("--rerun", action="append", default=[], metavar="LAYER", choices=sorted(LAYER_TIMEOUT_S),
                     help="run this layer again on mutants layers.json already has a verdict of")
     a = ap.parse_args(argv)
     try:

@@ -61,8 +61,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.cli_args import (ENVIRONMENT, HOLDS, VIOLATED, BadInput, EnvironmentFailure, Parser, int_at_least,
-                              positive_float, run_main)
+from harness.cli_args import (
+    BadInput,
+    ENVIRONMENT,
+    EnvironmentFailure,
+    HOLDS,
+    Parser,
+    VIOLATED,
+    int_at_least,
+    output_file,
+    positive_float,
+    run_main,
+    text,
+)
 from harness.tlc.runner import (INVARIANT_VIOLATED, PARSE_ERROR, PROPERTY_VIOLATED, RUNTIME_ERROR, SEMANTIC_ERROR,
                                 TIMEOUT, TLCSetupError, run_tlc)
 
@@ -654,14 +665,16 @@ def markdown(verdicts: list[Verdict], models: list[dict], budget: float, command
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="python -m lab.mutation_spec", description=__doc__.splitlines()[0])
-    ap.add_argument("--actions", default=",".join(MIGRATION_ACTIONS), help="comma-separated action names, or 'all'")
-    ap.add_argument("--models", default=",".join(MIGRATION_MODELS), help="comma-separated holding models of spec/models.json")
-    ap.add_argument("--liveness", default=",".join(LIVENESS_MODELS),
+    names_of = r"\w+(,\w+)*"   # names checked against the spec and the manifest before TLC starts
+    ap.add_argument("--actions", default=",".join(MIGRATION_ACTIONS), type=text("actions", rf"all|{names_of}"),
+                    help="comma-separated action names, or 'all'")
+    ap.add_argument("--models", default=",".join(MIGRATION_MODELS), type=text("models", names_of), help="comma-separated holding models of spec/models.json")
+    ap.add_argument("--liveness", default=",".join(LIVENESS_MODELS), type=text("models", rf"({names_of})?"),
                     help="comma-separated liveness models run on what safety and the witnesses left alive ('' for none)")
     ap.add_argument("--budget", type=positive_float, default=120.0, help="seconds per model run (a longer one is a timeout)")
     ap.add_argument("--jobs", type=int_at_least(1), default=1, help="mutants checked at once (each TLC on one worker)")
-    ap.add_argument("--kinds", default="drop,negate", help="mutant kinds: drop, negate or both")
-    ap.add_argument("--ids", help="only these mutants (comma-separated ids as --list prints them)")
+    ap.add_argument("--kinds", default="drop,negate", type=text("kinds", r"(drop|negate)(,(drop|negate))?"), help="mutant kinds: drop, negate or both")
+    ap.add_argument("--ids", type=text("mutant ids", names_of), help="only these mutants (comma-separated ids as --list prints them)")
     ap.add_argument("--survivors", action="store_true",
                     help="only the mutants that survived in --out's earlier result; their new runs are added to it")
     ap.add_argument("--append", action="store_true",
@@ -670,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-witnesses", action="store_true",
                     help="only check that the unmutated spec reaches every witness of --models, and exit")
     ap.add_argument("--markdown", action="store_true", help="print the result as a Markdown table")
-    ap.add_argument("--out", default=str(OUT), help="where the JSON result goes")
+    ap.add_argument("--out", default=str(OUT), type=output_file, help="where the JSON result goes")
     a = ap.parse_args(argv)
     return run_main(ap.prog, lambda: _main(a, argv if argv is not None else sys.argv[1:]), environment=(TLCSetupError,))
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from checkers.duckdb_check import print_counts
+from harness.cli_args import Parser, existing_dir
 from history.schema import TABLES
 
 ROW_INVARIANTS = ("OwnersCompleteInv", "NoDuplicateRowsInv", "QueryNoMissingInv", "QueryNoDuplicateInv",
@@ -163,15 +164,14 @@ def check(folder: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m lab.polars_check HISTORY_DIR", file=sys.stderr)
-        return 2
+    ap = Parser(prog="python -m lab.polars_check", description=__doc__.splitlines()[0])
+    ap.add_argument("history", metavar="HISTORY_DIR", type=existing_dir)
+    a = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        counts = check(argv[0])
+        counts = check(str(a.history))
     except BadInput as e:
-        print(f"polars_check: bad input: {argv[0]}: {e}", file=sys.stderr)
+        print(f"{ap.prog}: bad input: {a.history}: {e}", file=sys.stderr)
         return 2
     return print_counts(counts, t0)
 

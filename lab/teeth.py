@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conformance.switches import COVERED
+from harness.cli_args import Parser, int_at_least
 
 # The sizes every case runs at: seconds per run on the in-memory keeper.
 SIZE = {"steps": 150, "blocks": 30}
@@ -108,17 +109,15 @@ NOT_YET: dict[str, str] = {
 
 
 def main(argv=None) -> int:
-    import argparse
-    from harness.cli_args import int_at_least
     import tempfile
     import time
 
     from protocol.bugs import DESIGNS
     from reference.races import PROFILES, racing_history
-    ap = argparse.ArgumentParser(prog="python -m lab.teeth",
+    ap = Parser(prog="python -m lab.teeth",
                                  description="search profiles and seeds where the oracle refuses a switch's history")
     ap.add_argument("--seeds", type=int_at_least(1), default=4)
-    ap.add_argument("--switch", action="append")
+    ap.add_argument("--switch", action="append", choices=sorted(DESIGNS["rfc"]), metavar="SWITCH")
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES),
                     help="only these profiles (default: every one, in PROFILES' order)")
     a = ap.parse_args(argv)

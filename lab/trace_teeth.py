@@ -21,13 +21,13 @@ tests/traces/test_trace_teeth.py holds the README to the record. About 20-40 min
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.cli_args import Parser
 from lab.records import merge_record, replace_marked
 from lab.teeth import GAPS, NOT_YET, SIZE, TEETH
 from protocol.bugs import DESIGNS
@@ -123,7 +123,7 @@ def write_readme(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.trace_teeth", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m lab.trace_teeth", description=__doc__.split("\n\n")[0])
     ap.add_argument("--design", choices=sorted(DESIGNS), default="rfc")
     ap.add_argument("--switch", action="append", choices=sorted(DESIGNS["rfc"] | DESIGNS["pr102244"]),
                     metavar="SWITCH")

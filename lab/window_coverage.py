@@ -13,10 +13,10 @@ Exit codes: 0 every forced window opened on at least half the seeds, 1 one did n
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 
+from harness.cli_args import Parser
 from reference.profiles import PROFILES
 from reference.windows import WINDOWS
 
@@ -59,7 +59,7 @@ def table(cov: dict[str, dict[str, list[int]]], seeds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.window_coverage", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m lab.window_coverage", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=WINDOW_SEEDS, choices=range(2, 101), metavar="N",
                     help="seeds 0..N-1 (2-100)")
     ap.add_argument("--profile", action="append", choices=sorted(PROFILES), help="only these (default: every one)")

@@ -15,8 +15,11 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,16 +27,26 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make `pyspark_jo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from checkers.spark.errors import root_cause, unreadable_file  # noqa: E402
-from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, VIOLATED, BadInput, EnvironmentFailure,  # noqa: E402
-                              int_at_least, positive_float)
+from harness import cli_args  # noqa: E402
+from harness.cli_args import (BAD_INPUT, ENVIRONMENT, HOLDS, INTERRUPTED, VIOLATED, BadInput, EnvironmentFailure,  # noqa: E402
+                              existing_dir, int_at_least, output_file, positive_float, text)
 from history.folder import find_tables  # noqa: E402
 
 log = logging.getLogger("spark_check")
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and exit 2, as for any bad input
+class Parser(cli_args.Parser):
+    def error(self, message):  # one line and exit 2 by guarded, which logs it too
         raise BadInput(f"{message} (see {self.prog} --help)")
+
+
+def history_folder(text: str) -> str:
+    """A history folder (its path or file:// URL) that exists, as a str: Spark and the folder
+    reader take paths as text."""
+    return str(existing_dir(text))
+
+
+history_folder.declares = existing_dir.declares
 
 
 def say(line: str = "") -> None:
@@ -134,15 +147,74 @@ def run(a: argparse.Namespace, work) -> int:
         return HOLDS if ok else VIOLATED
     finally:
         if owned:
-            spark.stop()
+            session.shutdown(spark)
+
+
+class _Interrupts:
+    """Ctrl-C reaches the whole process group: this process and its driver JVM, which may die of it
+    before Python sees the KeyboardInterrupt, so that the next Py4J call fails. What was seen tells
+    the two apart: an interrupted run is 130 whatever error follows, a failed one 3."""
+
+    seen = False
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+_interrupts = _Interrupts()
+
+
+def _interrupted(prog: str, timeout: float = 30.0) -> int:
+    """130, once the driver JVM (this process's child, its launcher exec'd into java) has ended: it
+    got the Ctrl-C too and runs its shutdown hooks; a JVM interrupted while it started has no
+    session to stop it by."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _group_left():
+        try:
+            os.waitpid(-1, os.WNOHANG)   # reap a child that ended, so that it is not counted
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    while True:   # and the children that ended reaped, not left as zombies of the group
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return _fail(prog, "interrupted", "stopped by Ctrl-C", None, INTERRUPTED)
+
+
+def _group_left() -> bool:
+    """A live process of Spark's in this process group: the driver JVM, spark-submit's launcher JVM
+    (which a Ctrl-C during the start leaves to its own end), or the Python workers the JVM forked,
+    which end once its socket closes. Only Spark's (by the command line): under make the group
+    holds make and its other jobs too. Linux's /proc; elsewhere nothing is waited for."""
+    me, group = os.getpid(), os.getpgrp()
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry.parent / "cmdline").read_bytes()
+            spark = any(s in cmdline for s in (b"org.apache.spark", b"pyspark.daemon", b"pyspark.worker"))
+        except OSError:
+            continue
+        if int(entry.parent.name) != me and fields[0] != "Z" and int(fields[2]) == group and spark:
+            return True
+    return False
 
 
 def session_options(ap: argparse.ArgumentParser) -> None:
     """The options of a run on Spark: where, how much to show, what to write."""
-    ap.add_argument("--master", help="Spark master (default: SPARK_MASTER or local[2]; spark-submit sets it)")
+    ap.add_argument("--master", type=text("a Spark master", r"local(\[(\d+|\*)\])?|spark://[\w.:,-]+|yarn|k8s://\S+"),
+                    help="Spark master (default: SPARK_MASTER or local[2]; spark-submit sets it)")
     ap.add_argument("--sample", type=int_at_least(0), default=5, help="violating rows shown per invariant")
-    ap.add_argument("--report", help="write the JSON report there")
-    ap.add_argument("--log", default=None, help="the log file (default: a new file in the temporary folder)")
+    ap.add_argument("--report", type=output_file, help="write the JSON report there")
+    ap.add_argument("--log", default=None, type=output_file,
+                    help="the log file (default: a new file in the temporary folder)")
     ap.add_argument("--partitions", type=int_at_least(1), help="partitions of the large tables (default: from their size)")
     ap.add_argument("--executor-timeout", type=positive_float, default=60.0,
                     help="seconds to wait for a cluster executor before giving up (exit 3)")
@@ -151,19 +223,28 @@ def session_options(ap: argparse.ArgumentParser) -> None:
 def guarded(ap: argparse.ArgumentParser, argv: list[str] | None, work) -> int:
     """Parse, log, run `work` on Spark, and turn every failure into the contract's one line and code."""
     log_path, handler = _default_log(), None
+    _interrupts.install()   # before the JVM starts: a Ctrl-C during its start is an interruption too
     try:
         a = ap.parse_args(argv)
-        log_path = a.log = a.log or log_path
+        log_path = a.log = str(a.log) if a.log else log_path   # a str: the session passes it to log4j
         handler = _open_log(log_path)
         log.info("%s %s", ap.prog, argv if argv is not None else sys.argv[1:])
         return run(a, work)
     except BadInput as e:
         log.info("bad input: %s", e)
         return _fail(ap.prog, "bad input", str(e), log_path if handler else None, BAD_INPUT)
+    except KeyboardInterrupt:
+        log.info("interrupted")
+        return _interrupted(ap.prog)
     except EnvironmentFailure as e:
+        if _interrupts.seen:   # the JVM died of the same Ctrl-C first: no failure, an interruption
+            return _interrupted(ap.prog)
         log.exception("environment")
         return _fail(ap.prog, "environment", str(e), log_path, ENVIRONMENT)
     except Exception as e:  # a Spark job failed: a file it could not read is the input's fault
+        if _interrupts.seen:
+            log.info("interrupted: %s", e)
+            return _interrupted(ap.prog)
         log.exception("failed")
         text = str(e)
         path = unreadable_file(text)
@@ -178,7 +259,8 @@ def guarded(ap: argparse.ArgumentParser, argv: list[str] | None, work) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog="spark_check", description=__doc__.splitlines()[0])
-    ap.add_argument("--input", action="append", required=True, help="a history folder (repeatable)")
+    ap.add_argument("--input", action="append", required=True, type=history_folder,
+                    help="a history folder (repeatable)")
     session_options(ap)
     return guarded(ap, argv, check_inputs)
 

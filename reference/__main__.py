@@ -28,10 +28,26 @@ from pathlib import Path
 from kazoo.exceptions import KazooException
 
 from checkers.oracle import violations
-from harness.cli_args import (BadInput, Parser, fraction, int_at_least, keeper_reachable, output_dir, output_file,
-                              positive_float, run_main, zk_address, znode_path)
+from harness.cli_args import (
+    BadInput,
+    Parser,
+    existing_file,
+    fraction,
+    int_at_least,
+    keeper_reachable,
+    one_of,
+    output_dir,
+    output_file,
+    positive_float,
+    refused,
+    run_main,
+    text,
+    zk_address,
+    znode_path,
+)
 from protocol.assignment import GuardFailed, read_assignment, selective_assignments_rows
-from protocol.bugs import UnknownSwitch
+from protocol.bugs import SWITCHES, UnknownSwitch
+from protocol.pr102244 import READINGS
 from protocol.keeper import KeeperUnavailableError, MemoryEnsemble, NoAuthError
 from protocol.layout import Layout
 from protocol.migration import MigrationError, migrations_in_flight
@@ -41,7 +57,7 @@ from protocol.registration import LeftoverRoot, NothingToAttach, RootInUse, Unsa
 from protocol.scheduler import Schedule
 from protocol.system_tables import FORMATS, ONE_TABLE_FORMATS, all_tables, to_json_each_row, to_tsv
 from protocol.table import BadPartitionId, Table, TableDefinitionError
-from reference.cli_checks import ZK_AUTH_ENV, check_gantt, check_run, switches, zk_credentials
+from reference.cli_checks import ARGV_AUTH, ZK_AUTH_ENV, check_gantt, check_run, switches, zk_credentials
 from reference.cluster import Cluster
 from reference.profiles import PROFILES, UnknownProfile
 from reference.run_state import RUN_OPTIONS, RunState
@@ -53,6 +69,9 @@ JOURNAL = "journal"   # under --history: the history as it is recorded, and the 
 # expire and take its `reference_run` node with it.
 ATTACH_WAIT = 15.0
 
+
+# A replica's name as the run names them (r1, r2, ...); one that is not in the run is refused by check_run.
+REPLICA = text("a replica name", r"[\w-]+")
 
 def table_with_buckets(buckets: int, rf: int) -> Table:
     if buckets < 1:
@@ -72,10 +91,10 @@ def keeper_factory(zk: str | None, auth: str | None = None):
 
 
 def add_credentials(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--zk-auth-file", type=Path, metavar="FILE",
+    p.add_argument("--zk-auth-file", type=existing_file, metavar="FILE",
                    help=f"a file (mode 600) whose first line is USER:PASSWORD: {what}; or set {ZK_AUTH_ENV}")
     # Refused with one line that does not repeat the value (an unknown option's error would).
-    p.add_argument("--zk-auth", help=argparse.SUPPRESS)
+    p.add_argument("--zk-auth", type=refused(ARGV_AUTH), help=argparse.SUPPRESS)
 
 
 def print_table(title: str, rows: list[dict], out) -> None:
@@ -452,12 +471,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rows", type=at_least_1, default=10, help="rows per block")
     r.add_argument("--fault-rate", type=fraction, default=0.0, help="chance a forward breaks (outcome unknown)")
     r.add_argument("--add-replicas", type=at_least_0, default=0)
-    r.add_argument("--crash", action="append", metavar="REPLICA", help="crash a replica after the inserts")
-    r.add_argument("--restart", action="append", metavar="REPLICA", help="restart a crashed replica after the migrations")
-    r.add_argument("--lose", action="append", metavar="REPLICA",
+    r.add_argument("--crash", action="append", metavar="REPLICA", type=REPLICA,
+                   help="crash a replica after the inserts")
+    r.add_argument("--restart", action="append", metavar="REPLICA", type=REPLICA,
+                   help="restart a crashed replica after the migrations")
+    r.add_argument("--lose", action="append", metavar="REPLICA", type=REPLICA,
                    help="lose a replica for good after the inserts: crash, SYSTEM DROP REPLICA, then repair "
                         "each partition it owned back to the replication factor")
-    r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA")
+    r.add_argument("--reassign", action="append", metavar="PARTITION:REPLICA",
+                   type=text("PARTITION:REPLICA", r"[\w-]+:[\w-]+"))
     r.add_argument("--rebalance", action="store_true")
     r.add_argument("--max-concurrent", type=at_least_1, default=4,
                    help="the table's cap on migrations in flight (REASSIGN, REPAIR and REBALANCE)")
@@ -467,16 +489,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="SYSTEM REBALANCE: CLONEs writing to one target replica at once")
     r.add_argument("--query-rate", type=fraction, default=0.1, help="chance of a query between migration steps")
     r.add_argument("--queries", type=at_least_0, default=3, help="queries at the end")
-    r.add_argument("--bug", action="append", metavar="SWITCH", help="turn on an RFC-as-written / broken switch")
+    r.add_argument("--bug", action="append", metavar="SWITCH", type=one_of(SWITCHES, "switch"),
+                   help="turn on an RFC-as-written / broken switch")
     r.add_argument("--design", choices=["rfc", "pr102244"], default="rfc",
                    help="the RFC's design (default) or ClickHouse PR #102244's (spec/pr102244/PR102244.md)")
-    r.add_argument("--reading", action="append", metavar="READING",
+    r.add_argument("--reading", action="append", metavar="READING", type=one_of(READINGS, "reading"),
                    help="(--design pr102244) a reading of what the PR leaves open, e.g. filter_cached")
     r.add_argument("--as-code", action="store_true",
                    help="(--design pr102244) the PR's code as it is: every switch of PR102244Code.tla's Bugs the "
                         "reference implements (protocol/pr102244/__init__.py CODE), on top of any --bug")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--profile", default="quiet", help="quiet (the phases above: inserts, then migrations, "
+    r.add_argument("--seed", type=int_at_least(0), default=0)
+    r.add_argument("--profile", default="quiet", type=one_of(["quiet", *PROFILES], "profile"),
+                   help="quiet (the phases above: inserts, then migrations, "
                    "synced queries) or a racing profile of reference/profiles.py: " + ", ".join(PROFILES))
     r.add_argument("--steps", type=at_least_1, help="(racing profiles) loop turns; default the profile's")
     r.add_argument("--parallel-replicas", choices=COORDINATORS, metavar="COORDINATOR",
@@ -527,10 +551,10 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--per-source", type=at_least_1, default=2)
     g.add_argument("--per-target", type=at_least_1, default=16)
     g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--seed", type=int_at_least(0), default=1)
     g.add_argument("--out", type=output_file, help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")
     x = sub.add_parser("repro", help="run a reproduction of a PR #102244 finding (reference/pr102244/repro/*.toml)")
-    x.add_argument("file", help="the reproduction file")
+    x.add_argument("file", type=existing_file, help="the reproduction file")
     x.add_argument("--fixed", action="store_true", help="with the finding's fix (default: the code as it is)")
     x.add_argument("--history", type=output_dir, metavar="DIR", help="write the run's history there")
     a = ap.parse_args(argv)

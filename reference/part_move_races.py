@@ -27,6 +27,7 @@ import time
 import uuid as uuidlib
 from pathlib import Path
 
+from harness.cli_args import text
 from history.record import History
 from protocol.assignment import GuardFailed
 from protocol.part_moves import (ENDED, ENTRY_SHARD, FIXES, SHARDS, STATES, VERSIONS, CannotExecute,
@@ -331,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int_at_least(0), default=0)
     ap.add_argument("--version", choices=VERSIONS, default="current",
                     help="the orchestrator: today's (barrier znodes) or 21.8's (none)")
-    ap.add_argument("--fixes", default=",".join(FIXES),
+    fix = "(" + "|".join(FIXES) + ")"
+    ap.add_argument("--fixes", default=",".join(FIXES), type=text("fixes", rf"({fix}(,{fix})*)?"),
                     help=f"comma-separated fixes the orchestrator applies, of {', '.join(FIXES)}; '' for the code "
                          "as is")
     ap.add_argument("--no-dedup", action="store_true", help="query deduplication off (ClickHouse master: removed)")

@@ -29,15 +29,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.cli_args import (
-    VIOLATED,
     BadInput,
     EnvironmentFailure,
     Parser,
+    VIOLATED,
+    existing_dir,
     fraction,
     int_at_least,
     output_dir,
     output_file,
     run_main,
+    text,
     znode_path,
 )
 from protocol.bugs import DESIGNS
@@ -212,9 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     rf.add_argument("--keep", type=output_dir, help="keep the trace's module, cfg, TLC log and events here")
     rf.add_argument("--report", type=output_file, help="write the verdicts as JSON (make check's stage report)")
     va = sub.add_parser("validate", help="validate a table's trace in a ZooKeeper dataDir recorded elsewhere")
-    va.add_argument("data_dir", type=Path, help="the server's dataDir (its version-2/log.* files)")
+    va.add_argument("data_dir", type=existing_dir, help="the server's dataDir (its version-2/log.* files)")
     va.add_argument("--root", type=znode_path, required=True, help="the table's path on the server, chroot included")
-    va.add_argument("--replicas", required=True, help="the table's replicas, comma-separated")
+    va.add_argument("--replicas", required=True, type=text("replica names, comma-separated", r"[\w-]+(,[\w-]+)*"),
+                    help="the table's replicas, comma-separated")
     va.add_argument("--base-protocol", choices=sorted(BASE_PROTOCOLS), default="26.x",
                     help="the ClickHouse version whose defaults the three settings below take (default 26.x)")
     va.add_argument("--min-logs-to-keep", type=int_at_least(0), help="min_replicated_logs_to_keep")

@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import socket
 import sys
 import time
@@ -82,6 +85,55 @@ def java_options(rows: int | None) -> str:
     return SHORT_JOB_JVM if rows is not None and rows < SHORT_JOB_ROWS else LONG_JOB_JVM
 
 
+@contextlib.contextmanager
+def _callers_sigint():
+    """SparkContext puts in a SIGINT handler of its own that asks the JVM to cancel its jobs and
+    then raises KeyboardInterrupt; while the context is still being made that call fails, and a
+    Ctrl-C then reads as a Py4J error, "Spark could not start" (seen: exit 3 on a Ctrl-C two seconds
+    in). Its attempt to set one is passed over (pyspark.context's `signal` seen through a shim), so
+    the caller's handler stays: a Ctrl-C is a KeyboardInterrupt wherever the start is."""
+    import pyspark.context as context
+
+    class Shim:
+        def __getattr__(self, name):
+            return getattr(signal, name)
+
+        @staticmethod
+        def signal(signum, handler):
+            return signal.getsignal(signum) if signum == signal.SIGINT else signal.signal(signum, handler)
+
+    real, context.signal = context.signal, Shim()
+    try:
+        yield
+    finally:
+        context.signal = real
+
+
+def _stop_jvm(gateway, wait: float = 20.0) -> None:
+    """End the driver JVM and wait for it: pyspark starts it ignoring SIGINT, so a Ctrl-C to the
+    process group leaves it running until its stdin closes with this process."""
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def shutdown(spark) -> None:
+    """Stop the session and make sure its driver JVM is gone (a stop() a Ctrl-C cut short, or one
+    that failed, leaves it running)."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    try:
+        spark.stop()
+    except Exception:   # noqa: BLE001 - the JVM is ended below whatever stop() said
+        pass
+    finally:
+        _stop_jvm(gateway)
+
+
 def start(master: str | None, log: str, executor_timeout: float = 60.0, rows: int | None = None):
     """(session, owned): the active session when there is one (a caller's, left running), else a
     new one sized for `rows` rows; EnvironmentFailure when Java, Spark or the cluster fails."""
@@ -113,12 +165,18 @@ def start(master: str | None, log: str, executor_timeout: float = 60.0, rows: in
             conf.set("spark.pyspark.python", sys.executable)
         conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J.as_uri()} -Dspark_check.log={log} "
                  + java_options(rows))
+        gateway = None
         try:
             with open(log, "ab") as out:
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
-            spark = SparkSession(SparkContext(conf=conf, gateway=gateway))
+            with _callers_sigint():
+                spark = SparkSession(SparkContext(conf=conf, gateway=gateway))
         except Exception as e:  # PySparkRuntimeError JAVA_GATEWAY_EXITED, Py4J errors, a missing java
+            _stop_jvm(gateway)
             raise EnvironmentFailure(f"Spark could not start ({_tail(log) or type(e).__name__})") from e
+        except BaseException:   # Ctrl-C while it started: its JVM ignores SIGINT (pyspark starts it so)
+            _stop_jvm(gateway)
+            raise
     wait_for_executor(spark, master, executor_timeout)
     return spark, True
 

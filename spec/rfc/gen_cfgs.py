@@ -5,6 +5,7 @@ committed cfg differs from what the table gives (a test runs it).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -417,12 +418,23 @@ def constant_lines(declared: list[str], consts: dict, substituted) -> list[str]:
     return lines
 
 
+class _Args(argparse.ArgumentParser):
+    """The generators run from anywhere as `python spec/.../gen_cfgs.py`, with the standard library
+    only (the project's harness.cli_args is not on their path): argparse, refusing in one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: bad input: {message} (--help for usage)\n")
+
+
 def write_or_check(cfgs: dict[Path, str], argv: list[str], script: str) -> int:
     """Write each cfg, or with --check exit 1 naming those that differ from their text (the
     families' generators share it: spec/parallel_replicas/gen_cfgs.py)."""
+    ap = _Args(prog=f"python {script}", description="write the family's cfgs from their table, or check them")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each cfg that differs")
+    check = ap.parse_args(argv).check
     stale = []
     for path, text in cfgs.items():
-        if "--check" in argv:
+        if check:
             if not path.is_file() or path.read_text() != text:
                 stale.append(path.name)
         else:

@@ -60,7 +60,10 @@ def interrupt(argv: list[str], under_way, env: dict | None = None, timeout: floa
             p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=timeout)
         if group:
-            left = len(subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True).stdout.split())
+            # Running ones only: a zombie (a shell spark-class forked, reparented to init when its
+            # java ended) is init's to reap, and this machine's init may take its time.
+            rows = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout.splitlines()
+            left = sum(1 for r in rows if r.split()[0] == str(p.pid) and not r.split()[1].startswith("Z"))
     finally:
         if group:
             try:

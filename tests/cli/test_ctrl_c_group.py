@@ -37,3 +37,29 @@ def test_ctrl_c_to_the_whole_group_is_130_one_line_and_nothing_left(name):
     assert no_traceback(ran.err), ran.err[-2000:]
     assert ran.err.strip().splitlines()[-1].endswith(": interrupted: stopped by Ctrl-C"), ran.err[-2000:]
     assert ran.left == 0, f"{ran.left} process(es) of its group outlived the answer"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("seconds", [2, 6], ids=["while its JVM starts", "while it checks"])
+def test_ctrl_c_to_the_spark_job_is_130_however_far_its_jvm_got(seconds, tmp_path):
+    """The driver JVM gets the Ctrl-C too and may die of it before Python sees it: the next Py4J
+    call then fails. Measured before (2026-11-30): exit 3, "Spark failed", and one or two of its
+    JVMs left running. It must be 130, the interruption, with nothing of Spark left."""
+    import subprocess
+    import sys
+
+    from cli_runner import ROOT
+    history = tmp_path / "history"
+    made = subprocess.run([sys.executable, "-m", "reference", "run", "--blocks", "20", "--history", str(history)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+
+    def under_way(p):
+        time.sleep(seconds)
+        assert p.poll() is None, "the check ended before the Ctrl-C: nothing was interrupted"
+
+    ran = interrupt(["pyspark_jobs/spark_check.py", "--input", str(history)], under_way, timeout=120, group=True)
+    assert ran.code == 130, ran.err[-2000:]
+    assert no_traceback(ran.err) and ran.err.strip().splitlines()[-1] == "spark_check: interrupted: stopped by Ctrl-C"
+    assert ran.left == 0, f"{ran.left} process(es) of its group outlived the answer"

@@ -129,6 +129,13 @@ EXAMPLES = {
     "python -m reference run --attach --zk 127.0.0.1:PORT --data /tmp/d --history /tmp/h": Covered(
         "tests/reference/test_attach.py (attached after each kill, one history judged by the oracle and DuckDB)"),
     "python -m reference": Help(["reference"]), "python -m harness.tlc": Help(["harness.tlc"]),
+    # the README's table of the commands the exit-status contract covers (test_declared_inputs.py holds each)
+    **{f"python -m {m}": Help([m]) for m in (
+        "agreement.pr102244_repro", "checkers.duckdb_check", "harness.bootstrap", "harness.check_all",
+        "harness.clickhouse", "lab.bench", "lab.faults", "lab.mutation_layers", "lab.polars_check", "lab.teeth",
+        "reference.part_move_races", "traces")},
+    "python spec/rfc/gen_cfgs.py": Covered("tests/cli/test_declared_inputs.py::test_the_cfg_generators_refuse_what_"
+                                           "they_do_not_know"),
     "python -m harness.check_models": Help(["harness.check_models"]),
     "python -m reference run --history DIR": Help(["reference", "run"]),
     "python -m harness.long_tests": Help(["harness.long_tests"]),

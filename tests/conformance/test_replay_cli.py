@@ -8,16 +8,26 @@ from conformance.__main__ import main
 
 
 def test_replay_help_is_usage_not_a_file(capsys):
-    assert main(["replay", "--help"]) == 0
-    assert "usage: python -m conformance replay FILE" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["replay", "--help"])
+    assert e.value.code == 0
+    assert "usage: python -m conformance replay" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content, says", [(None, "cannot read"), ("not json", "is not a failure file")])
+@pytest.mark.parametrize("content, says", [
+    (None, "no such file"), ("not json", "is not a failure file (not JSON"),
+    # held to the failure file's schema: a switch nobody has, a step that is no [action, parameters] pair
+    (json.dumps({"module": "Assignment", "cfg": "MCAssignment.cfg", "bugs": ["no_such_switch"], "steps": []}),
+     "at bugs/0"),
+    (json.dumps({"module": "Assignment", "cfg": "MCAssignment.cfg", "bugs": [], "steps": [["A"]]}), "at steps/0"),
+])
 def test_replay_of_a_missing_or_foreign_file_is_bad_input(tmp_path, capsys, content, says):
     path = tmp_path / "f.json"
     if content is not None:
         path.write_text(content)
-    assert main(["replay", str(path)]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["replay", str(path)])
+    assert e.value.code == 2
     err = capsys.readouterr().err
     assert says in err and str(path) in err and len(err.strip().splitlines()) == 1
 

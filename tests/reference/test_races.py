@@ -118,8 +118,9 @@ def test_cli_profile(tmp_path, capsys):
     assert main(args) == 0
     assert (tmp_path / "h" / "query_lag.parquet").exists()
     assert main(args[:-2] + ["--bug", "filter_with_stale_cache"]) == 1
-    assert main(["run", "--profile", "nope"]) == 2
-    assert "unknown profile 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main(["run", "--profile", "nope"])
+    assert refused.value.code == 2 and "unknown profile 'nope'" in capsys.readouterr().err
 
 
 # A switch's first row in make test; its later rows (a variant's code the first never reaches, for
