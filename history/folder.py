@@ -81,6 +81,9 @@ def _probe_parquet(table: Table, path: Path, files: list[Path]) -> tuple[int, di
         except Exception as e:  # pyarrow raises ArrowInvalid/OSError for a truncated or foreign file
             raise BadInput(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]})") from e
         rows += meta.num_rows
+        twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+        if twice:   # which of the two a reader takes is the reader's choice: neither is the column
+            raise BadInput(f"{f}: column(s) {', '.join(twice)} appear more than once")
         missing = [c for c in table.required if c not in schema.names]
         if missing:
             raise BadInput(f"{f}: no column(s) {', '.join(missing)} (table {table.name} needs "
@@ -98,6 +101,20 @@ def _probe_parquet(table: Table, path: Path, files: list[Path]) -> tuple[int, di
     return rows, types
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    """A JSON object whose key is given twice: json.loads would keep the last, silently."""
+    seen = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise _DuplicateKey(k)
+        seen.add(k)
+    return dict(pairs)
+
+
 def _probe_json(table: Table, files: list[Path]) -> int:
     """Checks the first line names every required column; estimates rows from the bytes."""
     size = sum(f.stat().st_size for f in files)
@@ -107,7 +124,9 @@ def _probe_json(table: Table, files: list[Path]) -> int:
                 if not raw.strip():
                     continue
                 try:
-                    obj = json.loads(raw)
+                    obj = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+                except _DuplicateKey as e:
+                    raise BadInput(f"{f} line {n}: column {e} appears more than once") from None
                 except ValueError:
                     raise BadInput(f"{f} line {n}: not valid JSON: {raw[:80].decode('utf-8', 'replace')!r}") from None
                 if not isinstance(obj, dict):

@@ -144,6 +144,14 @@ CASES = [
     Case("missing_column", "parquet",
          lambda f: rewrite_parquet(f / "inserts.parquet", lambda t: t.drop_columns(["status"])),
          ["inserts.parquet", "no column(s) status"], subprocess=True),
+    # a column given twice (issue 41): which one a reader takes is its choice; neither is the column
+    Case("duplicate_column_parquet", "parquet",
+         lambda f: rewrite_parquet(f / "inserts.parquet", lambda t: t.append_column("status", t.column("status"))),
+         ["inserts.parquet", "column(s) status appear more than once"], subprocess=True),
+    Case("duplicate_key_jsonl", "jsonl",
+         lambda f: edit_line(f / "inserts.jsonl", 1, (f / "inserts.jsonl").read_text().splitlines()[0][:-1]
+                             + ', "status": "ok"}'),
+         ["inserts.jsonl line 1", "column status appears more than once"], subprocess=True),
     Case("wrong_type_parquet", "parquet",
          lambda f: rewrite_parquet(f / "run.parquet", lambda t: t.set_column(
              t.schema.get_field_index("replication_factor"), "replication_factor", pa.array(["two"]))),
