@@ -239,4 +239,5 @@ def run(a: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_args import run_main   # the contract's one way out: its codes, one line, no traceback
+    sys.exit(run_main("python -m harness.check_all", main))

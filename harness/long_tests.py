@@ -87,4 +87,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.cli_args import run_main   # the contract's one way out: its codes, one line, no traceback
+    sys.exit(run_main("python -m harness.long_tests", main))
