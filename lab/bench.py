@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.cli_args import Parser, output_file
+from harness.cli_args import Parser, optional_output_file, output_file
 from lab.insert_costs import _ops, insert_costs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="inserted rows of the Spark section's histories (default 1000000,10000000; "
                          "50000000 adds ~15 min here)")
     ap.add_argument("--report", type=output_file, default=str(ROOT / "build" / "reports" / "bench.json"))
-    ap.add_argument("--markdown", type=output_file, default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--markdown", type=optional_output_file, default=str(ROOT / "BENCHMARKS.md"),
+                    help="the file whose sections this run replaces; '' to write none")
     a = ap.parse_args(argv)
     command = ("python -m lab.bench" + (f" --only {a.only}" if a.only else "") + (" --quick" if a.quick else "")
                + (f" --spark-sizes {','.join(map(str, a.spark_sizes))}" if a.spark_sizes else ""))
@@ -165,15 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"# Benchmarks\n\nProduced by `{command}` (run by `make bench`) on {dt.date.today()}, "
               f"{platform.machine()}, Python {platform.python_version()}, {_cores()} cores.\n\n")
     from lab.bench_rebalance import splice
-    markdown = Path(a.markdown)
-    text = markdown.read_text() if a.only and markdown.exists() else header
+    # Each section replaces its own, between its markers: the rest of the file (the sections
+    # measured by hand, their notes) is kept, a whole run included. A new file starts with the header.
+    text = a.markdown.read_text() if a.markdown is not None and a.markdown.exists() else header
     for name, body in sections:
         text = splice(text, name, body)
-    markdown.write_text(text)
+    if a.markdown is not None:
+        a.markdown.write_text(text)
     report = {"command": command, "results": results, "summary": "; ".join(summary)}
     Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     Path(a.report).write_text(json.dumps(report, indent=1))
-    print(Path(a.markdown).read_text())
+    print("\n\n".join(body for _, body in sections))
     return 0
 
 
