@@ -161,6 +161,7 @@ EXAMPLES = {
         "rejected_there (the same run)"),
     "python -m traces validate DATA_DIR --root TABLE_PATH --replicas r1,r2,r3": Help(["traces", "validate"]),
     ".venv/bin/python -m traces reference --profile racing": Make("traces"),
+    ".venv/bin/python -m traces reference --design rfc --design pr102244": Make("traces"),
     ".venv/bin/python -m traces reference --design pr102244": Covered(
         "tests/traces/test_pr_design_traces.py::test_the_reference_subcommand_takes_the_design_and_refuses_what_it_"
         "lacks"),
