@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]   # a bench run (about 30 s): make check's long tests
 
 
 def test_a_bench_run_replaces_its_section_and_keeps_the_rest(tmp_path):
