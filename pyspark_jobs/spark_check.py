@@ -173,8 +173,15 @@ def _interrupted(prog: str, timeout: float = 30.0) -> int:
     """130, once the driver JVM (this process's child, its launcher exec'd into java) has ended: it
     got the Ctrl-C too and runs its shutdown hooks; a JVM interrupted while it started has no
     session to stop it by."""
+    # What pyspark started ignores SIGINT (launch_gateway's preexec_fn), the spark-submit script
+    # included while it still starts the JVM: this process's descendants are asked to end.
+    for pid in _descendants():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _group_left():
+    while time.monotonic() < deadline and (_group_left() or _descendants()):
         try:
             os.waitpid(-1, os.WNOHANG)   # reap a child that ended, so that it is not counted
         except ChildProcessError:
@@ -187,6 +194,27 @@ def _interrupted(prog: str, timeout: float = 30.0) -> int:
         except ChildProcessError:
             break
     return _fail(prog, "interrupted", "stopped by Ctrl-C", None, INTERRUPTED)
+
+
+def _descendants() -> list[int]:
+    """The live processes whose parents lead back to this one (Linux's /proc; elsewhere none)."""
+    parent = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parent[int(entry.parent.name)] = int(fields[1])
+    me, out = os.getpid(), []
+    for pid in parent:
+        p, seen = parent.get(pid), 0
+        while p is not None and p > 1 and seen < 64:
+            if p == me:
+                out.append(pid)
+                break
+            p, seen = parent.get(p), seen + 1
+    return out
 
 
 def _group_left() -> bool:
