@@ -196,16 +196,24 @@ def _interrupted(prog: str, timeout: float = 30.0) -> int:
     return _fail(prog, "interrupted", "stopped by Ctrl-C", None, INTERRUPTED)
 
 
-def _descendants() -> list[int]:
-    """The live processes whose parents lead back to this one (Linux's /proc; elsewhere none)."""
-    parent = {}
+def _processes() -> list[tuple[int, int, int, bytes]]:
+    """(pid, parent, process group, command line) of every live process (Linux's /proc; elsewhere
+    none): what an interrupted run waits for is found here."""
+    out = []
     for entry in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = entry.read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry.parent / "cmdline").read_bytes()
         except OSError:
             continue
         if fields[0] != "Z":
-            parent[int(entry.parent.name)] = int(fields[1])
+            out.append((int(entry.parent.name), int(fields[1]), int(fields[2]), cmdline))
+    return out
+
+
+def _descendants() -> list[int]:
+    """The live processes whose parents lead back to this one."""
+    parent = {pid: ppid for pid, ppid, _, _ in _processes()}
     me, out = os.getpid(), []
     for pid in parent:
         p, seen = parent.get(pid), 0
@@ -221,18 +229,11 @@ def _group_left() -> bool:
     """A live process of Spark's in this process group: the driver JVM, spark-submit's launcher JVM
     (which a Ctrl-C during the start leaves to its own end), or the Python workers the JVM forked,
     which end once its socket closes. Only Spark's (by the command line): under make the group
-    holds make and its other jobs too. Linux's /proc; elsewhere nothing is waited for."""
+    holds make and its other jobs too."""
     me, group = os.getpid(), os.getpgrp()
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry.parent / "cmdline").read_bytes()
-            spark = any(s in cmdline for s in (b"org.apache.spark", b"pyspark.daemon", b"pyspark.worker"))
-        except OSError:
-            continue
-        if int(entry.parent.name) != me and fields[0] != "Z" and int(fields[2]) == group and spark:
-            return True
-    return False
+    return any(pid != me and pgid == group and any(s in cmd for s in (b"org.apache.spark", b"pyspark.daemon",
+                                                                          b"pyspark.worker"))
+               for pid, _, pgid, cmd in _processes())
 
 
 def session_options(ap: argparse.ArgumentParser) -> None:
