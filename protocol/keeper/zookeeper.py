@@ -18,7 +18,8 @@ Faults, as a ClickHouse replica meets them:
   written, as ClickHouse resolves its block and part nodes after ZCONNECTIONLOSS
   (`_read_back`, one witness per request; a multi is atomic, so one witness decides all of it):
     * a plain create: the node exists with our value (an ephemeral one: owned by this session);
-    * a versioned set: the node has our value at the version we set plus one;
+    * a versioned set: the node has our value at the version we set plus one (an unversioned
+      set is sent again; its NoNode is a refusal even then: a set never creates or removes one);
     * a sequential create (log-, queue-, block- locks, mutations/): cannot be retried blindly,
       that would make a second entry. The parent's newest children with the prefix are read,
       newest first, for one with exactly our value (an ephemeral one: owned by this session);
@@ -343,7 +344,15 @@ class ZooKeeperKeeper(Keeper):
                 done = self._read_back(stop, [op])
                 if done is not None:
                     return done[0]
-            return _stat(self._send(stop, self.client.set_async, path, bytes(value), version))
+            try:
+                return _stat(self._send(stop, self.client.set_async, path, bytes(value), version))
+            except KzNoNode as e:
+                # An unversioned set neither creates nor removes a node, so a lost first sending
+                # cannot be what this conflicts with: the node is not there now, a refusal
+                # whatever that sending did (a map_version's first publish creates it on this).
+                if version < 0:
+                    raise NoNodeError(str(e) or path) from e
+                raise
         return self._call("set", attempt)
 
     def delete(self, path, version=-1, *, recursive=False):
