@@ -1,12 +1,14 @@
 """A `python -m reference run` as a process of its own, killed with SIGKILL once its output says
-it has reached a point (a progress line: "SWITCH", "(CLONE)", "inserted 16/"), as an operator's
-machine kills a server: no handler runs, no file is closed, the Keeper session is left to expire.
+it has reached a point (a progress line: "SWITCH", "(CLONE)", "inserted 16/"), or while an INSERT
+it sent has no answer (its journal says so), as an operator's machine kills a server: no handler
+runs, no file is closed, the Keeper session is left to expire.
 For the runs that are then carried on with `--attach` (tests/reference/test_attach.py, the fault
 suite's process_kill rows in lab/faults.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -39,3 +41,41 @@ def kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 1
     proc.kill()
     proc.wait()
     raise TimeoutError(f"{marker!r} not seen in {timeout:g} s:\n{out.read_text()[-2000:]}")
+
+
+def _unanswered(journal: Path) -> set[str]:
+    """The block ids the journal has as sent and not answered (history/journal.py): its last
+    line may be half written, which reads as not there yet."""
+    def block_ids(name: str) -> set[str]:
+        try:
+            lines = (journal / f"{name}.jsonl").read_text().splitlines()
+        except FileNotFoundError:
+            return set()
+        out = set()
+        for line in lines:
+            try:
+                out.add(json.loads(line)["block_id"])
+            except ValueError:
+                pass
+        return out
+    return block_ids("sent") - block_ids("inserts")
+
+
+def kill_while_inserting(proc: subprocess.Popen, journal: Path, out: Path, after: str = "",
+                         timeout: float = 120) -> bool:
+    """SIGKILL while the run's journal has an INSERT sent and not answered, once `after` is in its
+    output; False if the run ended first. The answer may still land between the look and the
+    kill: the attach says how many it sends again ("sent again"), which is how a caller knows the
+    kill caught one."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        if after in out.read_text() and _unanswered(journal):
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait()
+    raise TimeoutError(f"no INSERT in flight seen in {timeout:g} s in {journal}")

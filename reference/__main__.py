@@ -229,24 +229,35 @@ def _run(a, bugs, table, reassigns, out, progress, connect, backend, data: Path,
         if state is not None:
             state.mark(name, list(c.replicas))
     try:
-        # An attach sends only the blocks the killed run had not sent (one sent and not answered
-        # is the unknown its client was left with: c.resume_record).
+        # An attach sends the blocks the killed run had not sent, after those it sent and had no
+        # answer to (the unknown its client was left with: c.resume_record): those go again with
+        # their block ids and rows, as a client retries an INSERT whose connection broke, so the
+        # block is deduplicated where the first sending was written and written where it was not.
+        everything = list(blocks(random.Random(a.seed), a.blocks, a.rows, a.months))
         sent = {x["block_id"] for x in c.history.tables["inserts"]}
-        work = [(b, rows) for b, rows in blocks(random.Random(a.seed), a.blocks, a.rows, a.months) if b not in sent]
+        again = set(c.unanswered_at_resume)
+        resent = [(b, rows) for b, rows in everything if b in again]
+        work = resent + [(b, rows) for b, rows in everything if b not in sent]
+        before = a.blocks - len(work) + len(resent)   # answered before a kill
 
         def loaded(i: int, statuses: dict) -> None:
-            i += a.blocks - len(work)
+            i = before + max(0, i - len(resent))
             if i % max(1, a.blocks // 5) == 0 or i == a.blocks:
                 progress(f"inserted {i}/{a.blocks} blocks; sub-blocks ok {statuses['ok']}, "
                          f"unknown {statuses['unknown']}, failed {statuses['failed']}" + (" since the attach" if attach else ""))
         if phase("load"):
             if attach:
-                progress(f"attached: {a.blocks - len(work)} of {a.blocks} blocks sent before the kill")
+                progress(f"attached: {before} of {a.blocks} blocks answered before the kill; {len(resent)} sent "
+                         "and not answered are sent again with their block ids")
             c.load(work, progress=loaded)
             done("load")
-        # The sub-blocks' answers, counted over the whole history (before a kill and after)
-        statuses = {st: len({x["insert_id"] for x in c.history.tables["inserts"] if x["status"] == st})
-                    for st in ("ok", "unknown", "failed")}
+        # The sub-blocks' answers over the whole history (before a kill and after), each counted by
+        # its last answer: a sub-block sent again after a kill was unknown first.
+        last: dict[str, dict] = {}
+        for x in c.history.tables["inserts"]:
+            if x["insert_id"] not in last or (x["ack_step"] or 0) >= (last[x["insert_id"]]["ack_step"] or 0):
+                last[x["insert_id"]] = x
+        statuses = {st: sum(x["status"] == st for x in last.values()) for st in ("ok", "unknown", "failed")}
         if not statuses["ok"]:
             raise BadInput(f"no INSERT was acknowledged (--fault-rate {a.fault_rate:g}, --blocks {a.blocks}): "
                            "nothing to check")

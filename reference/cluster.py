@@ -132,10 +132,14 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         # target limits) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
         self.schedule = (schedule or Schedule()).capped(max_concurrent)
         self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
+        # The INSERTs a killed run sent and had no answer to, by block id: its client sends them
+        # again (reference run --attach), as a ClickHouse client retries an INSERT whose
+        # connection broke with the same data, which deduplication makes exactly-once.
+        self.unanswered_at_resume: list[str] = []
         if journal is not None and resume:
-            unanswered = self.resume_record(journal)
-            self.log(f"history resumed from {journal} at step {self.step}: {unanswered} INSERTs sent and not "
-                     f"answered before the kill recorded unknown")
+            self.unanswered_at_resume = self.resume_record(journal)
+            self.log(f"history resumed from {journal} at step {self.step}: {len(self.unanswered_at_resume)} INSERTs "
+                     f"sent and not answered before the kill recorded unknown")
             for r in replicas:
                 self.history.crash(self.step, r)
         elif journal is not None:

@@ -90,10 +90,11 @@ class Recorder:
         self.history.insert_sent(block_id, sent, row_ids, dedup_ids)
         return sent, subs
 
-    def resume_record(self, folder: str | Path) -> int:
+    def resume_record(self, folder: str | Path) -> list[str]:
         """Carry on the history a killed run journaled in `folder` (history/journal.py): its rows,
         its INSERTs sent and never answered recorded `unknown` now (what their client was told:
-        the connection broke), the clock after all of them. Returns the unanswered INSERTs."""
+        the connection broke), the clock after all of them. Returns the unanswered INSERTs' block
+        ids, in the order they were sent (a client sends them again: reference run --attach)."""
         r = journal.load(folder, list(self.history.tables))
         self.history.tables = r.tables
         self.step = r.step
@@ -109,7 +110,7 @@ class Recorder:
             ack = self.tick()
             for p, ids in sorted(s["subs"].items()):
                 self.history.insert(s["block_id"], p, [{"row_id": i} for i in ids], "unknown", s["sent_step"], ack)
-        return len(r.unanswered)
+        return [s["block_id"] for s in sorted(r.unanswered, key=lambda s: s["sent_step"])]
 
     def insert_answered(self, block_id: str, subs: dict[str, list[dict]], status: dict[str, str], sent: int) -> None:
         """The client has its answer: each sub-block recorded with what the client was told of it

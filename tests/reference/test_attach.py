@@ -4,8 +4,9 @@ starts from, and one history spans every kill, judged by the oracle, DuckDB and 
 
 First what a kill inside a step leaves on a replica's disk, on the in-memory keeper (a part
 written and not committed, a registered part gone), then kills of a real `python -m reference
-run` process on a real ZooKeeper at each phase of a run: while it inserts, in CLONE, after a
-SWITCH, after a CLEANUP.
+run` process on a real ZooKeeper at each phase of a run: inside an INSERT (which the attach sends
+again with its block id, as a client whose connection broke does), in CLONE, after a SWITCH,
+after a CLEANUP.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from __future__ import annotations
 import contextlib
 import io
 import random
+import re
 import subprocess
+from collections import Counter
 import sys
 from pathlib import Path
 
 import pytest
 
 from checkers.oracle import violations
-from harness.killed_run import kill_when, start_run
+from harness.killed_run import kill_when, kill_while_inserting, start_run
 from protocol.keeper import MemoryEnsemble
 from protocol.parts import PartName
 from reference.cluster import Cluster
@@ -78,11 +81,13 @@ def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history
     where = ["--zk", zk_chroot, "--root", "/t", "--data", str(tmp_path / "data"), "--history", str(tmp_path / "h")]
     first = [*where, "--blocks", str(blocks_n), "--add-replicas", "1", "--rebalance", "--queries", "2"]
     kills = []
-    # Each kill where the run is: inserting, a CLONE started, a SWITCH made, a CLEANUP done.
+    # Each kill where the run is: inside an INSERT (sent, not answered), a CLONE started, a SWITCH
+    # made, a CLEANUP done.
     for i, marker in enumerate(["inserted 16/", "(CLONE)", "SWITCH", "CLEANUP"]):
         out = tmp_path / f"run{i}.out"
         proc = start_run(first if i == 0 else [*where, "--attach"], out)
-        if kill_when(proc, out, marker):
+        if i == 0 and kill_while_inserting(proc, tmp_path / "h" / "journal", out, after=marker) or (
+                i > 0 and kill_when(proc, out, marker)):
             kills.append(marker)
         else:
             assert proc.returncode == 0, out.read_text()[-2000:]
@@ -95,8 +100,18 @@ def test_a_run_killed_at_each_phase_and_attached_each_time_ends_with_one_history
 
     import pyarrow.parquet as pq
     inserts = pq.read_table(tmp_path / "h" / "inserts.parquet").to_pylist()
-    row_ids = [r["row_id"] for r in inserts]
-    assert len(row_ids) == len(set(row_ids)) == blocks_n * 10   # every block once, across every kill
+    # The INSERT the first kill cut off was recorded unknown (what its client was told) and sent
+    # again with its block id by the attach: answered ok, its rows held once (the checkers below).
+    resent = re.search(r"(\d+) sent and not answered are sent again", (tmp_path / "run1.out").read_text())
+    assert resent and int(resent[1]) >= 1, "the first kill caught no INSERT in flight (its answer came first)"
+    unknown = {r["block_id"] for r in inserts if r["status"] == "unknown"}
+    assert len(unknown) == int(resent[1])
+    last = {}
+    for r in sorted(inserts, key=lambda r: r["ack_step"]):
+        last[r["row_id"]] = r["status"]
+    assert sorted(last) == list(range(blocks_n * 10)) and set(last.values()) == {"ok"}   # every block, each answered ok
+    sendings = Counter(r["row_id"] for r in inserts)   # twice (unknown, then ok) if sent again, else once
+    assert all(sendings[r["row_id"]] == (2 if r["block_id"] in unknown else 1) for r in inserts)
     crashes = pq.read_table(tmp_path / "h" / "crashes.parquet").to_pylist()
     assert len({r["step"] for r in crashes}) == len(kills)     # each kill took every replica at once
     duck = subprocess.run([sys.executable, "-m", "checkers.duckdb_check", str(tmp_path / "h")],
