@@ -504,21 +504,34 @@ def _serving_or_restarted(ensemble, cell: str, say, within: float = 30.0) -> Non
     """Before a cell: the ensemble gives a session within `within` s, or its members' logs are kept
     (build/faults/zk-before-CELL) and every member is restarted, as an operator restarts a wedged
     ZooKeeper; said in a line. The cell before it has already answered for itself."""
-    import shutil
     try:
         ZooKeeperKeeper(ensemble.hosts, timeout=within / 2).close()
         return
     except Exception as e:   # noqa: BLE001 - any failure to get a session is the same news
         why = f"{type(e).__name__}: {e}"
     kept = ROOT / "build" / "faults" / f"zk-before-{cell}"
+    served = _keep_evidence(ensemble, kept)
+    for m in ensemble.members:
+        ensemble.stop_member(m.myid)
+    ensemble.start()
+    say(f"  the ensemble gave no session before {cell} ({why}; another process: "
+        f"{'a session' if served else 'none either'}): its members restarted, their logs, "
+        f"this process's threads and the diagnosis in {kept}")
+
+
+def _keep_evidence(ensemble, kept: Path) -> bool:
+    """What tells a ZooKeeper wedge from a client-side one, kept in `kept`: the members' logs,
+    whether another process gets a session (the ensemble serves others?), the members' modes,
+    and every thread of this process (one stuck or spinning here?). Returns whether another
+    process got a session."""
+    import faulthandler
+    import shutil
+    import subprocess
     shutil.rmtree(kept, ignore_errors=True)
     for m in ensemble.members:
         with contextlib.suppress(Exception):
             shutil.copytree(m.dir, kept / m.dir.name, ignore=shutil.ignore_patterns("version-2"))
-    # Whose fault: a session from another process (the ensemble serves others?), the members'
-    # own answer to srvr, and every thread of this process (one stuck or spinning here?).
-    import faulthandler
-    import subprocess
+    kept.mkdir(parents=True, exist_ok=True)
     other = subprocess.run([sys.executable, "-c", "import sys; from protocol.keeper.zookeeper import ZooKeeperKeeper; "
                             "ZooKeeperKeeper(sys.argv[1], timeout=10).close(); print('a session')", ensemble.hosts],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -526,12 +539,7 @@ def _serving_or_restarted(ensemble, cell: str, say, within: float = 30.0) -> Non
                                         f"{other.stderr.strip()[-300:]}\nmodes: {ensemble.modes()}\n")
     with open(kept / "threads.txt", "w") as out:
         faulthandler.dump_traceback(out, all_threads=True)
-    for m in ensemble.members:
-        ensemble.stop_member(m.myid)
-    ensemble.start()
-    say(f"  the ensemble gave no session before {cell} ({why}; another process: "
-        f"{'a session' if other.returncode == 0 else 'none either'}): its members restarted, their logs, "
-        f"this process's threads and the diagnosis in {kept}")
+    return other.returncode == 0
 
 
 def _forget_cells(hosts: str) -> None:
@@ -570,6 +578,12 @@ def run_matrix(faults, states, seeds, folder: Path, spark, say=lambda line: prin
                             shutil.rmtree(kept, ignore_errors=True)
                             shutil.copytree(o.history, kept)
                             o.note = (o.note + "; " if o.note else "") + f"history kept in {kept}"
+                    if not (o.recovered or o.skipped or f.startswith("partition_") or f == "process_kill"):
+                        # The cell's own ensemble, as it is now: a wedge that heals before the next
+                        # cell's check (_serving_or_restarted) would otherwise leave no logs.
+                        kept = ROOT / "build" / "faults" / f"zk-{f}-{s}-{seed}"
+                        _keep_evidence(ensemble, kept)
+                        o.note = (o.note + "; " if o.note else "") + f"the ensemble's logs kept in {kept}"
                     if o.skipped:
                         say(f"  {f} x {s} seed {seed}: {o.note}")
                         outcomes.append(o)
