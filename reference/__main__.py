@@ -406,7 +406,7 @@ def cmd_tables(a: argparse.Namespace) -> int:
 def schedule_of(a: argparse.Namespace) -> Schedule:
     if a.rule == "table_limit":
         return Schedule.table_limit(a.per_table or 4)
-    return Schedule.least_busy(a.per_table, a.per_source, a.per_target)
+    return Schedule(a.per_table, a.per_source, a.per_target, a.rule)
 
 
 def cmd_gantt(a: argparse.Namespace) -> int:
@@ -557,7 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--ingest", type=positive_float, default=10, help="(simulation) GB/s a target takes in")
     g.add_argument("--months", type=at_least_1, default=3, help="(--run) months of data")
     g.add_argument("--blocks", type=at_least_1, default=40, help="(--run) INSERT blocks")
-    g.add_argument("--rule", choices=["least_busy", "table_limit"], default="least_busy")
+    g.add_argument("--rule", choices=["least_busy", "largest_first", "table_limit"], default="least_busy",
+                   help="the start rule (protocol/scheduler.py); largest_first with --per-target ceil(ingest/read) "
+                        "is the matched setting")
     g.add_argument("--per-table", type=at_least_1, help="migrations per table (default: no limit least_busy, 4 table_limit)")
     g.add_argument("--per-source", type=at_least_1, default=2)
     g.add_argument("--per-target", type=at_least_1, default=16)
