@@ -41,6 +41,7 @@ from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.threading import KazooTimeoutError
 
 from harness.cli_args import Parser, int_at_least, names, optional_output_file, output_dir, output_file, text
+from lab.suite_command import Stopped, command_line, with_spark, write_section
 from protocol.keeper.zookeeper import ZooKeeperKeeper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -614,27 +615,16 @@ def main(argv: list[str] | None = None) -> int:
     if a.cell:
         return run_cell(a.cell, Path(a.cell_folder))
     faults, states = a.faults, a.states
-    command = "python -m lab.faults" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
-    try:
-        from harness.spark import spark_session
-        spark = spark_session("faults")
-    except Exception as e:
-        print(f"error: Spark could not start: {e}", file=sys.stderr)
-        return 3
+    command = command_line("python -m lab.faults", argv)
     t0 = time.monotonic()
-    from harness.zookeeper import interrupt_on_ctrl_c_and_kill
-    interrupt_on_ctrl_c_and_kill()   # SIGTERM too: the ensemble's `with` block stops its members
-    try:
+
+    def cells(spark):
         with tempfile.TemporaryDirectory(prefix="faults-") as d:
-            outcomes = run_matrix(faults, states, range(1, a.seeds + 1), Path(d), spark)
-    except KeyboardInterrupt:
-        print("interrupted: the ensemble and the mounts are gone, no table written", file=sys.stderr)
-        return 130
-    except Exception as e:   # the ensemble could not be started
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 3
-    finally:
-        spark.stop()
+            return run_matrix(faults, states, range(1, a.seeds + 1), Path(d), spark)
+    try:
+        outcomes = with_spark("faults", cells, "the ensemble and the mounts are gone, no table written")
+    except Stopped as e:
+        return e.code
     lines = table(outcomes)
     print("\n".join(lines))
     if a.report:
@@ -646,7 +636,6 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.report).write_text(json.dumps({"command": command, "summary": summary,
                                               "runs": [{**o.__dict__, "agree": o.agree} for o in outcomes]}, indent=1))
     if a.markdown:
-        from lab.bench_rebalance import splice
         body = "\n".join(["## Fault suite: the live runtime under ZooKeeper, replica and disk faults", "",
                           f"Produced by `{command}` (run by `make faults`) in {time.monotonic() - t0:.0f} s. "
                           "A 3-node loopback ensemble, 3 replicas, RF 2, one migration per run held in the "
@@ -667,8 +656,7 @@ def main(argv: list[str] | None = None) -> int:
                           "the attach runs to its end, its time from its start to its end (the rest of the "
                           "rebalance and the wait, 7-10 s, for the killed session to expire included); no "
                           "client INSERT runs through the kill, so no latency.", "", *lines, ""])
-        path = Path(a.markdown)
-        path.write_text(splice(path.read_text() if path.exists() else "", "faults", body + "\n"))
+        write_section(a.markdown, "faults", body)
     return 0 if passed(outcomes) else 1
 
 

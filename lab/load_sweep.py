@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cli_args import Parser, integers, number_at_least, optional_output_file
+from lab.suite_command import Stopped, command_line, with_spark, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RF = 2
@@ -214,17 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="'' to write nothing")
     a = ap.parse_args(argv)
     clients, replicas = a.clients, a.replicas   # at least RF + 1 replicas: RF owners and a migration target
-    command = "python -m lab.load_sweep" + (f" {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
-    from harness.zookeeper import ZooKeeperServer, interrupt_on_ctrl_c_and_kill
-    try:
-        from harness.spark import spark_session
-        spark = spark_session("load-sweep")
-    except Exception as e:
-        print(f"error: Spark could not start: {e}", file=sys.stderr)
-        return 3
-    interrupt_on_ctrl_c_and_kill()
-    t0, cells = time.monotonic(), []
-    try:
+    command = command_line("python -m lab.load_sweep", argv)
+    t0 = time.monotonic()
+
+    def sweep(spark) -> list:
+        from harness.zookeeper import ZooKeeperServer
+        cells = []
         with ZooKeeperServer() as zk, tempfile.TemporaryDirectory(prefix="load-") as d:
             for r in replicas:
                 for n in clients:
@@ -233,14 +229,11 @@ def main(argv: list[str] | None = None) -> int:
                     cells.append(cell)
                     print(f"  {n} clients x {r} replicas: " + table([cell])[-1] + f" [{time.monotonic() - t1:.0f} s]",
                           flush=True)
-    except KeyboardInterrupt:
-        print("interrupted: the server is stopped, no table written", file=sys.stderr)
-        return 130
-    except Exception as e:   # the server could not be started
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 3
-    finally:
-        spark.stop()
+        return cells
+    try:
+        cells = with_spark("load-sweep", sweep, "the server is stopped, no table written")
+    except Stopped as e:
+        return e.code
     lines = table(cells)
     print("\n".join(lines))
     bound = [x for x in cells if (x.clients, x.replicas) == BOUND_CELL]
@@ -250,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{max(x.lag_s_max for x in bound):.1f} s of the stream (stated bound {LAG_BOUND_S:g} s): "
               + ("held" if within else "EXCEEDED"))
     if a.markdown:
-        from lab.bench_rebalance import splice
         body = "\n".join(["## Load sweep: the live runtime under a steady INSERT stream", "",
                           f"Produced by `{command}` (run by `make faults`) in {time.monotonic() - t0:.0f} s. "
                           "A standalone ZooKeeper server on loopback, RF 2, each client thread sending 3-row "
@@ -264,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                           "migration's SWITCH came while the stream still ran; otherwise when it ended after. "
                           "Rows lost / duplicated, checkers and invariants as in the fault suite.", "",
                           *lines, ""])
-        path = Path(a.markdown)
-        path.write_text(splice(path.read_text() if path.exists() else "", "load", body + "\n"))
+        write_section(a.markdown, "load", body)
     return 0 if all(x.held for x in cells) and within else 1
 
 
