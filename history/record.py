@@ -79,6 +79,12 @@ class History:
         self._add("errors", [{"step": step, "replica": replica, "action": action,
                               "error": type(exc).__name__, "message": str(exc)[:300]}])
 
+    def disk_fault(self, step: int, replica: str, action: str, exc: BaseException) -> None:
+        """A step or an INSERT try of `replica` the disk failed (read-only, full): the environment's
+        fault, not the protocol's, so not an error; tried again later (Cluster._disk_fault)."""
+        self._add("disk_faults", [{"step": step, "replica": replica, "action": action,
+                                   "error": f"{type(exc).__name__}: {exc}"[:300]}])
+
     def command(self, step: int, command: str, observed: dict, outcome: str, reason: str | None = None) -> None:
         """An operator command at `step` (REASSIGN, CANCEL), what the harness observed before it
         (reference/commands.observe) and how it ended."""

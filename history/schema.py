@@ -244,6 +244,15 @@ HISTORY = {t.name: t for t in (
           doc="every replica crash (its process killed: Cluster.crash_replica, also the crash of a replica lost for "
               "good), at the step it happened: no query completed across its receiver's crash "
               "(CrashFailsQueriesInv)"),
+    Table("disk_faults", (
+        _col("step", "long", "unread"), _col("replica", "string", "unread"), _col("action", "string", "unread"),
+        _col("error", "string", "unread")),
+        optional=True,
+        doc="every step or INSERT try a replica's disk failed (read-only, full: Cluster._disk_fault), at the step "
+            "it happened, with the action (a step kind, insert, sync) and the OSError: the environment's fault, "
+            "not the protocol's, so not in `errors`; the step is postponed and tried again until the disk works. "
+            "No invariant reads it: it says where a run's failed INSERTs and late replication came from, "
+            "across any number of faults and restarts (issue 38)"),
     Table("replica_drops", (
         _col("step", "long"), _col("replica", "string"),
         _col("partition_id", "string", doc="a partition the dropped replica owned right before the drop")),

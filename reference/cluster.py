@@ -155,7 +155,8 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         self.disk_failures: dict[tuple[str, str], int] = {}   # (replica, kind) -> its steps the disk failed, in a row
         self.postponed: dict[tuple[str, str], int] = {}       # (replica, kind) -> attempts it still sits out
         # (step, replica, kind, error) of every step the disk failed: the environment's fault, not
-        # the protocol's, so not in the history's errors table (as Keeper faults are not)
+        # the protocol's, so not in the history's errors table (as Keeper faults are not) but in its
+        # own, disk_faults
         self.disk_faults: list[tuple[int, str, str, str]] = []
         for r in replicas:
             self.add_replica(r)
@@ -414,10 +415,12 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         return None
 
     def _disk_fault(self, e: OSError, replica: str, what: str) -> bool:
-        """Whether `e` is the disk's (DISK_ERRNOS); if so it is recorded in disk_faults."""
+        """Whether `e` is the disk's (DISK_ERRNOS); if so it is recorded in disk_faults and in the
+        history (its table disk_faults)."""
         if e.errno not in DISK_ERRNOS:
             return False
         self.disk_faults.append((self.step, replica, what, f"{type(e).__name__}: {e}"))
+        self.history.disk_fault(self.step, replica, what, e)
         return True
 
     def _try(self, kind: str, rep: Replica, random_choice: bool = False) -> str | None:

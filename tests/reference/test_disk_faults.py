@@ -65,10 +65,19 @@ def faulty_run(tmp_path, disk: Tmpfs, fault) -> Cluster:
     return c
 
 
-def judged(c: Cluster) -> None:
+def judged(c: Cluster, folder: Path) -> None:
     c.query()
     c.snapshot()
     assert violations(c.history, RF) == []
+    # The faults are in the history, as written and read back (the checkers' reader takes it too).
+    assert [(x["step"], x["replica"], x["action"], x["error"]) for x in c.history.tables["disk_faults"]] == [
+        (s, r, k, e[:300]) for s, r, k, e in c.disk_faults]
+    c.write_history(folder)
+    import pyarrow.parquet as pq
+
+    from checkers.duckdb_check import check
+    assert pq.read_table(folder / "disk_faults.parquet").num_rows == len(c.disk_faults)
+    assert not any(check(folder).values())   # no checker reads it: DuckDB's verdict, every invariant holds
     acked = [x for x in c.history.tables["inserts"] if x["status"] == "ok"]
     assert len(acked) >= 100
 
@@ -83,7 +92,7 @@ def test_replication_resumes_after_a_read_only_disk(tmp_path, disk):
         return disk.writable
     c = faulty_run(tmp_path, disk, fault)
     assert any("Read-only file system" in e for *_, e in c.disk_faults)
-    judged(c)
+    judged(c, tmp_path / "history")
     no_temporary_files(disk.where)
 
 
@@ -93,7 +102,7 @@ def test_replication_resumes_after_a_full_disk_and_leaves_no_temporary_file(tmp_
         return filler.unlink
     c = faulty_run(tmp_path, disk, fault)
     assert any("No space left on device" in e for *_, e in c.disk_faults)
-    judged(c)
+    judged(c, tmp_path / "history")
     no_temporary_files(disk.where)
 
 
