@@ -26,21 +26,28 @@ def start_run(args: list[str], out: Path) -> subprocess.Popen:
                                 stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 120) -> bool:
-    """SIGKILL once `marker` is in the output; False if the run ended before it showed. A run that
-    neither ends nor shows it within `timeout` is killed and raises (its output's tail named)."""
+def _kill_once(proc: subprocess.Popen, ready, poll: float, timeout: float, missed) -> bool:
+    """SIGKILL as soon as `ready()`; False if the run ended first. A run that does neither within
+    `timeout` is killed and raises TimeoutError(missed())."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
             return False
-        if marker in out.read_text():
+        if ready():
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             return True
-        time.sleep(0.02)
+        time.sleep(poll)
     proc.kill()
     proc.wait()
-    raise TimeoutError(f"{marker!r} not seen in {timeout:g} s:\n{out.read_text()[-2000:]}")
+    raise TimeoutError(missed())
+
+
+def kill_when(proc: subprocess.Popen, out: Path, marker: str, timeout: float = 120) -> bool:
+    """SIGKILL once `marker` is in the output; False if the run ended before it showed. A run that
+    neither ends nor shows it within `timeout` is killed and raises (its output's tail named)."""
+    return _kill_once(proc, lambda: marker in out.read_text(), 0.02, timeout,
+                      lambda: f"{marker!r} not seen in {timeout:g} s:\n{out.read_text()[-2000:]}")
 
 
 def _unanswered(journal: Path) -> set[str]:
@@ -66,16 +73,6 @@ def kill_while_inserting(proc: subprocess.Popen, journal: Path, out: Path, after
     """SIGKILL while the run's journal has an INSERT sent and not answered, once `after` is in its
     output; False if the run ended first. The answer may still land between the look and the
     kill: the attach says how many it sends again ("sent again"), which is how a caller knows the
-    kill caught one."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        if after in out.read_text() and _unanswered(journal):
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.005)
-    proc.kill()
-    proc.wait()
-    raise TimeoutError(f"no INSERT in flight seen in {timeout:g} s in {journal}")
+    kill caught one. Polled every 5 ms: an INSERT on a loopback ZooKeeper takes tens of them."""
+    return _kill_once(proc, lambda: after in out.read_text() and bool(_unanswered(journal)), 0.005, timeout,
+                      lambda: f"no INSERT in flight seen in {timeout:g} s in {journal}")

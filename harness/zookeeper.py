@@ -276,11 +276,51 @@ class ZooKeeperEnsemble(_Started):
     def leader(self) -> int | None:
         return next((i for i, mode in self.modes().items() if mode == "leader"), None)
 
+    def stats(self) -> dict[int, dict[str, str]]:
+        """Each member's `srvr` answer as fields (Mode, Zxid, Outstanding, Received, Sent, ...);
+        an empty dict for a member that does not answer."""
+        out = {}
+        for m in self.members:
+            fields = {}
+            for line in four_letter(m.client_port, "srvr").splitlines():
+                key, sep, value = line.partition(":")
+                if sep:
+                    fields[key.strip()] = value.strip()
+            out[m.myid] = fields
+        return out
+
+    def wedged(self, watch: float = 3.0) -> str | None:
+        """Why the ensemble does not serve although every member says it does, or None: each one
+        answers `srvr` in a quorum's mode, requests are outstanding, and no member's last zxid
+        moves in `watch` seconds, so no proposal is being committed (writes, and new sessions,
+        which are writes, wait for good). Seen on Debian's ZooKeeper 3.8.0 after every member
+        was stopped and continued at once (SIGSTOP/SIGCONT): the followers re-synced with a
+        leader that had not noticed losing them, and nothing after that was committed until the
+        members were restarted."""
+        before = self.stats()
+        if not all(f.get("Mode") in ("leader", "follower") for f in before.values()):
+            return None
+        if not any(int(f.get("Outstanding", "0")) > 0 for f in before.values()):
+            return None
+        time.sleep(watch)
+        after = self.stats()
+        if any(after[i].get("Zxid") != before[i].get("Zxid") for i in before):
+            return None
+        return "no proposal committed in {:g} s with requests outstanding: {}".format(watch, "; ".join(
+            f"{i} {f.get('Mode')} zxid {f.get('Zxid')} outstanding {f.get('Outstanding')} sent {f.get('Sent')}"
+            for i, f in sorted(after.items())))
+
     def start(self) -> "ZooKeeperEnsemble":
         for m in self.members:
             m.start()
         _wait(lambda: all(self.modes().values()), self._timeout, "ZooKeeper ensemble", self.members)
         return self
+
+    def restart_members(self) -> None:
+        """Every member stopped and started again (a wedged ensemble's remedy), then a quorum."""
+        for m in self.members:
+            m.stop()
+        self.start()
 
     def stop_member(self, myid: int) -> None:
         self._member(myid).stop()

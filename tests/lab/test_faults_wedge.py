@@ -23,10 +23,12 @@ def test_an_ensemble_that_gives_no_session_is_restarted_and_its_evidence_kept(zk
     assert len(said) == 1 and "gave no session" in said[0] and "none either" in said[0], said
     diagnosis = (kept / "diagnosis.txt").read_text()
     assert diagnosis.startswith("another process: exit ") and not diagnosis.startswith("another process: exit 0 ")
-    assert "\nmodes: " in diagnosis, diagnosis
+    assert "\nmodes: " in diagnosis and "\nsrvr: " in diagnosis, diagnosis
+    assert "\nwedged: None\n" in diagnosis   # stopped is not wedged: no member answers `srvr` at all
     assert "_serving_or_restarted" in (kept / "threads.txt").read_text()   # this thread's stack, where it stood
     assert sorted(p.name for p in kept.iterdir() if p.is_dir()) == sorted(m.dir.name for m in zk_ensemble.members)
     # Restarted: a session again, and a running ensemble is left alone (nothing said, nothing kept).
     ZooKeeperKeeper(zk_ensemble.hosts, timeout=10).close()
+    assert zk_ensemble.wedged(watch=0.5) is None   # serving, nothing outstanding
     faults._serving_or_restarted(zk_ensemble, "stall_5-clone-2", said.append, within=2.0)
     assert len(said) == 1 and not (tmp_path / "build" / "faults" / "zk-before-stall_5-clone-2").exists()
