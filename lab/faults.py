@@ -741,7 +741,10 @@ def main(argv: list[str] | None = None) -> int:
                           "SIGKILL when its output first shows the state, then `run --attach`: recovered when "
                           "the attach runs to its end, its time from its start to its end (the rest of the "
                           "rebalance and the wait, 7-10 s, for the killed session to expire included); no "
-                          "client INSERT runs through the kill, so no latency.", "", *lines, ""])
+                          "client INSERT runs through the kill, so no latency. Where ZooKeeper itself stopped "
+                          "committing after a stall (every member answering `srvr` with requests outstanding and "
+                          "no zxid moving: Debian's 3.8.0), *recovered* says so: its members were restarted, as "
+                          "an operator would, and the time to recover counts from that restart.", "", *lines, ""])
         write_section(a.markdown, "faults", body)
     return 0 if passed(outcomes) else 1
 
