@@ -213,7 +213,7 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
                 st = live.insert(rows, b, deadline=INSERT_DEADLINE)
                 latencies.append(time.monotonic() - t0)
                 if rng.random() < 0.3:
-                    live.query()
+                    live.query(deadline=INSERT_DEADLINE)
                 return st
             for _ in range(6):
                 client_round()
@@ -243,13 +243,14 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
 
             # Everything the log held when Keeper first answered after the fault: recovered means
             # every replica active again and past it, as well as the threads alive, the migration
-            # ended and an INSERT answered.
+            # ended and an INSERT answered. Read through a session of the suite's own, not through
+            # the runtime's locks, which a Keeper that creates no session can hold for long.
             head: list[int] = []
+            observer = _Observer(c.admin.hosts)
 
             def recovered_now():
-                with live.membership.shared():
-                    caught_up = _caught_up(c, head)
-                if not caught_up or live.threads_alive() != sorted(c.replicas) or live.migrations_in_flight():
+                if not _caught_up(observer, c, head) or live.threads_alive() != sorted(c.replicas) or (
+                        observer.in_flight(c.layout)):
                     client_round()
                     return False
                 return set(client_round().values()) == {"ok"}
@@ -264,9 +265,14 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
             if wedge:
                 note = f"ZooKeeper wedged ({wedge}), its members restarted"
             if not recovered:
-                note = (note + "; " if note else "") + (
-                    f"threads {live.threads_alive()}, in flight {live.migrations_in_flight()}, "
-                    f"behind {_behind(c, head[0]) if head else 'unknown'}, {read_migration(c.admin, c.layout, p)[0]}")
+                try:
+                    where = (f"in flight {observer.in_flight(c.layout)}, "
+                             f"behind {_behind(observer.keeper(), c, head[0]) if head else 'unknown'}, "
+                             f"{read_migration(observer.keeper(), c.layout, p)[0]}")
+                except Exception as e:  # noqa: BLE001 - Keeper away: the note says so instead
+                    where = f"Keeper not read ({type(e).__name__})"
+                note = (note + "; " if note else "") + f"threads {live.threads_alive()}, {where}"
+            observer.close()
         for r in ("r1", "r2", "r3"):   # a replica left down comes back before the end state is read
             if r not in c.replicas:
                 c.add_replica(r)
@@ -289,34 +295,60 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
         ensemble.start()
 
 
-def _log_head(c) -> int:
+class _Observer:
+    """The suite's own session on a cell's chroot, for what it reads to judge recovery: opened
+    again when it expired, each call bounded (a short start, the keeper's retry deadline)."""
+
+    def __init__(self, hosts: str):
+        self.hosts, self._keeper = hosts, None
+
+    def keeper(self) -> ZooKeeperKeeper:
+        if self._keeper is None or self._keeper.expired:
+            self.close()
+            self._keeper = ZooKeeperKeeper(self.hosts, timeout=3.0, retry_deadline=1.5)
+        return self._keeper
+
+    def in_flight(self, layout) -> list[str]:
+        from protocol.migration import migrations_in_flight
+        return migrations_in_flight(self.keeper(), layout)
+
+    def close(self) -> None:
+        if self._keeper is not None:
+            with contextlib.suppress(Exception):
+                self._keeper.close()
+            self._keeper = None
+
+
+def _log_head(keeper, layout) -> int:
     """The number the log's next entry will get (a replica with this log_pointer has pulled all)."""
     from protocol.replica import log_number
-    return max((log_number(n) + 1 for n in c.admin.get_children(c.layout.log)), default=0)
+    return max((log_number(n) + 1 for n in keeper.get_children(layout.log)), default=0)
 
 
-def _behind(c, head: int) -> dict[str, str]:
+def _behind(keeper, c, head: int) -> dict[str, str]:
     """The replicas that have not pulled the log up to `head`: their log_pointer, or why none is
     read (a session expired: not active, and the thread has not re-established it yet)."""
     out = {}
-    for r, rep in sorted(c.replicas.items()):
+    for r, rep in sorted(dict(c.replicas).items()):
         if rep.keeper.expired:
             out[r] = "session expired"
             continue
-        ptr = int(c.admin.get(c.layout.log_pointer(r))[0])
+        ptr = int(keeper.get(c.layout.log_pointer(r))[0])
         if ptr < head:
             out[r] = f"log_pointer {ptr} < {head}"
     return out
 
 
-def _caught_up(c, head: list[int]) -> bool:
+def _caught_up(observer, c, head: list[int]) -> bool:
     """Whether every replica is active and has pulled the log up to `head`, fixed (appended) at
-    the first call Keeper answers; False while Keeper or the administrator's session is away."""
+    the first call Keeper answers; False while Keeper is away. `observer`: an _Observer, or a
+    keeper to read through."""
     from protocol.keeper.base import KeeperUnavailableError, SessionExpiredError
     try:
+        keeper = observer.keeper() if isinstance(observer, _Observer) else observer
         if not head:
-            head.append(_log_head(c))
-        return not _behind(c, head[0])
+            head.append(_log_head(keeper, c.layout))
+        return not _behind(keeper, c, head[0])
     except (KeeperUnavailableError, SessionExpiredError):
         return False
 

@@ -270,14 +270,6 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         self._down_since.pop((partition, "catch-up"), None)
         return False
 
-    def reconnect_admin(self) -> None:
-        """The administrator's session expired: open another (it holds no ephemeral node)."""
-        old, self.admin = self.admin, self.connect()
-        try:
-            old.close()
-        except Exception:
-            pass
-
     def repair(self) -> list:
         """Start the repairs the concurrency limit allows (repair.system_repair, as SYSTEM REBALANCE
         does first); returns them as (partition, None, dst)."""
@@ -321,6 +313,15 @@ class Cluster(Recorder, Nemesis, ParallelReads):
             for k in (self.admin, *(r.keeper for r in self.replicas.values())):
                 stack.enter_context(k.answer_by(t_end))
             yield
+
+    def insert_not_sent(self, rows: list[dict], block_id: str) -> dict[str, str]:
+        """An INSERT its client gave up on before it reached a replica (the live runtime's
+        membership held past its deadline): every sub-block failed (nothing was written),
+        recorded as every answered INSERT is."""
+        sent, subs = self.insert_sent(rows, block_id)
+        status = {p: "failed" for p in subs}
+        self.insert_answered(block_id, subs, status, sent)
+        return status
 
     def _insert(self, rows: list[dict], block_id: str, tries: int, at: str | None, t_end: float | None) -> dict[str, str]:
         sent, subs = self.insert_sent(rows, block_id)
@@ -784,6 +785,12 @@ class Cluster(Recorder, Nemesis, ParallelReads):
                 with self.replicas[others[0]].lock:
                     pins = self.replicas[others[0]].pins
                     pins[partition] = pins.get(partition, 0) + 1
+
+    def query_not_sent(self, at: str | None):
+        """A SELECT its client gave up on before it reached a replica (the live runtime's
+        membership held past its deadline): failed, recorded as every answered query is."""
+        at = at or self.rng.choice(sorted(self.replicas))
+        self.query_answered(at, self.tick(), {}, {}, "failed", None)
 
     def _query_failed(self, q, at: str, start: int, routes: dict, got: dict, partitions):
         if q is not None:

@@ -26,7 +26,11 @@ keeper's retries ran out of time) or SessionExpiredError is abandoned, and the t
 outside every lock, as ClickHouse's background threads do; a replica whose session expired is
 re-established by its own thread before it takes another step (Cluster.reestablish: new
 session, is_active, map reloaded first). `recoveries` records, per replica, how long it went
-from its first Keeper error to its next completed round of steps.
+from its first Keeper error to its next completed round of steps. An expired administrator
+session is re-opened by one thread, outside the membership, which it takes only to swap the
+session in; an INSERT or a query with a deadline waits for the membership no longer than that
+(answered failed, having reached no replica), so none outlives its deadline while Keeper can
+create no session.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ from reference.cluster import Cluster
 # background_pool_size, is 16 by default in ClickHouse).
 PULL_BATCHES = 10
 EXECUTE_BATCH = 16
+
+
+class MembershipBusy(TimeoutError):
+    """The membership stayed held exclusively (a crash, a restart) past a caller's deadline."""
 
 
 class Membership:
@@ -77,14 +85,20 @@ class Membership:
             setattr(self._local, side, self._depth(side) - 1)
 
     @contextlib.contextmanager
-    def shared(self):
+    def shared(self, until: float | None = None):
+        """Held shared; `until` (time.monotonic()): raise MembershipBusy rather than wait past it,
+        so an INSERT or a query with a deadline answers within it whatever a crash or a restart
+        holds (issue 38: no INSERT outlives its deadline)."""
         if self._depth("shared") or self._depth("exclusive"):
             with self._reentered("shared"):
                 yield
             return
         with self._cond:
             while self._writer is not None or self._writers_waiting:
-                self._cond.wait()
+                left = None if until is None else until - time.monotonic()
+                if left is not None and left <= 0:
+                    raise MembershipBusy("the replicas' membership was changing past the deadline")
+                self._cond.wait(left)
             self._readers += 1
         self._local.shared = 1
         try:
@@ -128,6 +142,7 @@ class LiveCluster:
         self.cluster = cluster
         cluster.pull_batch = PULL_BATCH   # a pull step is pullLogsToQueue's batch (Replica.replica_pull_logs)
         self.membership = Membership()
+        self._admin_reconnecting = threading.Lock()   # one thread opens a new administrator session
         self.step_interval, self.refresh_interval = step_interval, refresh_interval
         self.threads: dict[str, threading.Thread] = {}
         self.stopping = threading.Event()
@@ -167,9 +182,7 @@ class LiveCluster:
             while not self.stopping.is_set():
                 try:
                     if self.cluster.admin.expired:   # the administrator's session is every thread's
-                        with self.membership.exclusive():
-                            if self.cluster.admin.expired:
-                                self.cluster.reconnect_admin()
+                        self._reconnect_admin()
                     with self.membership.shared():
                         rep = self.cluster.replicas.get(name)
                         if rep is None:
@@ -198,6 +211,24 @@ class LiveCluster:
         except BaseException as e:  # surfaced by stop(): a thread must not die silently
             self.errors.append(e)
 
+    def _reconnect_admin(self) -> None:
+        """A new administrator session, opened by one thread at a time and outside the membership:
+        opening one can take the session timeout while Keeper cannot create sessions, and held
+        exclusively for that long it stopped every INSERT and query past its deadline (found by
+        the fault suite's stall rows). Only the swap is exclusive."""
+        if not self._admin_reconnecting.acquire(blocking=False):
+            return   # another thread is at it
+        try:
+            if not self.cluster.admin.expired:
+                return
+            new = self.cluster.connect()
+            with self.membership.exclusive():
+                old, self.cluster.admin = self.cluster.admin, new
+            with contextlib.suppress(Exception):
+                old.close()
+        finally:
+            self._admin_reconnecting.release()
+
     def _round(self, rep, refresh: bool) -> None:
         """One round of `rep`'s background work, each step under its lock (Cluster._try): the
         whole map when the timer is due, the log pulled to its end, a batch of queue entries, one
@@ -219,14 +250,24 @@ class LiveCluster:
         """Cluster.insert from the caller's thread, beside the replica threads: it waits only for
         the one step of the replica it is working at (Replica.lock). `deadline` bounds its Keeper
         calls and its tries; `at`, the replica its first try is sent to (Cluster.insert)."""
-        with self.membership.shared():
-            return self.cluster.insert(rows, block_id, at=at, deadline=deadline)
+        until = None if deadline is None else time.monotonic() + deadline
+        try:
+            with self.membership.shared(until):
+                left = None if until is None else until - time.monotonic()
+                return self.cluster.insert(rows, block_id, at=at, deadline=left)
+        except MembershipBusy:   # not sent to any replica: failed, in time
+            return self.cluster.insert_not_sent(rows, block_id)
 
     def query(self, at: str | None = None, deadline: float | None = None):
         """Cluster.query from the caller's thread; each partition's sync and read hold the reading
-        replica's lock. `deadline` bounds its Keeper calls."""
-        with self.membership.shared():
-            return self.cluster.query(at=at, deadline=deadline)
+        replica's lock. `deadline` bounds its Keeper calls and its wait for the membership."""
+        until = None if deadline is None else time.monotonic() + deadline
+        try:
+            with self.membership.shared(until):
+                left = None if until is None else until - time.monotonic()
+                return self.cluster.query(at=at, deadline=left)
+        except MembershipBusy:
+            return self.cluster.query_not_sent(at)
 
     def crash(self, name: str) -> None:
         with self.membership.exclusive():

@@ -199,3 +199,39 @@ def test_an_insert_does_not_wait_past_its_deadline_for_a_busy_replica(connect, t
         assert violations(c.history, 2) == []
     finally:
         c.close()
+
+
+def test_an_insert_and_a_query_do_not_wait_past_their_deadlines_for_the_membership(connect, tmp_path):
+    """Found by the fault suite's stall rows: while Keeper could create no session, the replica
+    threads took turns re-opening the administrator's session with the membership held
+    exclusively, and every INSERT and query queued behind them for good. Now an INSERT that cannot
+    get in by its deadline answers `failed` (it reached no replica), a query fails, both recorded;
+    and the session is opened outside the membership (LiveCluster._reconnect_admin)."""
+    c = Cluster(connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=7)
+    try:
+        with LiveCluster(c) as live:
+            assert live.insert([_row(0, 0)], "first") == {"202401-0": "ok"}
+            held, release = threading.Event(), threading.Event()
+
+            def membership_change():   # a crash or a restart that takes long
+                with live.lock:
+                    held.set()
+                    release.wait(120)
+            changer = _in_thread(membership_change)
+            assert held.wait(30)
+            try:
+                answered = _answer_in_a_thread(lambda: live.insert([_row(1, 0)], "second", deadline=0.5))
+                assert answered == [{"202401-0": "failed"}]   # without the deadline it waits for the change
+                assert _answer_in_a_thread(lambda: live.query(deadline=0.5)) == [None]
+            finally:
+                release.set()
+                changer.join(30)
+            assert live.insert([_row(2, 0)], "third", deadline=5.0) == {"202401-0": "ok"}
+        c.settle()
+        c.snapshot()
+        assert {x["status"] for x in c.history.tables["inserts"] if x["block_id"] == "second"} == {"failed"}
+        assert [q["status"] for q in c.history.tables["queries"]] == ["failed"]
+        assert 1 not in {x["row_id"] for x in c.history.tables["parts"]}
+        assert violations(c.history, 2) == []
+    finally:
+        c.close()
