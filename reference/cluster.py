@@ -365,8 +365,11 @@ class Cluster(Recorder, Nemesis, ParallelReads):
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
             # Refused at pending[0] (route_insert goes in partition order); a try its deadline cut
-            # short while it waited for a busy replica was not refused by the protocol.
-            if error == "failed" and pending and not isinstance(why, ReplicaBusy):
+            # short while it waited for a busy replica, or whose Keeper did not answer, was not
+            # refused by the protocol (InsertRefusalsFollowGuardsInv judges the protocol's refusals;
+            # a ZooKeeper that committed nothing while it still served reads showed the harness an
+            # open write path beside a try that timed out).
+            if error == "failed" and pending and not isinstance(why, (ReplicaBusy, KeeperUnavailableError)):
                 after = self.write_path(receiver.name, pending[0])
                 if before[pending[0]] is not None and after is not None:
                     self.insert_refused(block_id, pending[0], receiver.name, why, before[pending[0]], after)

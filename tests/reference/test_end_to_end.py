@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from checkers.oracle import violations
+from protocol.keeper import KeeperUnavailableError, MemoryEnsemble
 from reference.cluster import Cluster
 from reference.workload import blocks
 
@@ -133,5 +134,29 @@ def test_restart_serves_after_loading_its_map(tmp_path, bugs, missed):
         c.query(at="r1")
         c.snapshot()
         assert any("missed row" in p for p in violations(c.history, 2)) == missed
+    finally:
+        c.close()
+
+
+def test_a_try_whose_keeper_did_not_answer_is_not_recorded_as_the_protocols_refusal(tmp_path):
+    """Found by the fault suite (stall_5 x clone, ZooKeeper wedged): ZooKeeper still served the
+    harness's reads while it committed nothing, so a try that timed out at its receiver was
+    recorded as a refusal beside an open write path, and InsertRefusalsFollowGuardsInv flagged
+    the protocol. A try whose Keeper did not answer is failed, and no refusal of the protocol's."""
+    c = Cluster(MemoryEnsemble().connect, tmp_path / "data", replicas=("r1", "r2", "r3"), seed=4)
+    try:
+        def away(*_a, **_k):
+            raise KeeperUnavailableError("injected: the receiver's Keeper does not answer")
+        receiver = c.replicas["r1"].keeper
+        for name in ("get", "get_many", "exists", "get_children", "multi", "create", "set"):
+            setattr(receiver, name, away)
+        block_id, rows = next(blocks(random.Random(4), 1, 1, months=1))
+        assert set(c.insert(rows, block_id, tries=1, at="r1").values()) == {"failed"}
+        assert c.history.tables["insert_refusals"] == []
+        for name in ("get", "get_many", "exists", "get_children", "multi", "create", "set"):
+            delattr(receiver, name)
+        c.settle()
+        c.snapshot()
+        assert violations(c.history, 2) == []
     finally:
         c.close()
