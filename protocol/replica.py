@@ -173,8 +173,8 @@ class Replica:
         if self.keeper.expired:
             # As a ClickHouse replica whose session expired (TABLE_IS_READ_ONLY): no write until the
             # session is re-established (Cluster.reestablish), the map reloaded first (F9).
-            raise KeeperUnavailableError(f"replica {self.name} is read-only: its Keeper session expired "
-                                         f"and is not re-established yet")
+            raise ReplicaReadOnly(f"replica {self.name} is read-only: its Keeper session expired "
+                                  f"and is not re-established yet")
         a = self.cache.get(partition)
         if a is None or self.name not in a.owners:
             raise GuardFailed("ReplicaWriteInsert", f"{self.name}'s map does not make it an owner of {partition}")
@@ -721,6 +721,12 @@ def caught_up_to(keeper: Keeper, layout: Layout, r: str, partition: str, upto: i
             except NoNodeError:
                 continue  # trimmed since the listing: its queue copy counts as below
     return all(text in after for text in pending)
+
+
+class ReplicaReadOnly(KeeperUnavailableError):
+    """TABLE_IS_READ_ONLY: the replica refuses a write because its session expired and is not
+    re-established yet. A refusal the protocol makes (the history records it), unlike a Keeper
+    that did not answer in time, which is the environment's."""
 
 
 def log_number(name: str) -> int:

@@ -42,7 +42,7 @@ from protocol.rebalance import system_rebalance
 from protocol.recovery import replica_clone_if_lost
 from protocol.registration import create_table_znodes, register_replica
 from protocol.repair import system_repair
-from protocol.replica import InsertRejected, Replica, client_alter_metadata, client_drop_partition, client_mutate
+from protocol.replica import InsertRejected, Replica, ReplicaReadOnly, client_alter_metadata, client_drop_partition, client_mutate
 from protocol.restart import replica_check_parts, replica_restart
 from protocol.scheduler import Schedule
 from protocol.table import Table
@@ -365,11 +365,14 @@ class Cluster(Recorder, Nemesis, ParallelReads):
                 status[p] = "ok"
             pending = sorted(p for p in subs if p not in done)
             # Refused at pending[0] (route_insert goes in partition order); a try its deadline cut
-            # short while it waited for a busy replica, or whose Keeper did not answer, was not
-            # refused by the protocol (InsertRefusalsFollowGuardsInv judges the protocol's refusals;
-            # a ZooKeeper that committed nothing while it still served reads showed the harness an
-            # open write path beside a try that timed out).
-            if error == "failed" and pending and not isinstance(why, (ReplicaBusy, KeeperUnavailableError)):
+            # short while it waited for a busy replica, or whose Keeper did not answer (unlike a
+            # read-only replica's refusal, ReplicaReadOnly), was not refused by the protocol
+            # (InsertRefusalsFollowGuardsInv judges the protocol's refusals; a ZooKeeper that
+            # committed nothing while it still served reads showed the harness an open write path
+            # beside a try that timed out).
+            not_refused = isinstance(why, ReplicaBusy) or (isinstance(why, KeeperUnavailableError)
+                                                           and not isinstance(why, ReplicaReadOnly))
+            if error == "failed" and pending and not not_refused:
                 after = self.write_path(receiver.name, pending[0])
                 if before[pending[0]] is not None and after is not None:
                     self.insert_refused(block_id, pending[0], receiver.name, why, before[pending[0]], after)

@@ -542,7 +542,7 @@ def test_an_insert_refused_with_its_write_path_open_is_a_violation_for_all_three
     counts = _three_agree(spark, broken)
     assert set(counts) == {"InsertRefusalsFollowGuardsInv"}, counts
     off = check(_read(broken), 2)["InsertRefusalsFollowGuardsInv"]
-    assert all("KeeperUnavailableError" in line and "read-only" in line for line in off), off
+    assert all("ReplicaReadOnly" in line and "read-only" in line for line in off), off
 
 
 def _refuse_half_the_allocations(monkeypatch) -> None:
