@@ -249,7 +249,7 @@ def run_one(ensemble, hosts: str, fault: str, state: str, seed: int, folder: Pat
             observer = _Observer(c.admin.hosts)
 
             def recovered_now():
-                if not _caught_up(observer, c, head) or live.threads_alive() != sorted(c.replicas) or (
+                if not _caught_up(observer.keeper, c, head) or live.threads_alive() != sorted(c.replicas) or (
                         observer.in_flight(c.layout)):
                     client_round()
                     return False
@@ -339,13 +339,13 @@ def _behind(keeper, c, head: int) -> dict[str, str]:
     return out
 
 
-def _caught_up(observer, c, head: list[int]) -> bool:
+def _caught_up(keeper_of, c, head: list[int]) -> bool:
     """Whether every replica is active and has pulled the log up to `head`, fixed (appended) at
-    the first call Keeper answers; False while Keeper is away. `observer`: an _Observer, or a
-    keeper to read through."""
+    the first call Keeper answers; False while Keeper is away. `keeper_of()`: the keeper to read
+    through (an _Observer's, opened again when it expired)."""
     from protocol.keeper.base import KeeperUnavailableError, SessionExpiredError
     try:
-        keeper = observer.keeper() if isinstance(observer, _Observer) else observer
+        keeper = keeper_of()
         if not head:
             head.append(_log_head(keeper, c.layout))
         return not _behind(keeper, c, head[0])

@@ -24,18 +24,18 @@ def test_an_expired_replica_is_behind_until_re_established_and_its_rows_then_arr
             c.insert(rows, block_id)
         c.settle()
         head: list[int] = []
-        assert _caught_up(c.admin, c, head) and head and _behind(c.admin, c, head[0]) == {}
+        assert _caught_up(lambda: c.admin, c, head) and head and _behind(c.admin, c, head[0]) == {}
         ensemble.expire(c.replicas["r2"].keeper.session_id)
         for block_id, rows in work:   # acknowledged by the other owners while r2 is away
             c.insert(rows, block_id)
         c.settle()                     # passes r2 over: read-only while expired
         later: list[int] = []
-        assert not _caught_up(c.admin, c, later) and _behind(c.admin, c, later[0]) == {"r2": "session expired"}
+        assert not _caught_up(lambda: c.admin, c, later) and _behind(c.admin, c, later[0]) == {"r2": "session expired"}
         _reestablish_expired(c)
         assert not c.replicas["r2"].keeper.expired
         assert set(_behind(c.admin, c, later[0])) == {"r2"}    # active again, the log not pulled yet
         c.settle()
-        assert _caught_up(c.admin, c, later)
+        assert _caught_up(lambda: c.admin, c, later)
         c.query()
         c.snapshot()
         assert violations(c.history, WORKLOAD.replication_factor) == []
