@@ -145,9 +145,27 @@ def run(a: argparse.Namespace, work) -> int:
             Path(a.report).write_text(json.dumps({"results": results, "summary": summary}, indent=1, default=str))
         say(summary)
         return HOLDS if ok else VIOLATED
+    except (BadInput, EnvironmentFailure, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        # A Py4J error's text is asked of the JVM when str() is called, and the finally below stops
+        # that JVM: read it now, or guarded sees "<exception str() failed>" and cannot tell an
+        # unreadable input file (exit 2) from a failed Spark (exit 3).
+        raise SparkJobFailed(_text_of(e)) from e
     finally:
         if owned:
             session.shutdown(spark)
+
+
+class SparkJobFailed(Exception):
+    """A Spark job failed; its text was read while the JVM that knew it still ran."""
+
+
+def _text_of(e: Exception) -> str:
+    try:
+        return str(e)
+    except Exception as inner:  # noqa: BLE001 - the JVM died first (a Ctrl-C, an OOM kill): say what is known
+        return f"{type(e).__name__} (its text was lost with the JVM: {type(inner).__name__})"
 
 
 class _Interrupts:
