@@ -47,7 +47,7 @@ def _point_in_subprocess(point) -> dict:
 
 
 def makespans(ingests=(10, 2.5)) -> dict:
-    """The RFC scenario under the landed rule, serially and under least busy first."""
+    """The RFC scenario under the landed rule, serially, under least busy first and under the default."""
     from protocol.rebalance import plan_rebalance
     from protocol.scheduler import Schedule
     from reference.makespan import GB, Bandwidth, simulate
@@ -58,7 +58,9 @@ def makespans(ingests=(10, 2.5)) -> dict:
     rules = [("landed: 4 per table, partition order", sorted(plan), Schedule.table_limit(4)),
              ("4 per table, plan order", plan, Schedule.table_limit(4)),
              ("serial: 1 at a time (PR #58132)", plan, Schedule.table_limit(1)),
-             ("least busy, 16 per table (the opt-in rule before)", plan, Schedule.least_busy(16)),
+             ("least busy, 16 per table (the opt-in rule before 2026-11-28)", plan, Schedule.least_busy(16)),
+             ("equal limits: " + Schedule.least_busy().describe() + " (the default before 2026-11-30)", plan,
+              Schedule.least_busy()),
              ("the default: " + Schedule().describe(), plan, Schedule())]
     rows = []
     for ingest in ingests:
@@ -75,7 +77,7 @@ def makespans(ingests=(10, 2.5)) -> dict:
             row[f"ratio_{ingest:g}"], row[f"limited_{ingest:g}"] = round(r.ratio, 3), round(r.limited_ratio, 3)
         sensitivity.append(row)
     return {"plan_moves": len(plan), "rows": rows, "sensitivity": sensitivity, "rfc_minutes": rfc_minutes(plan),
-            "across": across(), "across_schedule": Schedule().describe()}
+            "across": across(), "across_schedule": Schedule().describe(), "held_out": held_out()}
 
 
 # Growth shapes beyond the RFC's (old replicas, added, partitions, RF), and a random skewed cluster.
@@ -87,9 +89,9 @@ RANDOM_SHAPE = (100, 2000, 2)   # replicas, partitions, RF: random_cluster, 10% 
 def across(ingests=(10, 2.5, 1)) -> list[dict]:
     """The default schedule against the physical bound beyond the RFC's scenario: other cluster
     shapes, equal partitions (50 GB) and skewed ones (lognormal, median 33 GB, sigma 1, seeded),
-    targets taking in 10, 2.5 and 1 GB/s (sources read 1 GB/s); beside it, least busy with 16
-    per table (the opt-in rule before it became the default), and the setting that matches the
-    per-target limit to the rates, largest first (Schedule.matched)."""
+    targets taking in 10, 2.5 and 1 GB/s (sources read 1 GB/s); beside it, the equal limits (the
+    default before 2026-11-30), and the setting that matches the per-target limit to the rates,
+    largest first (Schedule.matched)."""
     import random
 
     from protocol.rebalance import plan_rebalance
@@ -109,12 +111,49 @@ def across(ingests=(10, 2.5, 1)) -> list[dict]:
             for ingest in ingests:
                 bw = Bandwidth(GB, ingest * GB)
                 row[f"default_{ingest:g}"] = round(simulate(plan, size.get, bw, Schedule()).ratio, 3)
-                row[f"sixteen_{ingest:g}"] = round(simulate(plan, size.get, bw, Schedule.least_busy(16)).ratio, 3)
+                row[f"equal_{ingest:g}"] = round(simulate(plan, size.get, bw, Schedule.least_busy()).ratio, 3)
                 row[f"matched_{ingest:g}"] = round(simulate(plan, size.get, bw, Schedule.matched(GB, ingest * GB)).ratio, 3)
                 if row[f"default_{ingest:g}"] > 1.05 and len(plan) <= SEARCHED_MOVES:
                     row[f"searched_{ingest:g}"] = round(searched(plan, size.get, bw), 3)
             rows.append(row)
     return rows
+
+
+# Cells the default's rule was not chosen on: the table's shapes and three more, skewed sizes
+# drawn with other seeds, and target rates between the table's.
+HELD_OUT_SHAPES = SHAPES + [(4, 1, 40, 2), (8, 3, 150, 2), (12, 2, 240, 3)]
+HELD_OUT_SEEDS, HELD_OUT_INGESTS = (4, 5, 6), (5, 2.5, 1.5)
+
+
+def held_out() -> dict:
+    """The default, the equal limits and the matched setting on the held-out cells: makespan /
+    physical bound of each, and the default's three worst cells."""
+    import random
+
+    from protocol.rebalance import plan_rebalance
+    from protocol.scheduler import Schedule
+    from reference.makespan import GB, Bandwidth, simulate
+    from reference.scenarios import growth
+    out = {"default": [], "equal": [], "matched": []}
+    worst = []
+    for old, new, parts, rf in HELD_OUT_SHAPES:
+        plan = plan_rebalance(*growth(old, new, parts, rf))
+        for seed in HELD_OUT_SEEDS:
+            rng = random.Random(seed)
+            size = {p: int(GB * rng.lognormvariate(3.5, 1)) for p, _, _ in plan}
+            for ingest in HELD_OUT_INGESTS:
+                bw = Bandwidth(GB, ingest * GB)
+                for key, schedule in (("default", Schedule()), ("equal", Schedule.least_busy()),
+                                      ("matched", Schedule.matched(GB, ingest * GB))):
+                    out[key].append(round(simulate(plan, size.get, bw, schedule).ratio, 3))
+                worst.append((out["default"][-1], f"{old} -> {old + new}, {parts} x RF {rf}, seed {seed}, {ingest:g} GB/s"))
+    return {**out, "cells": len(out["default"]), "seeds": ", ".join(map(str, HELD_OUT_SEEDS)), "ingests": HELD_OUT_INGESTS,
+            "shapes": ", ".join(f"{o} -> {o + n} ({p} x RF {rf})" for o, n, p, rf in HELD_OUT_SHAPES),
+            "worst": [f"{name} {ratio:.2f}x" for ratio, name in sorted(worst, reverse=True)[:3]]}
+
+
+def within_bound(figures: list[float]) -> str:
+    return f"{sum(v <= 1.05 for v in figures)} of {len(figures)} cells within 1.05x, the worst {max(figures):.2f}x"
 
 
 SEARCHED_MOVES, SEARCH_TRIALS = 100, 200
@@ -170,7 +209,7 @@ def gantts() -> dict:
     assignments, names = growth()
     plan = plan_rebalance(assignments, names)
     out = {}
-    for key, order, schedule in (("landed", sorted(plan), Schedule.table_limit(4)), ("least_busy", plan, Schedule())):
+    for key, order, schedule in (("landed", sorted(plan), Schedule.table_limit(4)), ("default", plan, Schedule())):
         r = simulate(order, lambda p: 50 * GB, Bandwidth(GB, 10 * GB), schedule)
         path = REPORTS / f"gantt-rfc-{key}.png"
         gantt.draw(gantt.from_spans(r.spans), path, f"RFC scenario, 10 GB/s targets, {schedule.describe()}: "
@@ -250,8 +289,8 @@ def rebalance_markdown(r: dict, produced: str) -> str:
                      f"{x['simulated_s']:.0f} s |")
     ingests = sorted({k.split("_", 1)[1] for x in m["across"] for k in x if k.startswith("default_")}, key=float, reverse=True)
     lines += ["", "The default schedule (" + m["across_schedule"] + ") beyond the RFC's scenario: makespan / the "
-              "physical bound, in brackets least busy with 16 per table (the opt-in rule before), and after the "
-              "slash the matched setting (`Schedule.matched`: per target ceil(ingest / read), at least 2, "
+              "physical bound, in brackets the equal limits (least busy, 2 per source, 16 per target: the default "
+              "before 2026-11-30), and after the slash the matched setting (`Schedule.matched`: per target ceil(ingest / read), at least 2, "
               "fetches at once, 2 per source, the largest partition first among the least busy). Sources "
               "read 1 GB/s; *skewed*: partition sizes lognormal, median 33 GB, sigma 1 (seeded). Figures over 1.05 "
               "are in bold.", "",
@@ -260,12 +299,18 @@ def rebalance_markdown(r: dict, produced: str) -> str:
     bold = lambda v: f"**{v:.2f}**" if v > 1.05 else f"{v:.2f}"  # noqa: E731
     for x in m["across"]:
         lines.append(f"| {x['cluster']} | {x['moves']} | {x['sizes']} | " + " | ".join(
-            f"{bold(x['default_' + i])} ({x['sixteen_' + i]:.2f}) / {bold(x['matched_' + i])}" for i in ingests) + " |")
-    within = {}
-    for key in ("default_", "matched_"):
-        figures = [x[key + i] for x in m["across"] for i in ingests]
-        within[key] = f"{sum(v <= 1.05 for v in figures)} of {len(figures)} cells within 1.05x, the worst {max(figures):.2f}x"
-    lines += ["", f"The default: {within['default_']}. The matched setting: {within['matched_']}."]
+            f"{bold(x['default_' + i])} ({x['equal_' + i]:.2f}) / {bold(x['matched_' + i])}" for i in ingests) + " |")
+    within = {key: within_bound([x[key + i] for x in m["across"] for i in ingests]) for key in ("default_", "equal_", "matched_")}
+    lines += ["", f"The default: {within['default_']}. The equal limits: {within['equal_']}. "
+              f"The matched setting: {within['matched_']}."]
+    h = m.get("held_out")
+    if h:
+        lines += ["", f"Held out (the default's rule was chosen on the table above; these {h['cells']} cells were not "
+                  f"looked at then): {h['shapes']}, each with skewed sizes of seeds {h['seeds']}, targets taking in "
+                  + ", ".join(f"{i:g}" for i in h["ingests"]) + " GB/s. "
+                  + " ".join(f"{name}: {within_bound(h[key])}." for key, name in
+                             (("default", "The default"), ("equal", "The equal limits"), ("matched", "The matched setting")))
+                  + " Where the default misses most: " + "; ".join(h["worst"]) + "."]
     found = [(x, i) for x in m["across"] for i in ingests if "searched_" + i in x]
     if found:
         lines += ["", f"Where the default misses on a plan of at most {SEARCHED_MOVES} moves, the best of {SEARCH_TRIALS} "
@@ -274,7 +319,7 @@ def rebalance_markdown(r: dict, produced: str) -> str:
                   + ". So schedules near the bound exist there (spec/FINDINGS.md, F19)."]
     g = r["gantt"]
     lines += ["", f"Gantt charts (one bar per migration, a lane per target): `{g['landed']}` (landed rule), "
-              f"`{g['least_busy']}` (least busy), `{g['reference_run']}` (a reference run: CLONE start, fetch, SWITCH, "
+              f"`{g['default']}` (the default), `{g['reference_run']}` (a reference run: CLONE start, fetch, SWITCH, "
               "CLEANUP in driver steps). Also: `python -m reference gantt [--run] --out FILE`."]
     return "\n".join(lines) + "\n"
 

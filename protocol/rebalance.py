@@ -418,8 +418,9 @@ def system_rebalance(keeper: Keeper, layout: Layout, replicas: list[str], max_co
     """SYSTEM REBALANCE TABLE t: plan, then start the moves the schedule allows now (the rest on
     a later call). Returns the moves started.
 
-    `schedule` (scheduler.Schedule) decides which and how many; the default is least busy first,
-    2 CLONEs per source and 16 per target (scheduler.py says why). `max_concurrent` is the table's
+    `schedule` (scheduler.Schedule) decides which and how many; the default is the largest
+    partition first, at most 2 CLONEs per source and 16 per target for the replicas with the most
+    bytes left and fewer, in proportion, for the others (scheduler.py says why). `max_concurrent` is the table's
     own cap on migrations in flight (None: none), which no schedule exceeds. `placement` defaults
     to what the replicas declared in Keeper (read_placement)."""
     from protocol.scheduler import Running, Schedule, in_flight_moves

@@ -406,7 +406,7 @@ def cmd_tables(a: argparse.Namespace) -> int:
 def schedule_of(a: argparse.Namespace) -> Schedule:
     if a.rule == "table_limit":
         return Schedule.table_limit(a.per_table or 4)
-    return Schedule(a.per_table, a.per_source, a.per_target, a.rule)
+    return Schedule(a.per_table, a.per_source, a.per_target, a.rule, proportional=not a.equal_limits)
 
 
 def cmd_gantt(a: argparse.Namespace) -> int:
@@ -557,12 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--ingest", type=positive_float, default=10, help="(simulation) GB/s a target takes in")
     g.add_argument("--months", type=at_least_1, default=3, help="(--run) months of data")
     g.add_argument("--blocks", type=at_least_1, default=40, help="(--run) INSERT blocks")
-    g.add_argument("--rule", choices=["least_busy", "largest_first", "table_limit"], default="least_busy",
-                   help="the start rule (protocol/scheduler.py); largest_first with --per-target ceil(ingest/read) "
-                        "is the matched setting")
-    g.add_argument("--per-table", type=at_least_1, help="migrations per table (default: no limit least_busy, 4 table_limit)")
-    g.add_argument("--per-source", type=at_least_1, default=2)
-    g.add_argument("--per-target", type=at_least_1, default=16)
+    g.add_argument("--rule", choices=["least_busy", "largest_first", "table_limit"], default="largest_first",
+                   help="the start rule (protocol/scheduler.py); largest_first with --equal-limits and --per-target "
+                        "ceil(ingest/read) is the matched setting")
+    g.add_argument("--per-table", type=at_least_1, help="migrations per table (default: no limit; 4 with table_limit)")
+    g.add_argument("--per-source", type=at_least_1, default=2, help="CLONEs per source (the busiest's, unless --equal-limits)")
+    g.add_argument("--per-target", type=at_least_1, default=16, help="CLONEs per target (the busiest's, unless --equal-limits)")
+    g.add_argument("--equal-limits", action="store_true",
+                   help="every source and target gets --per-source and --per-target (default: in proportion to its bytes left)")
     g.add_argument("--lane", choices=["dst", "src"], default="dst", help="a lane per target (dst) or source replica")
     g.add_argument("--seed", type=int_at_least(0), default=1)
     g.add_argument("--out", type=output_file, help="PNG path (default build/gantt-sim.png or build/gantt-run.png)")

@@ -128,8 +128,8 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         # down_timeout is a number of the history's steps (count_steps): the history records it
         # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
         self.steps_clock = False
-        # What SYSTEM REBALANCE starts: the default schedule (least busy first, per source and per
-        # target limits) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
+        # What SYSTEM REBALANCE starts: the default schedule (largest first, per source and per
+        # target limits in proportion to the bytes left) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
         self.schedule = (schedule or Schedule()).capped(max_concurrent)
         self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
         # The INSERTs a killed run sent and had no answer to, by block id: its client sends them
