@@ -652,6 +652,21 @@ def _lost_flag(st: _State, t: Txn, r: str, value: bytes, events, unmapped) -> No
                             + f", keeps {', '.join(sorted(kept)) or 'no part'}"))
 
 
+def _first_of_removals(st: _State, events: list[Event], at: int, r: str, partition: str) -> int:
+    """The first of the run of queue removals by r, without a part, of entries of `partition`,
+    that ends at events[at] (other replicas' events may lie between them; any other event of r's
+    ends the run): removePartProducingOpsInRange's removals of one DROP_RANGE."""
+    first = at
+    for n in range(at - 1, -1, -1):
+        e = events[n]
+        if e.r != r:
+            continue
+        if e.a != "execute" or e.part != NO_PART or e.k == 0 or st.entries[e.k].partition != partition:
+            break
+        first = n
+    return first
+
+
 def _active(names: set[str]) -> set[str]:
     """The part nodes no other contains (the rest are replaced parts whose nodes go later), with
     MergeTreePartInfo::contains's rule: the block range, the level and the mutation."""
@@ -688,8 +703,15 @@ def _registered(st: _State, t: Txn, r: str, name: str, events, unmapped) -> None
         at = next((n for n in range(len(events) - 1, -1, -1) if ev is not None and events[n].a == "execute"
                    and (events[n].zxid, events[n].r, events[n].k) == (ev.zxid, ev.r, ev.k)), None)
         if at is not None:
-            events[at] = replace(events[at], part=abstract_part(st, name),
-                                 why=ev.why + f"; its fetch of {name} committed after (zxid {t.zxid:#x})")
+            fetched = replace(events[at], part=abstract_part(st, name),
+                              why=ev.why + f"; its fetch of {name} committed after (zxid {t.zxid:#x})")
+            # The drop removes the partition's entries one request after another and waits for
+            # this fetch before it takes the parts away: the fetch is a step before the drop's
+            # execution, whose first removal of the batch the spec takes for that execution (and
+            # which already took this entry out, seen from the spec). So it goes before the batch.
+            first = _first_of_removals(st, events, at, r, made.partition)
+            del events[at]
+            events.insert(first, fetched)
             return
         unmapped(t, f"{r} registered {name}, which no entry in its queue makes")
         return
