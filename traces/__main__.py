@@ -23,7 +23,9 @@ TLC here, 130 Ctrl-C.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -78,12 +80,15 @@ def clickhouse(a) -> int:
     for seed in range(a.seed, a.seed + a.runs):
         w = Workload(replicas=a.replicas, inserts=a.inserts, seed=seed, drop_while_lost=a.drop_while_lost)
         t0 = time.monotonic()
+        # the transaction log is kept beside a rejected trace, so that the rejection can be
+        # replayed (`python -m traces validate`) once the run's timing is gone
+        zk_log = Path(tempfile.mkdtemp(prefix=f"zk-seed{seed}-")) if a.keep else None
         for attempt in (1, 2):
             # A replica of 18.16 has failed to start in make check now and then (exit 70, "Invalid
             # argument" while loading metadata; not seen in make test or make traces alone): the run
             # is made again once on fresh servers before the stage says the environment failed.
             try:
-                run = record(w)
+                run = record(w, keep_log=zk_log)
                 break
             except (ClickHouseUnavailable, ZooKeeperUnavailable) as e:
                 if attempt == 2:
@@ -97,6 +102,16 @@ def clickhouse(a) -> int:
               f"killed {', '.join(f['killed']) or 'none'}, lost {f['lost'] or 'none'}; "
               f"{len(run.txns)} Keeper records in {time.monotonic() - t0:.0f} s", flush=True)
         _report(name, trace, verdict, a.keep)
+        if zk_log is not None:
+            if not verdict.accepted:
+                shutil.rmtree(a.keep / name / "zookeeper", ignore_errors=True)
+                shutil.move(zk_log, a.keep / name / "zookeeper")
+                print(f"  kept its transaction log: python -m traces validate {a.keep / name / 'zookeeper'} "
+                      f"--root {run.root} --replicas {','.join(run.replicas)} --min-logs-to-keep "
+                      f"{run.settings.min_logs_to_keep} --max-logs-to-keep {run.settings.max_logs_to_keep} "
+                      f"--dedup-window {run.settings.dedup_window}", flush=True)
+            else:
+                shutil.rmtree(zk_log, ignore_errors=True)
         rejected += not verdict.accepted
         rows.append({"seed": seed, "accepted": verdict.accepted, "events": verdict.events, "consumed": verdict.consumed,
                      "distinct_states": verdict.distinct_states, "tlc_seconds": round(verdict.seconds, 1),

@@ -136,3 +136,21 @@ def test_the_command_line_validates_a_recorded_log_and_refuses_what_it_cannot_re
     # refused while the arguments are parsed (issue 41): the folder is not there
     assert missing.returncode == 2 and "argument data_dir: no such folder" in missing.stderr
     assert "Traceback" not in wrong.stderr + missing.stderr
+
+
+def test_a_rejected_run_keeps_its_transaction_log_and_the_command_that_replays_it(clickhouse_command, tmp_path):
+    # --drop-while-lost: 18.16's clone keeps the dropped parts (T8), rejected on every run
+    import shlex
+    import subprocess
+    import sys
+
+    keep = tmp_path / "keep"
+    r = subprocess.run([sys.executable, "-m", "traces", "clickhouse", "--drop-while-lost", "--keep", str(keep)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(x for x in r.stdout.splitlines() if "kept its transaction log: " in x)
+    replay = shlex.split(line.split("kept its transaction log: ", 1)[1])
+    assert (keep / "clickhouse-seed2" / "zookeeper" / "version-2").is_dir()
+    again = subprocess.run([sys.executable, *replay[1:]], capture_output=True, text=True, timeout=300)
+    verdict = next(x for x in r.stdout.splitlines() if x.startswith("clickhouse-seed2: "))
+    assert again.returncode == 1 and again.stdout.strip() == "trace: " + verdict.split(": ", 1)[1], again.stdout
