@@ -58,7 +58,7 @@ def makespans(ingests=(10, 2.5)) -> dict:
     rules = [("landed: 4 per table, partition order", sorted(plan), Schedule.table_limit(4)),
              ("4 per table, plan order", plan, Schedule.table_limit(4)),
              ("serial: 1 at a time (PR #58132)", plan, Schedule.table_limit(1)),
-             ("least busy, 16 per table (the opt-in rule before 2026-11-28)", plan, Schedule.least_busy(16)),
+             ("least busy, 16 per table (the opt-in rule before the equal limits)", plan, Schedule.least_busy(16)),
              ("equal limits: " + Schedule.least_busy().describe() + " (the default before 2026-11-30)", plan,
               Schedule.least_busy()),
              ("the default: " + Schedule().describe(), plan, Schedule())]
