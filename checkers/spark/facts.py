@@ -115,6 +115,12 @@ class Facts:
                       for w in self.qwords]
         final = (t == PART) & (c("step") == self.h.final_step)  # older snapshots are history, not state
         ok, unknown = (t == INSERT) & (c("code") == 0), (t == INSERT) & (c("code") == 2)
+        # Shuffled by the key before it is aggregated, so that the one aggregation runs after the
+        # shuffle: a partial aggregation before it would merge little (a row's insert, its parts and
+        # its query rows are read by different tasks: 3.3M rows in, 2.3M out at 1M inserted rows)
+        # and would shuffle ~30 aggregation buffers a row instead of the 11 narrow columns. Measured
+        # in one session after a 10k check: 1M 6.5-6.9 s -> 5.7-5.9 s, 10M 35.1-35.6 s -> 25.5-27.8 s.
+        rows = rows.repartition(h.partitions, *KEYS)
         self.rows = rows.groupBy(*KEYS).agg(
             F.count(F.when(t == INSERT, 1)).alias("n_inserts"),
             F.count(F.when(ok, 1)).alias("n_ok"),
