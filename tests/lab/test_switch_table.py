@@ -9,6 +9,9 @@ drops the target at once also drops a copy a running query reads: CleanupSafeInv
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -21,6 +24,7 @@ from conformance.stategraph import SPEC  # noqa: E402
 from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES, REPAIR_SWITCHES  # noqa: E402
 from lab.switch_table import SWITCH_WALKS, SWITCH_WALKS_FOR, other_row, protocol_row  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 BROKEN_BY = {
     "filter_with_stale_cache": {"OwnersCompleteInv", "QueryNoMissingInv"},
     "clone_from_source_only": {"OwnersCompleteInv", "DropsAppliedInv", "MutationsAppliedInv"},
@@ -123,7 +127,17 @@ def test_ci_machine_with_repair_steps_holds_and_repairs():
     # first move on every walk. Measured on the fixed protocol, ci, 100 walks of REPAIR_STEPS (60):
     # a CANCEL on 81 in a hundred walks, a drop on 57, a repair started on 55 and switched on 46,
     # a move's SWITCH on 66 (the default machine: SWITCH on 80, CANCEL on 23).
-    r = protocol_row(None, settings(profile(), max_examples=100), repair=True)
+    # In a process of its own: in a make test worker that had run other files first, the same
+    # derandomized run took about 200 walks, not 103, with a repair switched on 25 in a hundred (a
+    # fresh clone, 2026-11-30; the state it depends on is not found yet). Alone, in any process
+    # and under any PYTHONHASHSEED, it is the figures above.
+    code = ("import json; from hypothesis import settings; from conformance.machines import profile; "
+            "from lab.switch_table import protocol_row; "
+            "print(json.dumps(protocol_row(None, settings(profile(), max_examples=100), repair=True), default=str))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "CONFORMANCE_PROFILE": "ci"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
     assert not r["caught"], (r["invariant"], r["walk"])
     windows = r["windows_per_100_walks"]
     assert windows.get("cancel", 0) >= 50 and windows.get("repair", 0) >= 40, windows
