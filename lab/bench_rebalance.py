@@ -92,7 +92,6 @@ def across(ingests=(10, 2.5, 1)) -> list[dict]:
     targets taking in 10, 2.5 and 1 GB/s (sources read 1 GB/s); beside it, the equal limits (the
     default before 2026-11-30), and the setting that matches the per-target limit to the rates,
     largest first (Schedule.matched)."""
-    import random
 
     from protocol.rebalance import plan_rebalance
     from protocol.scheduler import Schedule
@@ -104,9 +103,7 @@ def across(ingests=(10, 2.5, 1)) -> list[dict]:
     rows = []
     for name, assignments, replicas in clusters:
         plan = plan_rebalance(assignments, replicas)
-        rng = random.Random(3)
-        for sizes, size in (("equal", {p: 50 * GB for p, _, _ in plan}),
-                            ("skewed", {p: int(GB * rng.lognormvariate(3.5, 1)) for p, _, _ in plan})):
+        for sizes, size in (("equal", {p: 50 * GB for p, _, _ in plan}), ("skewed", skewed(plan, 3))):
             row = {"cluster": name, "moves": len(plan), "sizes": sizes}
             for ingest in ingests:
                 bw = Bandwidth(GB, ingest * GB)
@@ -128,7 +125,6 @@ HELD_OUT_SEEDS, HELD_OUT_INGESTS = (4, 5, 6), (5, 2.5, 1.5)
 def held_out() -> dict:
     """The default, the equal limits and the matched setting on the held-out cells: makespan /
     physical bound of each, and the default's three worst cells."""
-    import random
 
     from protocol.rebalance import plan_rebalance
     from protocol.scheduler import Schedule
@@ -139,8 +135,7 @@ def held_out() -> dict:
     for old, new, parts, rf in HELD_OUT_SHAPES:
         plan = plan_rebalance(*growth(old, new, parts, rf))
         for seed in HELD_OUT_SEEDS:
-            rng = random.Random(seed)
-            size = {p: int(GB * rng.lognormvariate(3.5, 1)) for p, _, _ in plan}
+            size = skewed(plan, seed)
             for ingest in HELD_OUT_INGESTS:
                 bw = Bandwidth(GB, ingest * GB)
                 for key, schedule in (("default", Schedule()), ("equal", Schedule.least_busy()),
@@ -154,6 +149,15 @@ def held_out() -> dict:
 
 def within_bound(figures: list[float]) -> str:
     return f"{sum(v <= 1.05 for v in figures)} of {len(figures)} cells within 1.05x, the worst {max(figures):.2f}x"
+
+
+def skewed(plan, seed: int) -> dict[str, int]:
+    """Partition sizes in bytes, lognormal (median 33 GB, sigma 1), drawn in plan order from `seed`."""
+    import random
+
+    from reference.makespan import GB
+    rng = random.Random(seed)
+    return {p: int(GB * rng.lognormvariate(3.5, 1)) for p, _, _ in plan}
 
 
 SEARCHED_MOVES, SEARCH_TRIALS = 100, 200

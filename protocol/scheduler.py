@@ -131,7 +131,7 @@ class Schedule:
         for p, src, dst in plan:
             to_send[src] += size(p)
             to_fetch[dst] += size(p)
-        source_limit, target_limit = self._limits(plan, running, size)
+        source_limit, target_limit = self._limits(to_send, to_fetch, running, size)
         while self.per_table is None or len(running) < self.per_table:
             sending = Counter(m.src for m in running if m.copying)
             fetching = Counter(m.dst for m in running if m.copying)
@@ -153,17 +153,19 @@ class Schedule:
             to_fetch[move[2]] -= size(move[0])
             yield move
 
-    def _limits(self, plan, running: list[Running], size):
+    def _limits(self, to_send: Counter, to_fetch: Counter, running: list[Running], size):
         """Each source's and target's limit on CLONEs for this call: per_source and per_target,
-        or with `proportional` those times the replica's share of the bytes left (in the moves
-        not started and the CLONEs in flight) against the replica with the most, rounded, at least 1.
-        Fixed for the call: the bytes left change as CLONEs end, and the caller asks again then."""
+        or with `proportional` those times the replica's share of the bytes left (`to_send` and
+        `to_fetch`, the moves not started, and the CLONEs in flight) against the replica with the
+        most, rounded, at least 1. Fixed for the call: the bytes left change as CLONEs end, and
+        the caller asks again then."""
         if not self.proportional:
             return (lambda r: self.per_source), (lambda r: self.per_target)
-        out, into = Counter(), Counter()
-        for p, src, dst in [*plan, *((m.partition, m.src, m.dst) for m in running if m.copying)]:
-            out[src] += size(p)
-            into[dst] += size(p)
+        out, into = Counter(to_send), Counter(to_fetch)
+        for m in running:
+            if m.copying:
+                out[m.src] += size(m.partition)
+                into[m.dst] += size(m.partition)
 
         def share(limit, left):
             most = max(left.values(), default=0)

@@ -145,7 +145,7 @@ def run(a: argparse.Namespace, work) -> int:
             Path(a.report).write_text(json.dumps({"results": results, "summary": summary}, indent=1, default=str))
         say(summary)
         return HOLDS if ok else VIOLATED
-    except (BadInput, EnvironmentFailure, KeyboardInterrupt):
+    except (BadInput, EnvironmentFailure):
         raise
     except Exception as e:
         # A Py4J error's text is asked of the JVM when str() is called, and the finally below stops

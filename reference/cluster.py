@@ -129,7 +129,8 @@ class Cluster(Recorder, Nemesis, ParallelReads):
         # (run.down_timeout) and the checkers judge DownWaitBoundedProp against it.
         self.steps_clock = False
         # What SYSTEM REBALANCE starts: the default schedule (largest first, per source and per
-        # target limits in proportion to the bytes left) under the table's cap, max_concurrent, which REASSIGN and REPAIR obey too.
+        # target limits in proportion to the bytes left) under the table's cap, max_concurrent,
+        # which REASSIGN and REPAIR obey too.
         self.schedule = (schedule or Schedule()).capped(max_concurrent)
         self._init_record(f"{backend}-seed{seed}")   # the history, its clock and the timeline (Recorder)
         # The INSERTs a killed run sent and had no answer to, by block id: its client sends them

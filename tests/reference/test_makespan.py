@@ -200,10 +200,14 @@ def test_limits_in_proportion_to_the_bytes_left():
     plan = [("p1", "a", "x"), ("p2", "b", "x"), ("p3", "b", "y"), ("p4", "c", "y")]
     sizes = Placement(sizes={"p0": 30, "p1": 30, "p2": 15, "p3": 15, "p4": 6})
     running = [Running("p0", "a", "x")]
-    source, target = Schedule(per_source=4, per_target=3)._limits(plan, running, sizes.size)
+    to_send, to_fetch = Counter(), Counter()
+    for p, src, dst in plan:
+        to_send[src] += sizes.size(p)
+        to_fetch[dst] += sizes.size(p)
+    source, target = Schedule(per_source=4, per_target=3)._limits(to_send, to_fetch, running, sizes.size)
     assert [source(r) for r in "abc"] == [4, 2, 1]
     assert [target(r) for r in "xy"] == [3, 1]     # x: 75 bytes left, y: 21 -> 3 * 21 / 75 = 0.84 -> 1
-    equal = Schedule.least_busy(per_source=4, per_target=3)._limits(plan, running, sizes.size)
+    equal = Schedule.least_busy(per_source=4, per_target=3)._limits(to_send, to_fetch, running, sizes.size)
     assert [equal[0](r) for r in "abc"] == [4, 4, 4] and equal[1]("y") == 3
     # y takes one fetch (b's p3, the largest to an idle source and target), so c's p4 waits for it;
     # x takes a's p1 and b's p2 beside its running one (3)
