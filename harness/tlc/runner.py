@@ -327,6 +327,10 @@ def run_tlc(
     cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *module_library(spec), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
            "-tool",
            "-workers", str(workers), "-metadir", metadir,
+           # TLC checkpoints its queue and fingerprints to the metadir every 30 min by default, to
+           # resume with -recover; nothing here resumes (the metadir is removed after the run), so
+           # a long model's checkpoint would be pure cost: a pause of every worker while it writes.
+           "-checkpoint", "0",
            # TLC 2.15 resolves -config against the spec's folder: pass it relative to that.
            "-config", os.path.relpath(config, spec.parent)]
     if not check_deadlock:

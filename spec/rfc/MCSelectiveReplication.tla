@@ -143,10 +143,17 @@ MigrationLimitReachedWitness == Cardinality(MigrationsInFlight) = MaxConcurrentM
 (*    ReplicaCleanup's routedHere). routes, pending and expected of a query*)
 (*    that is not running: read only while it runs (st, dup and lost stay: *)
 (*    QueryNoMissingInv and QueryNoDuplicateInv read them).                *)
-(*  - mig[p]'s src, dst, coord and fetched while no migration of p is in   *)
-(*    flight: read only in "clone" (PlannedOwners, CLONE, SWITCH, CANCEL,  *)
-(*    takeover) or through Leaver in "switched"/"cancelling";              *)
-(*    StartMigration overwrites the record.                                *)
+(*  - mig[p]'s coord, fetched and pos outside "clone": read only in it    *)
+(*    (CLONE, SWITCH and its catch-up position, CANCEL, takeover,          *)
+(*    CloneWaitsOnDown; SwitchTargetHoldsFetchedProp on a step from it);   *)
+(*    StartMigration and RepairStart write them anew. src and dst are kept *)
+(*    in every state: Leaver reads them in "switched"/"cancelling", and    *)
+(*    MigrationOutcomeInv in "done" and "cancelled" too. Until 2026-11-30  *)
+(*    the view kept pos after SWITCH (MCFullOnePartition's states grew by  *)
+(*    two thirds with F23's pos) and left src and dst out once a migration *)
+(*    ended, where that invariant reads them: two states of one view could *)
+(*    then disagree on it, so a variant breaking it only there could have  *)
+(*    passed. The first leaves states out, the second adds some back.      *)
 (* Kept although derivable: inv_acked (= inserts whose st is "acked"),     *)
 (* aux_counts (merges = MERGE entries in log, migrations = migrations      *)
 (* started; crashes bounds ReplicaCrash and is not derivable): derivable   *)
@@ -166,7 +173,7 @@ QryView == [q \in Queries |->
                     dup |-> qry[q].dup, lost |-> qry[q].lost]
               ELSE [st |-> qry[q].st, dup |-> qry[q].dup, lost |-> qry[q].lost]]
 MigView == [p \in Partitions |->
-              IF mig[p].st \in {"clone", "switched", "cancelling"} THEN mig[p] ELSE [st |-> mig[p].st]]
+              IF mig[p].st = "clone" THEN mig[p] ELSE [st |-> mig[p].st, src |-> mig[p].src, dst |-> mig[p].dst]]
 ReductionView ==
     <<active, asg, ActiveCache, log, ptr, queue, parts, meta, dedup, muts, trimmed, lost, InsView, MigView,
       QryView, inv_acked, inv_read_cleaned, aux_counts, gone>>

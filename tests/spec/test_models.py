@@ -43,10 +43,13 @@ def test_every_cfg_is_in_the_manifest():
 # ReductionView (spec/rfc/MCSelectiveReplication.tla) makes TLC tell states apart by less than all
 # variables, so the full model fits in time. Its comment argues it sound; this checks the argument
 # where it could hide a bug: every broken variant of SelectiveReplication, run exhaustively with
-# the view added, must still violate the invariant it violates without it.
+# the view added, must still violate the invariant it violates without it. The variants whose cfg
+# has the view already (MCFullOnePartition's: too large without it) are checked with it by
+# check-spec itself; adding it twice is a cfg TLC refuses.
 BROKEN_WITHOUT_VIEW = [m for m in check_models.load_manifest()
                        if m["spec"] == "MCSelectiveReplication.tla" and m["expect"] == "violates"
-                       and not m.get("simulate") and m.get("invariant")]
+                       and not m.get("simulate") and m.get("invariant")
+                       and "VIEW" not in check_models.spec_file(m["config"]).read_text()]
 
 
 @pytest.mark.tlc
