@@ -73,8 +73,10 @@ def dump(cfg: str, timeout: float = 600, depth: int | None = None, without_switc
 
 
 def graph_cfg(text: str, without_switches: bool = False) -> str:
-    """The cfg without SYMMETRY, invariants and properties: TLC stops at a violation, and the
-    graph of a broken variant is wanted whole (its invariants are checked on the reference)."""
+    """The cfg without SYMMETRY, VIEW, invariants and properties: TLC stops at a violation, and the
+    graph of a broken variant is wanted whole (its invariants are checked on the reference). Under a
+    VIEW TLC keeps one state of each view and draws an edge to it from every state whose successor
+    has that view, so an edge's target need not be what its action makes of its source."""
     if without_switches:
         text, n = re.subn(r"^(\s+Bugs = ).*$", r"\1{}", text, flags=re.M)
         if n != 1:
@@ -84,7 +86,7 @@ def graph_cfg(text: str, without_switches: bool = False) -> str:
         head = line.split()[0] if line.strip() else ""
         if line[:1].strip():  # a keyword line ends any section being skipped
             skipping = head in ("INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES")
-            if skipping or head == "SYMMETRY":
+            if skipping or head in ("SYMMETRY", "VIEW"):
                 continue
         if not skipping:
             out.append(line)

@@ -524,10 +524,20 @@ def write_witness(folder: Path, model: dict, witness: str) -> tuple[Path, Path]:
     return spec, cfg
 
 
+def without_view(cfg_text: str) -> str:
+    """A cfg without its VIEW line. ReductionView is sound because of which variables the actions
+    and invariants read (its comment): a mutant's action may read one the view leaves out, and a
+    witness may hold only in a state the view merged away, so mutants and witnesses run on every
+    variable."""
+    return "".join(line for line in cfg_text.splitlines(keepends=True) if not line.startswith("VIEW"))
+
+
 def _copy_spec(folder: Path, source: str | None = None) -> None:
     for f in SPEC_DIR.iterdir():
-        if f.suffix in (".tla", ".cfg"):
+        if f.suffix == ".tla":
             shutil.copy(f, folder / f.name)
+        elif f.suffix == ".cfg":
+            (folder / f.name).write_text(without_view(f.read_text()))
     if source is not None:
         (folder / SPEC_FILE).write_text(source)
 

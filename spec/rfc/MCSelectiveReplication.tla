@@ -118,8 +118,8 @@ AllMigratedWitness == \A p \in Partitions : mig[p].st = "done"
 MigrationLimitReachedWitness == Cardinality(MigrationsInFlight) = MaxConcurrentMigrations
 
 (***************************************************************************)
-(* ReductionView: the VIEW of MCFull and its broken variants. TLC tells    *)
-(* states apart by this tuple instead of all variables. It is sound        *)
+(* ReductionView: the VIEW of the models gen_cfgs.py's VIEWS names. TLC    *)
+(* tells states apart by this tuple instead of all variables. It is sound  *)
 (* because two states with the same view satisfy the same invariants and   *)
 (* the same guards, and their successors again have equal views: it only   *)
 (* leaves out values that nothing reads any more. Per value left out:      *)

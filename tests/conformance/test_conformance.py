@@ -15,7 +15,8 @@ from conformance.__main__ import replay_file  # noqa: E402
 from conformance.machines import assignment_machine, profile, protocol_machine  # noqa: E402
 from conformance.replay import replay  # noqa: E402
 from conformance.runner import run_machine  # noqa: E402
-from conformance.stategraph import dump  # noqa: E402
+from conformance.stategraph import dump, graph_cfg  # noqa: E402
+from harness.check_models import spec_file  # noqa: E402
 
 pytestmark = pytest.mark.tlc
 
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.tlc
 @pytest.fixture(scope="module")
 def graph():
     return dump("MCAssignment.cfg")
+
+
+def test_a_state_graph_is_dumped_on_every_variable():
+    # Under ReductionView TLC keeps one state per view and points every edge whose successor has
+    # that view at it: an edge's target would not be what its action makes of its source
+    cfg = spec_file("MCMigration.cfg").read_text()
+    assert "VIEW ReductionView" in cfg.splitlines() and "SYMMETRY OwnerSymmetry" in cfg.splitlines()
+    out = graph_cfg(cfg).splitlines()
+    assert not [ln for ln in out if ln.split()[:1] in (["VIEW"], ["SYMMETRY"], ["INVARIANTS"], ["PROPERTIES"])]
+    assert "    InitOwners <- P1OnR1R2" in out and "NEXT Next" in out
 
 
 # make check's conformance stage replays MCAssignment whole with the same assertions, so its long
