@@ -103,7 +103,8 @@ def test_mutants_and_witnesses_run_on_every_variable(tmp_path):
     ms._copy_spec(tmp_path)
     copied = (tmp_path / "MCMigration.cfg").read_text()
     assert copied.splitlines() == [ln for ln in source.splitlines() if ln != "VIEW ReductionView"]
-    assert (tmp_path / "MCSelectiveReplication.tla").read_text() == (ms.SPEC_DIR / "MCSelectiveReplication.tla").read_text()
+    spec = "MCSelectiveReplication.tla"
+    assert (tmp_path / spec).read_text() == (ms.SPEC_DIR / spec).read_text()
 
 
 def test_every_witness_is_defined_and_every_witnessed_model_holds():
