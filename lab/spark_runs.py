@@ -16,6 +16,7 @@ import random
 import sys
 import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.cli_args import EnvironmentFailure
@@ -73,6 +74,18 @@ def reference_history(folder: Path, seed: int, scale: str = "small", bugs=frozen
         c.close()
 
 
+@contextmanager
+def _runs_ahead():
+    """One process that makes runs while this one checks them: spawned, not forked (this process
+    has the JVM gateway's threads). A check that fails, or Ctrl-C, drops the runs not yet made
+    instead of waiting for them."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     """Reference runs with migrations and crashes: correct ones must hold, and a run with a
     switch that loses rows must be caught, each agreeing with the in-process oracle."""
@@ -84,9 +97,7 @@ def run_scale(spark, scale: str, sample: int) -> tuple[list[dict], bool]:
     # The runs are made in a process of their own, ahead of the checks: a run is the reference in
     # pure Python on one core, a check mostly the driver waiting on Spark's JVM, so in turn in
     # one process each left a core idle (make check, 2026-11-30: 137 s of runs, 157 s of checks).
-    # spawn, not fork: this process has the JVM gateway's threads.
-    with tempfile.TemporaryDirectory() as d, \
-            ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as ahead:
+    with tempfile.TemporaryDirectory() as d, _runs_ahead() as ahead:
         # The broken run keeps the small scenario whatever the scale: its seed is one where the
         # switch does lose rows (at the large scale, seed 2 may not), and the point is that Spark
         # finds what is there.
