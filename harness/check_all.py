@@ -75,17 +75,25 @@ STAGES = {
     "guard-clauses": Stage("guard-clauses", "lab/guard_clauses.py",
                            ["-m", "lab.guard_clauses", "--check", "--jobs", "2", "--report", "{report}"], "lab"),
 }
-# Steps run in turn; the stages of one step run side by side. check-spec and the long tests keep
-# both cores busy alone (cpu about twice their time); the conformance profile (140 cpu s in 122 s)
-# and the Spark job on its runs (414 in 301) leave room for each other (7be97a2, each alone; side
-# by side, BENCHMARKS.md "make check"). The traces' three ClickHouse runs go in a step of their own:
-# beside spark-check's real-ClickHouse runs, a replica of theirs failed to start once (exit 70,
-# "Invalid argument" while loading metadata; a fresh clone's make check, 2026-11-30), beside the
-# reference's traces (one ZooKeeper and one TLC worker).
-CHECK_STEPS = [["check-spec"], ["conformance", "spark-check"], ["traces", "reference-traces"], ["long-tests"]]
+# Steps run in turn; the lanes of one step run side by side, and a lane (a tuple) runs its stages
+# in turn. check-spec and the long tests keep both cores busy alone (cpu about twice their time);
+# the conformance profile (140 cpu s in 122 s) and the Spark job on its runs (414 in 301) leave
+# room for each other (7be97a2, each alone; side by side, BENCHMARKS.md "make check"), and the
+# reference's traces (one ZooKeeper and one TLC worker, about a core) take conformance's lane when
+# it ends, where spark-check's tail left a core idle. The traces' three ClickHouse runs go in a step
+# of their own: beside spark-check's real-ClickHouse runs, a replica of theirs failed to start once
+# (exit 70, "Invalid argument" while loading metadata; a fresh clone's make check, 2026-11-30).
+CHECK_STEPS = [["check-spec"], [("conformance", "reference-traces"), "spark-check"], ["traces"], ["long-tests"]]
 THOROUGH_STEPS = CHECK_STEPS + [["faults"], ["guard-clauses"]]
-CHECK_STAGES = [name for step in CHECK_STEPS for name in step]
-THOROUGH_STAGES = [name for step in THOROUGH_STEPS for name in step]
+
+
+def lanes(step: list) -> list[tuple[str, ...]]:
+    """A step's lanes, each the stages it runs in turn (a name alone is a lane of one)."""
+    return [(lane,) if isinstance(lane, str) else tuple(lane) for lane in step]
+
+
+CHECK_STAGES = [name for step in CHECK_STEPS for lane in lanes(step) for name in lane]
+THOROUGH_STAGES = [name for step in THOROUGH_STEPS for lane in lanes(step) for name in lane]
 
 
 def stage_command(stage: Stage, thorough: bool, alone: bool = False) -> tuple[list[str], Path]:
@@ -128,22 +136,28 @@ def run_stage(stage: Stage, thorough: bool, alone: bool = False, prefix: str | N
             "seconds": round(secs, 1)}
 
 
-def run_step(names: list[str], thorough: bool, alone: bool = False) -> list[dict]:
-    """The stages of one step, side by side when there are several; each row gets the step's cpu
-    seconds (one process tree's time cannot be told from the other's once orphans are adopted).
+def run_step(step: list, thorough: bool, alone: bool = False) -> list[dict]:
+    """The lanes of one step, side by side when there are several, each running its stages in turn;
+    each row gets the step's cpu seconds (one process tree's time cannot be told from the other's
+    once orphans are adopted) and the stages of the other lanes as `beside`.
     `alone`: a stage run by itself (`make conformance`), which picks its own form."""
     cpu = _children_cpu()
-    if len(names) == 1:
-        rows = [run_stage(STAGES[names[0]], thorough, alone)]
+    step_lanes = lanes(step)
+    names = [name for lane in step_lanes for name in lane]
+    if len(step_lanes) == 1:
+        rows = [run_stage(STAGES[name], thorough, alone) for name in step_lanes[0]]
     else:
         width = max(map(len, names))
-        with ThreadPoolExecutor(max_workers=len(names)) as pool:   # threads only wait on the stages
-            rows = list(pool.map(lambda n: run_stage(STAGES[n], thorough, prefix=f"[{n.ljust(width)}] "), names))
+
+        def run_lane(lane: tuple[str, ...]) -> list[dict]:
+            return [run_stage(STAGES[n], thorough, prefix=f"[{n.ljust(width)}] ") for n in lane]
+        with ThreadPoolExecutor(max_workers=len(step_lanes)) as pool:   # threads only wait on the stages
+            rows = [row for lane_rows in pool.map(run_lane, step_lanes) for row in lane_rows]
     cpu = round(_children_cpu() - cpu, 1)   # reaps orphans: only once every stage of the step is done
     for row in rows:
         row["cpu_seconds"] = cpu
-        if len(names) > 1:
-            row["beside"] = [n for n in names if n != row["stage"]]
+        if len(step_lanes) > 1:
+            row["beside"] = [n for lane in step_lanes if row["stage"] not in lane for n in lane]
     return rows
 
 

@@ -44,7 +44,9 @@ def pytest_args(thorough: bool) -> list[str]:
     """The main run: two workers taking whole files, as make test does (a module's fixtures,
     Spark or ZooKeeper, start once, in one worker)."""
     skip = [a for f in OWN_PROCESS for a in ("--ignore", f)]
-    return [*marks(thorough), "--deselect", CHECKED_BY_CHECK_SPEC, *skip, "-n", "2", "--dist", "loadfile", "-q"]
+    # --durations: the stage is make check's longest; its slowest tests say where to look first.
+    return [*marks(thorough), "--deselect", CHECKED_BY_CHECK_SPEC, *skip, "-n", "2", "--dist", "loadfile", "-q",
+            "--durations", "15"]
 
 
 def own_process_args(thorough: bool) -> list[str]:

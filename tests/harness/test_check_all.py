@@ -109,3 +109,33 @@ def test_a_failing_stage_beside_another_fails_make_check(monkeypatch, tmp_path):
     assert check_all.main([]) == 1
     rows = {r["stage"]: r["result"] for r in __import__("json").loads((tmp_path / "check.json").read_text())}
     assert rows["spark-check"] == "FAILED (exit 1)" and rows["conformance"] == "passed"
+
+
+def test_a_lane_runs_its_stages_in_turn_beside_the_other_lanes(monkeypatch, tmp_path):
+    import threading
+    import time
+    events, lock = [], threading.Lock()
+
+    class Timed(Recorded):
+        def __init__(self, cmd, **kw):
+            super().__init__(cmd, **kw)
+            with lock:
+                events.append(("start", cmd[2]))
+
+        def wait(self):
+            time.sleep(0.2 if "lab.spark_runs" in self.cmd else 0.05)
+            with lock:
+                events.append(("end", self.cmd[2]))
+            return 0
+    Recorded.ran = []
+    monkeypatch.setattr(check_all, "REPORTS", tmp_path)
+    monkeypatch.setattr(check_all.subprocess, "Popen", Timed)
+    monkeypatch.setattr(check_all, "CHECK_STEPS", [[("conformance", "reference-traces"), "spark-check"]])
+    assert check_all.main([]) == 0
+    at = {e: i for i, e in enumerate(events)}
+    assert at[("end", "conformance")] < at[("start", "traces")]        # in turn within the lane
+    assert at[("start", "lab.spark_runs")] < at[("end", "conformance")]  # beside the other lane
+    assert at[("start", "traces")] < at[("end", "lab.spark_runs")]
+    rows = {r["stage"]: r for r in __import__("json").loads((tmp_path / "check.json").read_text())}
+    assert rows["reference-traces"]["beside"] == ["spark-check"]
+    assert rows["spark-check"]["beside"] == ["conformance", "reference-traces"]
