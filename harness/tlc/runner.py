@@ -297,6 +297,16 @@ def module_library(spec: Path) -> list[str]:
     return [f"-DTLA-Library={os.pathsep.join(str(d) for d in others)}"] if others else []
 
 
+# The JVM options of a TLC run of seconds: the JIT's first tier alone. In a short run the C2 compiler
+# threads spend more CPU than their code saves, and make check's check-spec runs two models at a
+# time on two cores, so CPU is its budget. One at a time, one worker, quiet machine (2026-12-01,
+# user + system seconds, C2 -> C1 alone): MCRepairDuringMigration (2,491 distinct states) 3.6 ->
+# 1.4, MCFilteredLog (10,667) 7.4 -> 4.1, MCDropRetryQuery (a violation) 9.8 -> 4.8,
+# MCParallelMigration (25,133) 12.2 -> 10.4 with its wall 8.9 -> 10.2 s, MCMigration (63,305) 18.3
+# -> 19.9 with its wall 14 -> 19 s (two runs each): past about ten seconds C2 pays for itself.
+SHORT_RUN_JVM = ["-XX:TieredStopAtLevel=1"]
+
+
 def run_tlc(
     spec: str | os.PathLike,
     config: str | os.PathLike | None = None,
@@ -308,11 +318,13 @@ def run_tlc(
     jvm_args: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
     log_path: str | os.PathLike | None = None,
+    short: bool = False,
 ) -> TLCResult:
     """Run TLC on ``spec`` with ``config`` (default: the .cfg beside it) and parse the outcome.
 
     ``timeout_s`` kills the run (outcome TIMEOUT) unless the run is a ``-simulate`` one, where
-    the caller bounds it with ``-Dtlc2.TLC.stopAfter`` in ``jvm_args``.
+    the caller bounds it with ``-Dtlc2.TLC.stopAfter`` in ``jvm_args``. ``short``: a run known to
+    take seconds, under SHORT_RUN_JVM.
     """
     spec = Path(spec).resolve()
     config = Path(config).resolve() if config else spec.with_suffix(".cfg")
@@ -324,7 +336,8 @@ def run_tlc(
         raise TLCSetupError("java not found on PATH: TLC needs Java >= 17 (apt-get install openjdk-17-jre-headless)")
     jar = find_jar()
     metadir = tempfile.mkdtemp(prefix=f"tlc-{spec.stem}-")  # own metadir: parallel runs collide otherwise
-    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *module_library(spec), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
+    cmd = [java, "-XX:+UseParallelGC", *private_tmpdir(metadir), *module_library(spec),
+           *(SHORT_RUN_JVM if short else []), *(jvm_args or []), "-cp", str(jar), "tlc2.TLC",
            "-tool",
            "-workers", str(workers), "-metadir", metadir,
            # TLC checkpoints its queue and fingerprints to the metadir every 30 min by default, to

@@ -90,6 +90,15 @@ def test_a_seeded_simulation_passes_its_seed_and_the_worker_count_to_tlc(monkeyp
     assert "-seed" not in seen["extra_args"] and seen["workers"] == 2
 
 
+def test_a_model_recorded_within_seconds_runs_under_the_first_jit_tier_alone(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(check_models, "run_tlc", lambda spec, cfg, **kw: seen.update(kw) or _res(HOLDS))
+    for recorded, short in ((2.0, True), (check_models.SHORT_S, True), (check_models.SHORT_S + 0.1, False),
+                            (None, False)):   # not yet recorded: it may be long
+        check_models.run_model({**BASE, "recorded_seconds": recorded})
+        assert seen["short"] is short, recorded
+
+
 def test_every_finding_with_a_failing_model_is_named_in_findings_md():
     """The manifest's `finding` keys are FINDINGS.md's own numbers, each a model that violates."""
     text = (check_models.SPEC_DIR / "FINDINGS.md").read_text()

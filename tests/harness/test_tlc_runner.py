@@ -21,6 +21,17 @@ def test_holding_model_reports_statistics():
     assert res.trace == []
 
 
+def test_a_short_run_runs_tlc_under_the_first_jit_tier_alone_with_the_same_figures(monkeypatch):
+    commands = []
+    popen = runner.subprocess.Popen
+    monkeypatch.setattr(runner.subprocess, "Popen", lambda cmd, **kw: commands.append(cmd) or popen(cmd, **kw))
+    res = runner.run_tlc(TLA / "Counter.tla", TLA / "Counter.cfg", check_deadlock=False, short=True)
+    assert res.outcome == runner.HOLDS and (res.distinct_states, res.depth) == (64, 6)
+    runner.run_tlc(TLA / "Counter.tla", TLA / "Counter.cfg", check_deadlock=False)
+    jar = [cmd.index("-cp") for cmd in commands]
+    assert [set(runner.SHORT_RUN_JVM) <= set(cmd[:j]) for cmd, j in zip(commands, jar)] == [True, False]
+
+
 def test_invariant_violation_comes_with_a_parsed_trace():
     # One worker: with two, TLC's breadth-first trace is not always the shortest one.
     res = runner.run_tlc(TLA / "Counter.tla", TLA / "CounterViolation.cfg", check_deadlock=False, workers=1)
