@@ -144,20 +144,21 @@ def run_step(step: list, thorough: bool, alone: bool = False) -> list[dict]:
     `alone`: a stage run by itself (`make conformance`), which picks its own form."""
     cpu = _children_cpu()
     step_lanes = lanes(step)
-    names = [name for lane in step_lanes for name in lane]
-    if len(step_lanes) == 1:
-        rows = [run_stage(STAGES[name], thorough, alone) for name in step_lanes[0]]
-    else:
-        width = max(map(len, names))
+    side_by_side = len(step_lanes) > 1
+    width = max(len(name) for lane in step_lanes for name in lane)
 
-        def run_lane(lane: tuple[str, ...]) -> list[dict]:
-            return [run_stage(STAGES[n], thorough, prefix=f"[{n.ljust(width)}] ") for n in lane]
+    def run_lane(lane: tuple[str, ...]) -> list[dict]:
+        return [run_stage(STAGES[n], thorough, alone, prefix=f"[{n.ljust(width)}] " if side_by_side else None)
+                for n in lane]
+    if side_by_side:
         with ThreadPoolExecutor(max_workers=len(step_lanes)) as pool:   # threads only wait on the stages
             rows = [row for lane_rows in pool.map(run_lane, step_lanes) for row in lane_rows]
+    else:
+        rows = run_lane(step_lanes[0])
     cpu = round(_children_cpu() - cpu, 1)   # reaps orphans: only once every stage of the step is done
     for row in rows:
         row["cpu_seconds"] = cpu
-        if len(step_lanes) > 1:
+        if side_by_side:
             row["beside"] = [n for lane in step_lanes if row["stage"] not in lane for n in lane]
     return rows
 
