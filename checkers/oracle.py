@@ -1,7 +1,7 @@
 """A small in-process oracle over a History: the invariants of the PySpark job (pyspark_jobs/),
 by the same names and the same meaning, for runs small enough to hold in memory. The command line
 prints its verdict; the tests use it as a second, independent implementation of the checks the
-Spark job makes at scale, and `tests/checkers/test_checkers_agree.py` holds the two to each other
+Spark job makes at scale, and `tests/checkers/test_checkers_agree*.py` hold the two to each other
 invariant by invariant.
 
 Meanings are the spec's (spec/rfc/SelectiveReplication.tla): NoForeignPartsInv allows a replica to

@@ -1,7 +1,7 @@
 """RepairOutcomeProp on a history (checkers/invariants.py; the spec's step property summed up to
 each snapshot): a partition's owners number replication_factor less its owners SYSTEM DROP
 REPLICA removed so far (table replica_drops) plus its repairs' SWITCHes so far (table repairs).
-The oracle and DuckDB count the same violations (the Spark job too: test_checkers_agree's
+The oracle and DuckDB count the same violations (the Spark job too: test_checkers_agree*.py's
 three-way comparisons include it, and the long test here)."""
 
 from __future__ import annotations

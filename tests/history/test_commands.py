@@ -1,6 +1,6 @@
 """The history's `commands` table (history/commands.py): each operator command with its outcome
 and the guard inputs the harness read from Keeper before it, and CommandsFollowGuardsInv, which
-the oracle judges on it (the Spark job and DuckDB: tests/checkers/test_checkers_agree.py)."""
+the oracle judges on it (the Spark job and DuckDB: tests/checkers/test_checkers_agree_on_broken_commands.py)."""
 
 import pytest
 
