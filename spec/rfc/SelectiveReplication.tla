@@ -163,15 +163,13 @@ IsMutationOf(k, p) == log[k].type = "MUTATE" /\ log[k].p = p
 \* (they apply to the same data); every model issues at most one, so no mutation is folded away.
 Owed(x) == LET ns == {muts[j] : j \in {j \in DOMAIN muts : \E blk \in x.b : blk[2] < muts[j]}}
            IN IF ns = {} THEN 0 ELSE Max(ns)
-\* The mutation number part x must have reached on r: the highest MUTATE_PART of x's data that
-\* r's log_pointer has passed.
-\* MutationsOwedAmong takes the log indices to look at (an invariant passes its MUTATE indices,
-\* found once per state: TLC evaluates an operator's body at every call, and a scan of the whole
-\* log per part made the invariants most of trace validation's time).
-MutationsOwedAmong(ks, x) ==
+\* The mutation number part x must have reached on a replica: the highest MUTATE_PART of x's data
+\* among ks, the log indices its log_pointer has passed. An invariant passes the log's MUTATE
+\* indices up to the pointer, found once per state: TLC evaluates an operator's body at every
+\* call, and a scan of the whole log per part made the invariants most of trace validation's time.
+MutationsOwed(ks, x) ==
     LET ms == {k \in ks : IsMutationOf(k, x.p) /\ log[k].part.b \cap x.b # {}}
     IN IF ms = {} THEN 0 ELSE Max({log[k].part.mv : k \in ms})
-MutationsOwed(r, x) == MutationsOwedAmong(1..ptr[r], x)
 \* The log indices of the entries of a type, to scan once per state.
 IdxsOf(type) == {k \in 1..Len(log) : log[k].type = type}
 
@@ -1014,7 +1012,7 @@ MutationsAppliedInv ==
     LET mutates == IdxsOf("MUTATE") IN
     \A r \in Replicas : \A x \in parts[r] :
         r \in Keepers(asg[x.p]) =>
-            LET owed == MutationsOwedAmong(mutates \cap 1..ptr[r], x)
+            LET owed == MutationsOwed(mutates \cap 1..ptr[r], x)
             IN x.mv >= owed \/ MutationPending(r, x.p) \/ MutatedPartQueued(r, x, owed)
 
 \* A keeper never holds blocks that a DROP_RANGE it has passed removed, unless a drop of that

@@ -324,6 +324,19 @@ def test_an_allocation_refused_with_replicas_enough_is_a_violation_for_the_spark
     assert set(three_agree(spark, nothing)) == {"InsertRefusalsFollowGuardsInv"}
 
 
+def _only_migration_outcome_trips(agree, tmp_path, monkeypatch, profile: str, mutant: tuple, says: str) -> None:
+    """`profile` seed 0 holds on the fixed protocol; with `mutant` (target, stand-in) patched in,
+    the checkers agree that MigrationOutcomeInv alone fails, each of its lines saying `says`."""
+    fixed = racing_history(tmp_path / "fixed", profile, 0, **SIZE)
+    assert agree(Path(fixed["history"])) == {}
+    monkeypatch.setattr(*mutant)
+    broken = Path(racing_history(tmp_path / "broken", profile, 0, **SIZE)["history"])
+    found = agree(broken)
+    assert set(found) == {"MigrationOutcomeInv"}, found
+    lines = check(read_history(broken), 2)["MigrationOutcomeInv"]
+    assert all(says in line for line in lines), lines
+
+
 def _cleanup_ends_as_cancelled(leaver, partition, bugs=frozenset()):
     # Stands in for replica_cleanup's mutant `"done" if ... and False else "cancelled"`: the fixed
     # CLEANUP, then the migration's end rewritten as cancelled, whatever it was.
@@ -342,15 +355,9 @@ def test_a_switched_migration_recorded_as_cancelled_is_a_violation_for_all_three
     owners at every snapshot, for the oracle, the Spark job and DuckDB alike. With CLEANUP
     recording every end as cancelled, a switched migration reads cancelled with its target an
     owner: all three count the same snapshots, and no other invariant notices."""
-    agree = checkers_for(request, with_spark)
-    fixed = racing_history(tmp_path / "fixed", "racing", 0, **SIZE)
-    assert agree(Path(fixed["history"])) == {}
-    monkeypatch.setattr("reference.cluster.replica_cleanup", _cleanup_ends_as_cancelled)
-    broken = Path(racing_history(tmp_path / "broken", "racing", 0, **SIZE)["history"])
-    found = agree(broken)
-    assert set(found) == {"MigrationOutcomeInv"}, found
-    lines = check(read_history(broken), 2)["MigrationOutcomeInv"]
-    assert all("is cancelled, yet its target" in line for line in lines), lines
+    _only_migration_outcome_trips(checkers_for(request, with_spark), tmp_path, monkeypatch, "racing",
+                                  ("reference.cluster.replica_cleanup", _cleanup_ends_as_cancelled),
+                                  "is cancelled, yet its target")
 
 
 def _down_leaver_end_lost(rep, partition, bugs=frozenset()):
@@ -376,15 +383,9 @@ def test_a_down_leavers_cleanup_whose_end_is_lost_is_a_violation_for_all_three(r
     migration stays switched with `leaving` cleared: no row is lost, no owner is wrong and the
     leaver ends the migration itself when it comes back, so nothing but this clause notices
     (before it, replica_cleanup_for_down_leaver's mutants 76/77 broke no invariant)."""
-    agree = checkers_for(request, with_spark)
-    fixed = racing_history(tmp_path / "fixed", "deserting", 0, **SIZE)
-    assert agree(Path(fixed["history"])) == {}
-    monkeypatch.setattr("reference.cluster.replica_cleanup_for_down_leaver", _down_leaver_end_lost)
-    broken = Path(racing_history(tmp_path / "broken", "deserting", 0, **SIZE)["history"])
-    found = agree(broken)
-    assert set(found) == {"MigrationOutcomeInv"}, found
-    lines = check(read_history(broken), 2)["MigrationOutcomeInv"]
-    assert all("yet its assignment's leaving replica is none, not" in line for line in lines), lines
+    _only_migration_outcome_trips(checkers_for(request, with_spark), tmp_path, monkeypatch, "deserting",
+                                  ("reference.cluster.replica_cleanup_for_down_leaver", _down_leaver_end_lost),
+                                  "yet its assignment's leaving replica is none, not")
 
 
 @pytest.mark.parametrize("with_spark", WITH_SPARK)
