@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 .PHONY: setup check check-thorough test faults check-spec conformance spark-check traces bench mutation clean help
 
 help:
-	@echo "make check        the main job (about 21 min on 2 cores): small TLC models, ci conformance beside the Spark job, the real-ClickHouse and reference traces, long tests; summary table with time and cpu"
+	@echo "make check        the main job (17-21 min on 2 cores): small TLC models beside the real-ClickHouse traces, ci conformance and the reference traces beside the Spark job, long tests; summary table with time and cpu"
 	@echo "make check-thorough  hours: every TLC model, thorough conformance, large Spark runs, every long test, the fault suite, the guard-clause table (lab.guard_clauses --check)"
 	@echo "make test         the test suite (pytest)"
 	@echo "make faults       the fault suite (ZooKeeper, replicas, disks, whole-process kills; root for the disks), then its table (fault x state) and the load sweep's (clients x replicas) into BENCHMARKS.md"

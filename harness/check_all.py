@@ -2,10 +2,10 @@
 one summary table with each stage's wall time and cpu time (two cores: cpu near twice the time
 means the stage kept both busy).
 
-`make check` is the main job: every small model (two at a time), the ci conformance profile and
-then the reference's traces beside the Spark job on the small racing runs, the real-ClickHouse
-traces, and the long tests that no other stage repeats (about 21 min on two cores when last
-measured, as fast as the machine was that half hour; the goal is 20, BENCHMARKS.md says where the
+`make check` is the main job: every small model (two at a time) beside the real-ClickHouse
+traces, the ci conformance profile and then the reference's traces beside the Spark job on the
+small racing runs, and the long tests that no other stage repeats (17 min on two cores when last
+measured, 20-21 min on the slower half hours before; the goal is 20, BENCHMARKS.md says where the
 time goes). `make check-thorough` (`--thorough`) is the
 hours-long sweep: every model of the manifest, the thorough conformance profile, the large Spark
 runs, every long test and the fault suite.
