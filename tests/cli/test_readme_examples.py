@@ -105,13 +105,13 @@ EXAMPLES = {
                                              "spark-check prints it for every profile"),
     "python -m lab.mutation_spec --actions ClientQueryFails --liveness MCLivenessQuery": Covered(
         "tests/spec/test_invariant_domains.py (the guard's drop mutant holds on MCRestartQuery and breaks QueryAnsweredProp)"),
-    ".venv/bin/python -m conformance --switch-table --profile ci": Covered(
+    ".venv/bin/python -m lab.switch_table --profile ci": Covered(
         "tests/lab/test_switch_table.py (the ci table's rows as tests)"),
-    "python -m conformance --switch-table": Covered("tests/lab/test_switch_table.py (at the ci profile)"),
-    "python -m conformance --switch-table --profile ci": Covered(
+    "python -m lab.switch_table": Covered("tests/lab/test_switch_table.py (at the ci profile)"),
+    "python -m lab.switch_table --profile ci": Covered(
         "tests/lab/test_switch_table.py (the ci table's rows as tests)"),
-    "python -m conformance --switch-table --profile P": Help(["conformance"]),
-    "python -m conformance --switch-table --profile ci [--undirected]": Help(["conformance"]),
+    "python -m lab.switch_table --profile P": Help(["lab.switch_table"]),
+    "python -m lab.switch_table --profile ci [--undirected]": Help(["lab.switch_table"]),
     "python -m lab.mutation_spec --check-witnesses": Covered(
         "tests/lab/test_mutation_spec.py (the unmutated model reaches its witness; a mutant that never starts a "
         "migration does not)"),
@@ -247,6 +247,30 @@ def test_every_command_the_readmes_show_is_listed_here():
 def test_make_targets_exist():
     rules = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
     assert {e.target for e in EXAMPLES.values() if isinstance(e, Make)} <= rules
+
+
+def documented_options() -> dict[tuple[str, ...], set[str]]:
+    """Each `python -m MODULE [SUBCOMMAND]` the READMEs show with options, and the options shown."""
+    out: dict[tuple[str, ...], set[str]] = {}
+    for cmd in EXAMPLES:
+        words = [w.strip("[]") for w in cmd.split()]
+        if words[0] not in ("python", ".venv/bin/python") or words[1] != "-m" or words[2] == "pytest":
+            continue
+        # a subcommand is a bare lower-case word (HISTORY_DIR and paths are arguments)
+        argv = words[2:3] + [w for w in words[3:4] if w.isidentifier() and w.islower()]
+        out.setdefault(tuple(argv), set()).update(w.split("=")[0] for w in words[3:] if w.startswith("--"))
+    return {argv: options for argv, options in out.items() if options}
+
+
+@pytest.mark.parametrize("argv, options", sorted(documented_options().items()), ids=lambda x: " ".join(x) if isinstance(x, tuple) else "")
+def test_every_option_the_readmes_show_is_one_the_command_takes(argv, options, tmp_path):
+    # A command moved or an option renamed leaves the READMEs' text behind: `python -m conformance
+    # --switch-table` stood in conformance/README.md for weeks after the table moved to
+    # lab.switch_table, its examples "covered" by the tests of the table itself.
+    ran = run_cli(["-m", *argv, "--help"], tmp_path / "tmp")
+    assert ran.code == 0 and "usage:" in ran.out and no_traceback(ran.err), ran.text
+    unknown = sorted(o for o in options if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", ran.out))
+    assert unknown == [], f"python -m {' '.join(argv)} --help does not list {unknown}"
 
 
 @pytest.mark.parametrize("argv", sorted({tuple(e.argv) for e in EXAMPLES.values() if isinstance(e, Help)}), ids=" ".join)
