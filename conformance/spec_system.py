@@ -130,7 +130,8 @@ class SpecSystem(RFCBridge, Attempts):
     # --- snapshot / restore -----------------------------------------------------------------
     def snapshot(self):
         reps = {r: (rep, dict(rep.cache), rep.metadata_version, dict(rep.dropped), dict(rep.pins),
-                    list(rep._log_listing), rep._ptr, dict(rep.outdated)) for r, rep in self.reps.items()}
+                    list(rep._log_listing), rep._ptr, dict(rep.outdated), rep.entries_read())
+                for r, rep in self.reps.items()}
         return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps,
                 {i: dict(x) for i, x in self.ins.items()},
                 {q: {**x, "query": copy.deepcopy(x["query"])} for q, x in self.qry.items()},
@@ -144,9 +145,10 @@ class SpecSystem(RFCBridge, Attempts):
         for r, s in stores.items():
             self.stores[r].restore(s)
         self.reps, self.peers = {}, {}
-        for r, (rep, cache, mv, dropped, pins, listing, ptr, outdated) in reps.items():
+        for r, (rep, cache, mv, dropped, pins, listing, ptr, outdated, read) in reps.items():
             rep.cache, rep.metadata_version, rep.dropped, rep.pins = dict(cache), mv, dict(dropped), dict(pins)
             rep.outdated = dict(outdated)
+            rep.restore_entries_read(read)
             rep._log_listing, rep._ptr, rep.peers = list(listing), ptr, self.peers
             self.reps[r] = rep
             self.peers[r] = self.stores[r]

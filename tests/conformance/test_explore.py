@@ -45,6 +45,17 @@ def test_fixed_models_replay_whole(cfg, tmp_path):
     assert r.steps_taken >= r.edges
 
 
+def test_a_replay_that_rewinds_keeper_reads_each_entry_anew():
+    # Exploring rewinds Keeper (snapshot, restore), so a sequential queue name comes back on
+    # another branch for another entry; the replica's entries read by name must rewind with it.
+    # Until they did, the eighth step of MCDropDuringClone's replay executed a DROP_RANGE as the
+    # GET_PART read under its name on another branch, deleted its own queue node and raised
+    # NoNodeError (the thorough profile's replay of the whole graph, 2026-12-01).
+    r = explore("MCDropDuringClone.cfg", depth=8, progress=None)
+    assert r.failure is None, r.failure.describe()
+    assert r.violation is None and r.covered == r.edges > 4000
+
+
 def test_replay_finds_the_switch_on_its_graph():
     r = explore("MCRestartQuery_serve_before_map_loaded.cfg", progress=None, stop_at_violation=True)
     assert r.failure is None
