@@ -65,11 +65,27 @@ def _planned_move_taken(s: dict, t: dict, taken: set) -> bool:
     return "AdminRebalance" in taken
 
 
+def _switch_waits_for_trimmed_entry(s: dict, t: dict, taken: set) -> bool:
+    """The SWITCH the reference holds off: CaughtUpTo reads each queued entry's log number, which
+    the reference knows only while the log entry is there (protocol.replica.caught_up_to matches a
+    queue entry's text against the log), so a queued entry of the partition whose log entry the
+    cleanup thread has trimmed counts as below the CLONE's position and is waited for."""
+    for p, m in s["mig"].items():
+        if m["st"] != "clone" or s["asg"][p] == t["asg"][p]:
+            continue
+        if any(e["p"] == p and m["pos"] < e["k"] <= s["trimmed"] for e in s["queue"][m["dst"]]):
+            return True
+    return False
+
+
 REFINEMENTS = {
     "ReplicaForwardInsert": ("forwards only to an owner that is up; the spec may forward to a crashed owner, and "
                              "the INSERT then times out (the client sees the same)", _forward_to_crashed),
     "AdminRebalance": ("SYSTEM REBALANCE starts the move its min-cost plan picks, one of the moves the spec allows "
                        "from this state (excused only when the reference took one of them here)", _planned_move_taken),
+    "CoordinatorSwitch": ("SWITCH waits for a queued entry of the partition whose log entry was trimmed, which the "
+                          "spec knows to be beyond the CLONE's position and the reference cannot tell from one below: "
+                          "it waits (never too early)", _switch_waits_for_trimmed_entry),
 }
 
 

@@ -51,9 +51,9 @@ class Model:
     def cleanup_settings(self):
         from protocol.cleanup_thread import CleanupSettings
         c = self.cleanup or {}
-        # A model may keep no entry behind (MaxLogsToKeep = 0); ClickHouse needs at least 1, and the
-        # models that trim use 1.
-        return CleanupSettings(min_logs_to_keep=c.get("MinLogsToKeep", 100), max_logs_to_keep=max(1, c.get("MaxLogsToKeep", 100)),
+        # ClickHouse keeps at least one log entry, and so does the reference: load_model refuses a
+        # model that keeps none (MaxLogsToKeep = 0), and the models that trim use 1.
+        return CleanupSettings(min_logs_to_keep=c.get("MinLogsToKeep", 100), max_logs_to_keep=c.get("MaxLogsToKeep", 100),
                                dedup_window=c.get("DedupWindow", 100))
 
     @property
@@ -113,6 +113,12 @@ def load_model(cfg: str) -> Model:
         return dict(enumerate(v, 1)) if isinstance(v, tuple) else dict(v)
     bounds = {k: v for k, v in values.items() if k.startswith("Max")}
     cleanup = {k: values[k] for k in ("MinLogsToKeep", "MaxLogsToKeep", "DedupWindow") if k in values}
+    if cleanup.get("MaxLogsToKeep") == 0:
+        # The spec then trims an entry as soon as every fresh replica has pulled it and marks a
+        # replica behind it lost at once; the reference's cleanup thread keeps at least one entry
+        # (cleanup_settings), so a trace that trims the last entry is one it cannot follow (F33's
+        # MCLostReplicaMigration pair: "nearest differs in lost", the thorough profile 2026-12-01).
+        raise ModelError(f"{cfg}: MaxLogsToKeep = 0 is not driven through the reference yet (it keeps one entry)")
     return Model(cfg, tuple(sorted(values["Replicas"])), tuple(sorted(values["Partitions"])), values["RF"],
                  as_map(values["InsertPartition"]), as_map(values["InitOwners"]), values["InitBlocks"],
                  tuple(sorted(values["Queries"])), bounds, bool(values.get("BlockDuringClone", False)),

@@ -10,7 +10,7 @@ import networkx as nx
 import pytest
 
 from conformance.counterexample import carry, undriven_variants, variants
-from conformance.explore import explore
+from conformance.explore import REFINEMENTS, explore
 from conformance.spec_model import invariants, load_model
 from conformance.stategraph import dump, initial_states
 
@@ -59,13 +59,32 @@ def test_a_replay_that_rewinds_keeper_reads_each_entry_anew():
 def test_the_broken_variants_to_carry_are_those_the_reference_drives():
     # The dev and thorough profiles carry every broken variant's counterexample (stage 3); a model
     # under constants the reference does not drive (the fault domains' placement) stopped the whole
-    # stage with a ModelError (thorough, 2026-12-01). It is named and left out instead.
+    # stage with a ModelError (thorough, 2026-12-01), and one the reference cannot follow (F33's,
+    # whose log keeps no entry) was reported as not caught. They are named and left out instead.
     driven, undriven = variants(), undriven_variants()
     assert len(driven) >= 20 and not set(driven) & set(undriven)
-    assert {"MCFaultDomainsAllocation_ignore_fault_domains.cfg", "MCFaultDomainsRebalance_ignore_fault_domains.cfg"} \
-        <= set(undriven)
+    assert {"MCFaultDomainsAllocation_ignore_fault_domains.cfg", "MCFaultDomainsRebalance_ignore_fault_domains.cfg",
+            "MCLostReplicaMigration_clone_lost_replica_from_any_keeper.cfg"} <= set(undriven)
     assert all("not driven through the reference" in why for why in undriven.values()), undriven
     assert all(load_model(cfg).bugs for cfg in driven)
+
+
+def _switch_edge(queued_k: int, pos: int, trimmed: int) -> tuple[dict, dict]:
+    """A CoordinatorSwitch edge of p1 (r1 -> r3) with one entry of p1 queued on the target."""
+    s = {"mig": {"p1": {"st": "clone", "pos": pos, "dst": "r3"}},
+         "asg": {"p1": {"owners": {"r1", "r2"}, "target": "r3"}},
+         "queue": {"r3": [{"p": "p1", "k": queued_k}]}, "trimmed": trimmed}
+    return s, {**s, "asg": {"p1": {"owners": {"r2", "r3"}, "target": "none"}}}
+
+
+def test_a_switch_is_excused_only_while_the_target_waits_for_a_trimmed_entry():
+    # MCDropTrimmedLog and MCMutationTrimmedLog (the thorough profile): the spec SWITCHes with a
+    # DROP_RANGE numbered past the CLONE's position still queued on the target, its log entry
+    # trimmed; the reference cannot tell its number any more and waits for it (caught_up_to).
+    waits = REFINEMENTS["CoordinatorSwitch"][1]
+    assert waits(*_switch_edge(queued_k=2, pos=1, trimmed=2), set())
+    assert not waits(*_switch_edge(queued_k=2, pos=1, trimmed=1), set())   # still in the log: it must SWITCH
+    assert not waits(*_switch_edge(queued_k=3, pos=1, trimmed=2), set())
 
 
 def test_replay_finds_the_switch_on_its_graph():
