@@ -248,8 +248,9 @@ def carry_pr(cfg: str, timeout: float = 300) -> CarriedPR:
 
 def _broken_variants() -> tuple[list[str], dict[str, str]]:
     """SelectiveReplication's small models that violate an invariant: those with a switch the
-    reference drives, and the others the reference does not drive yet, each with why (a
-    placement other than the RFC's, spec_model.load_model)."""
+    reference drives, and the others the reference does not drive yet, each with why (the
+    constants spec_model.load_model refuses: a placement other than the RFC's, a log that keeps
+    no entry)."""
     driven, undriven = [], {}
     for m in json.loads((SPEC / "models.json").read_text())["models"]:
         if (m["spec"], m["expect"], m.get("size")) != ("MCSelectiveReplication.tla", "violates", "small") \
