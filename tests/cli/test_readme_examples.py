@@ -220,6 +220,7 @@ EXAMPLES = {
     # What make test runs as tests/conformance/ (the README says so); again here it took over 10 minutes.
     ".venv/bin/python -m conformance --profile ci": Covered("tests/conformance/ (the ci profile's stages as tests)"),
     ".venv/bin/python -m conformance --profile thorough": Make("check-thorough"),
+    "python -m conformance --profile thorough": Make("check-thorough"),
     "python -m conformance": Help(["conformance"]), "python -m conformance --profile dev": Make("conformance"),
     "python -m conformance replay FILE": Help(["conformance", "replay"]),
     ".venv/bin/python -m conformance replay build/conformance/machine-MCRetry_no_dedup.cfg.json":
