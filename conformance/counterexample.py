@@ -246,7 +246,7 @@ def carry_pr(cfg: str, timeout: float = 300) -> CarriedPR:
     return r
 
 
-def _broken_variants() -> tuple[list[str], dict[str, str]]:
+def broken_variants() -> tuple[list[str], dict[str, str]]:
     """SelectiveReplication's small models that violate an invariant: those with a switch the
     reference drives, and the others the reference does not drive yet, each with why (the
     constants spec_model.load_model refuses: a placement other than the RFC's, a log that keeps
@@ -269,12 +269,12 @@ def variants() -> list[str]:
     switch that breaks an invariant, under constants the reference drives (undriven_variants:
     the others). A model that violates with no switch on states a bound of the base protocol
     itself (MCRetryBeyondDedupWindow), which the reference shares."""
-    return _broken_variants()[0]
+    return broken_variants()[0]
 
 
 def undriven_variants() -> dict[str, str]:
     """The broken variants whose constants the reference does not drive yet, and why."""
-    return _broken_variants()[1]
+    return broken_variants()[1]
 
 
 def write(path: Path, results: list[Carried]) -> None:
