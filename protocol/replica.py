@@ -716,8 +716,13 @@ def caught_up_to(keeper: Keeper, layout: Layout, r: str, partition: str, upto: i
     queue, nor in the log between r's log_pointer and `upto`. A queue entry is the text of the log
     entry it was pulled from (pullLogsToQueue copies it), so its number is that log entry's; one a
     CLONE queued, or whose log entry the cleanup thread has trimmed since, counts as below (it is
-    waited for: never too early). `upto` is a log number as log_pointer counts: the log's length
-    when it was fixed (migration.log_head)."""
+    waited for: never too early). ClickHouse keeps no more: pullLogsToQueue writes the log entry's
+    bytes to queue-N and sets only the in-memory znode_name, load() after a restart the same, and
+    the entry's text has no log-number field (ReplicatedMergeTreeQueue.cpp at 000abf0a,
+    ReplicatedMergeTreeLogEntry.cpp writeText at 03a6d53), so a replica cannot tell a queued
+    entry's log number once that log entry is trimmed either. The spec knows it; conformance
+    excuses the wait (explore.REFINEMENTS["CoordinatorSwitch"]). `upto` is a log number as
+    log_pointer counts: the log's length when it was fixed (migration.log_head)."""
     ptr = int(keeper.get(layout.log_pointer(r))[0])
     names = keeper.get_children(layout.log)
     if any(ptr <= log_number(n) < upto and LogEntry.parse(keeper.get(f"{layout.log}/{n}")[0]).partition == partition
