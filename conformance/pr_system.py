@@ -212,8 +212,8 @@ class PRSystem(Attempts):
 
     # --- snapshot / restore -----------------------------------------------------------------
     def snapshot(self):
-        reps = {r: (dict(rep.cache), dict(rep.cached_at), dict(rep.pins), list(rep._log_listing), rep._ptr,
-                    rep.entries_read()) for r, rep in self.reps.items()}
+        reps = {r: (dict(rep.cache), dict(rep.cached_at), dict(rep.pins), rep.keeper_reads())
+                for r, rep in self.reps.items()}
         return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps, self.coord,
                 set(self.committed), dict(self.aux), self.missed, dict(self.block_of), copy.deepcopy(self.ended))
 
@@ -222,11 +222,10 @@ class PRSystem(Attempts):
         self.ensemble.restore(ens)
         for r, s in stores.items():
             self.stores[r].restore(s)
-        for r, (cache, cached_at, pins, listing, ptr, read) in reps.items():
+        for r, (cache, cached_at, pins, reads) in reps.items():
             rep = self.reps[r]
-            rep.cache, rep.cached_at, rep.pins, rep._log_listing, rep._ptr = (dict(cache), dict(cached_at),
-                                                                               dict(pins), list(listing), ptr)
-            rep.restore_entries_read(read)
+            rep.cache, rep.cached_at, rep.pins = dict(cache), dict(cached_at), dict(pins)
+            rep.restore_keeper_reads(reads)
         self.committed, self.aux, self.block_of = set(committed), dict(aux), dict(block_of)
         self.ended = copy.deepcopy(ended)
 

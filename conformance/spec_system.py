@@ -130,7 +130,7 @@ class SpecSystem(RFCBridge, Attempts):
     # --- snapshot / restore -----------------------------------------------------------------
     def snapshot(self):
         reps = {r: (rep, dict(rep.cache), rep.metadata_version, dict(rep.dropped), dict(rep.pins),
-                    list(rep._log_listing), rep._ptr, dict(rep.outdated), rep.entries_read())
+                    dict(rep.outdated), rep.keeper_reads())
                 for r, rep in self.reps.items()}
         return (self.ensemble.snapshot(), {r: s.snapshot() for r, s in self.stores.items()}, reps,
                 {i: dict(x) for i, x in self.ins.items()},
@@ -145,11 +145,10 @@ class SpecSystem(RFCBridge, Attempts):
         for r, s in stores.items():
             self.stores[r].restore(s)
         self.reps, self.peers = {}, {}
-        for r, (rep, cache, mv, dropped, pins, listing, ptr, outdated, read) in reps.items():
+        for r, (rep, cache, mv, dropped, pins, outdated, reads) in reps.items():
             rep.cache, rep.metadata_version, rep.dropped, rep.pins = dict(cache), mv, dict(dropped), dict(pins)
-            rep.outdated = dict(outdated)
-            rep.restore_entries_read(read)
-            rep._log_listing, rep._ptr, rep.peers = list(listing), ptr, self.peers
+            rep.outdated, rep.peers = dict(outdated), self.peers
+            rep.restore_keeper_reads(reads)
             self.reps[r] = rep
             self.peers[r] = self.stores[r]
         self.ins = {i: dict(x) for i, x in ins.items()}

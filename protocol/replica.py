@@ -58,7 +58,7 @@ class Replica:
     _log_listing: list[str] = field(default_factory=list, repr=False)
     # The queue entries read so far, by node name: a queue node is never written after it is
     # created and its sequential name is never reused under the same queue (in Keeper; a caller that
-    # rewinds Keeper rewinds these too: entries_read), so each is read once
+    # rewinds Keeper rewinds these too: keeper_reads), so each is read once
     # (ClickHouse keeps the whole queue in memory); the listing still comes from Keeper each time.
     # Without it every execute step read every entry again, and a queue that grew under a steady
     # INSERT stream made each step slower, so it grew faster (issue 38).
@@ -151,17 +151,21 @@ class Replica:
         for p in self.keeper.get_children(self.layout.assignments):
             self.replica_refresh_cache(p)
 
-    def entries_read(self) -> tuple:
-        """The entries read so far by node name (queue, log beyond the pointer, mutations), as a
-        copy. For a caller that rewinds Keeper (conformance's snapshot and restore): there a
-        sequential name is used again by another entry, which these reads, kept by name, would
-        not see (MCDropDuringClone's exploration executed a DROP_RANGE as the GET_PART cached under
-        its name, and deleted its own queue node)."""
-        return dict(self._queue_entries), dict(self._log_entries), dict(self._mutations)
+    def keeper_reads(self) -> tuple:
+        """What this replica keeps of what it read from Keeper, as a copy: the log's listing, its
+        log_pointer with the version, the entries read by node name (queue, log beyond the pointer,
+        mutations) and is_lost. For a caller that rewinds Keeper (conformance's snapshot and
+        restore), which must rewind these with it: there a sequential name is used again by another
+        entry, which reads kept by name would not see (MCDropDuringClone's exploration executed a
+        DROP_RANGE as the GET_PART cached under its name, and deleted its own queue node), and a
+        version comes back with another value."""
+        return (list(self._log_listing), self._ptr, dict(self._queue_entries), dict(self._log_entries),
+                dict(self._mutations), self._lost)
 
-    def restore_entries_read(self, read: tuple) -> None:
-        queue, log, mutations = read
-        self._queue_entries, self._log_entries, self._mutations = dict(queue), dict(log), dict(mutations)
+    def restore_keeper_reads(self, reads: tuple) -> None:
+        listing, self._ptr, queue, log, mutations, self._lost = reads
+        self._log_listing, self._queue_entries, self._log_entries, self._mutations = (
+            list(listing), dict(queue), dict(log), dict(mutations))
 
     def mutations(self) -> list[MutationEntry]:
         """mutations/, every one (they are table-wide: no filter), in creation order. A mutation

@@ -382,3 +382,22 @@ def test_cleanup_drops_the_partitions_parts_znodes_and_queue_entries_and_nothing
     assert r1.store.names(P) == [] and r1.outdated == {}
     assert [n for n in admin.get_children(LAYOUT.parts("r1")) if n.startswith(P)] == []
     assert [e.partition for _, e in r1.queue()] == [Q]
+
+
+def test_a_replica_given_back_its_keeper_reads_reads_is_lost_anew(make_cluster):
+    # Conformance rewinds Keeper and the replica's reads of it together (keeper_reads): is_lost,
+    # read once at the first pull, must rewind too, or a replica whose later branch marked it lost
+    # refuses to pull on every branch after it.
+    admin, reps = make_cluster()
+    for rep in reps.values():
+        rep.load_map()
+    r1 = reps["r1"]
+    before = r1.keeper_reads()
+    admin.set(LAYOUT.is_lost("r1"), b"1")   # a branch where the cleanup thread marked it lost
+    with pytest.raises(GuardFailed, match="is lost"):
+        r1.replica_pull_logs()
+    admin.set(LAYOUT.is_lost("r1"), b"0")   # Keeper back where the reads were taken
+    r1.restore_keeper_reads(before)
+    reps["r2"].replica_write_insert(P, ROWS, "h1")
+    drain(r1)
+    assert r1.has_rows_of(P) == ROWS
