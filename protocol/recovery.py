@@ -142,5 +142,5 @@ def replica_clone_if_lost(rep: Replica, sources: tuple[dict[str, str], str] | No
             rep.dropped[p] = state["dropped"][p]
     rep._save_state()
     k.multi([SetData(lay.log_pointer(rep.name), str(_ptr(rep, g)).encode()), SetData(lay.is_lost(rep.name), b"0")])
-    rep._ptr, rep._log_listing, rep._lost = None, [], False
+    rep.read_pointer_again(lost=False)
     return f"cloned from {g}" + "".join(f", {p} from {s}" for p, s in sorted(src.items()))

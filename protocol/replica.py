@@ -167,6 +167,12 @@ class Replica:
         self._log_listing, self._queue_entries, self._log_entries, self._mutations = (
             list(listing), dict(queue), dict(log), dict(mutations))
 
+    def read_pointer_again(self, lost: bool | None = None) -> None:
+        """Forget the log's listing, log_pointer and is_lost (or know is_lost is `lost`): after a
+        clone rewrote them, or in a new session, where another writer may have moved them. The
+        entries read by name stay: ZooKeeper never gives a sequential name to another entry."""
+        self._ptr, self._log_listing, self._lost = None, [], lost
+
     def mutations(self) -> list[MutationEntry]:
         """mutations/, every one (they are table-wide: no filter), in creation order. A mutation
         znode never changes, so each is read once."""

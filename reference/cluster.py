@@ -213,7 +213,7 @@ class Cluster(Recorder, Nemesis, ParallelReads):
             rep.keeper = new
             rep.load_map()
             self._drop_foreign(rep)
-            rep._lost, rep._ptr, rep._log_listing = None, None, []   # read again in the new session
+            rep.read_pointer_again()   # in the new session
             done = replica_clone_if_lost(rep)
             if done != "not lost":
                 self.log(f"replica {name} was lost: {done}")
