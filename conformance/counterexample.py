@@ -266,15 +266,10 @@ def broken_variants() -> tuple[list[str], dict[str, str]]:
 
 def variants() -> list[str]:
     """The cfgs of SelectiveReplication's broken variants with a counterexample to carry: a
-    switch that breaks an invariant, under constants the reference drives (undriven_variants:
-    the others). A model that violates with no switch on states a bound of the base protocol
+    switch that breaks an invariant, under constants the reference drives (broken_variants:
+    the others too). A model that violates with no switch on states a bound of the base protocol
     itself (MCRetryBeyondDedupWindow), which the reference shares."""
     return broken_variants()[0]
-
-
-def undriven_variants() -> dict[str, str]:
-    """The broken variants whose constants the reference does not drive yet, and why."""
-    return broken_variants()[1]
 
 
 def write(path: Path, results: list[Carried]) -> None:
