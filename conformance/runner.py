@@ -23,10 +23,14 @@ def run_machine(machine, prof: settings, shrink: bool) -> dict:
         # each preceded by the instance it took (a note); invariant checks left out.
         lines = [x for x in notes.splitlines() if x and not x.endswith(("Inv()", "Prop()", "Invariants()"))
                  and not x.startswith(("Explanation", " "))]
-        # Steps are the spec's actions: not the teardown, the model machine's schedule draw or its
-        # stutters once nothing can run.
-        steps = [x for x in lines if x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule",
-                                                                                  "state.swarm", "state.Stutter"))]
+        # Steps are the spec's actions: not the teardown, the machine's schedule or swarm draw or
+        # its stutters once nothing can run. A machine with one rule, Step, notes the action and
+        # instance it took just before Hypothesis prints the rule: that note is the step, and a
+        # Step with no note before it stuttered.
+        steps = [lines[i - 1] if x.startswith("state.Step(") else x for i, x in enumerate(lines)
+                 if x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule", "state.swarm",
+                                                                 "state.Stutter"))
+                 and not (x.startswith("state.Step(") and (i == 0 or lines[i - 1].startswith("state.")))]
         first = e.exceptions[0] if isinstance(e, BaseExceptionGroup) else e
         return {"failed": True, "error": f"{type(first).__name__}: {str(first)[:200]}", "steps": steps, "sequence": lines,
                 "seconds": round(time.perf_counter() - t0, 1)}
