@@ -72,6 +72,12 @@ BEYOND_WALKS = {
         "with every walk allowed to cancel, none in 1,000 walks against the graph (dev, 2026-12-01). "
         "Stage 3 carries TLC's counterexample; the protocol machine with repair steps catches it "
         "(tests/lab/test_switch_table.py, its RepairAfterLoss rule).",
+    "MCLostReplica_clone_keeps_only_what_the_source_has.cfg":
+        "F15 needs the replica that wrote an INSERT to crash before any other fetched it, a second INSERT "
+        "acknowledged, the log trimmed past the first while it is down and its restart as lost: two walks "
+        "in 1,500 against the graph, caught in one of two dev hunts of 1,000 (2026-12-01; the machine "
+        "before, one hunt, at 281 s). Stage 3 carries TLC's counterexample; tests/protocol/test_recovery.py "
+        "has the step.",
 }
 
 
