@@ -164,6 +164,7 @@ def test_ci_machine_catches_the_switch_on_invariants_alone(switch):
     assert r["invariant"] in BROKEN_BY[switch], r["walk"]
 
 
+@pytest.mark.long   # every walk of the budget must hold: about a minute, run by make check's long tests
 @pytest.mark.parametrize("switch", sorted(COVERED))
 def test_a_covered_switch_alone_breaks_no_invariant_on_the_ci_machine(switch):
     # COVERED's claim, on the reference: with the covering guard on, the switch's walks hold (TLC
