@@ -42,7 +42,9 @@ check-thorough: setup
 # Two workers, one per core, each taking whole files (--dist loadfile): a module's fixtures (a
 # ZooKeeper, a Spark session, a ClickHouse pair, a history) start once, in one worker. Serial,
 # the suite took 25m41s on a fresh clone here; in two workers 18m51s (much of it is TLC and JVMs
-# that use both cores already).
+# that use both cores already). It grew to 21-24 min by 2026-12-01; with the slower small models
+# left to make check (tests/spec/test_models.py), 16m35s for 2,014 tests on a fresh clone at
+# da357da (17m23s with the set-up).
 test: setup
 	@$(PY) -m pytest -n 2 --dist loadfile $(ARGS)
 
