@@ -448,16 +448,14 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
                 self._state = self.system.abstract()
             return self._state
 
-        def runnable(self, name: str) -> bool:
-            """Enabled, and not held back by the walk while something else can run."""
+        def choosable(self) -> list[str]:
+            """The actions the walk may take here: the enabled ones, less those it holds back while
+            something else can run; under a priority order, the first of them in it."""
             en = self.enabled()
-            return bool(en.get(name)) and (name not in self.held
-                                           or not any(en.get(a) for a in en if a not in self.held))
-
-        def allowed(self, name: str) -> bool:
-            if not self.runnable(name):
-                return False
-            return self.order is None or name == next(a for a in self.order if self.runnable(a))
+            runnable = [a for a in actions if en.get(a) and a not in self.held] or [a for a in actions if en.get(a)]
+            if self.order is None or not runnable:
+                return runnable
+            return [next(a for a in self.order if a in runnable)]
 
         def enabled(self) -> dict:
             if self._enabled is None:
@@ -471,7 +469,7 @@ def model_machine(cfg: str, bugs: frozenset[str] | None = None, counts: Counter 
     # ran 0-4 steps. A state with no step left stutters, as the spec's does (the model's bounds
     # have run out).
     def step(self):
-        names = [n for n in actions if self.allowed(n)]
+        names = self.choosable()
         if not names:
             return
         name = self.rnd.choice(names)

@@ -27,10 +27,14 @@ def run_machine(machine, prof: settings, shrink: bool) -> dict:
         # its stutters once nothing can run. A machine with one rule, Step, notes the action and
         # instance it took just before Hypothesis prints the rule: that note is the step, and a
         # Step with no note before it stuttered.
-        steps = [lines[i - 1] if x.startswith("state.Step(") else x for i, x in enumerate(lines)
-                 if x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule", "state.swarm",
-                                                                 "state.Stutter"))
-                 and not (x.startswith("state.Step(") and (i == 0 or lines[i - 1].startswith("state.")))]
+        steps = []
+        for before, x in zip([""] + lines, lines):
+            if x.startswith("state.Step("):
+                if before and not before.startswith("state."):
+                    steps.append(before)
+            elif x.startswith("state.") and not x.startswith(("state.teardown", "state.schedule", "state.swarm",
+                                                              "state.Stutter")):
+                steps.append(x)
         first = e.exceptions[0] if isinstance(e, BaseExceptionGroup) else e
         return {"failed": True, "error": f"{type(first).__name__}: {str(first)[:200]}", "steps": steps, "sequence": lines,
                 "seconds": round(time.perf_counter() - t0, 1)}
