@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.cli_args import Parser, int_at_least, text, zk_address
-from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_port, interrupt_on_ctrl_c_and_kill,
-                               serve_until_interrupted)
+from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_ports,
+                               interrupt_on_ctrl_c_and_kill, serve_until_interrupted)
 
 DEBIAN_BINARY = "/usr/sbin/clickhouse-server"
 INSTALL_HINT = ("run `make setup` (installs Debian's clickhouse-server and clickhouse-client), "
@@ -188,7 +188,7 @@ class _Replica:
 
     def configure(self, config_root: str, zookeeper: str, shard: str, session_timeout_ms: int = 30_000) -> None:
         """Write the config with fresh free ports (again after a port was taken under us)."""
-        self.http, self.tcp, self.interserver = free_port(), free_port(), free_port()
+        self.http, self.tcp, self.interserver = free_ports(3)
         for sub in ("data", "tmp", "user_files", "format_schemas", "log"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         for log in (self.dir / "log").iterdir():  # an earlier try's "Address already in use" is no news
@@ -301,7 +301,7 @@ class ClickHouseCluster(_Started):
             r.configure(root, self._zookeeper, self._shard, self._session_timeout_ms)
             r.start()
         for _ in range(3):
-            # Between free_port() and the server's bind another process can take a port; only a
+            # Between free_ports() and the server's bind another process can take a port; only a
             # replica that died of that is configured anew and restarted.
             taken = self._wait_ready(list(self._replicas.values()), retry_taken_ports=True)
             if not taken:

@@ -16,6 +16,7 @@ crashed or interrupted test left running.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -61,10 +62,20 @@ def server_classpath() -> str:
         "or set ZOOKEEPER_HOME to a ZooKeeper release, or ZK_HOSTS to an external ensemble")
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free 127.0.0.1 ports. Each stays bound until all are picked: picked one at a time,
+    a port just released can come back for the next one (a fresh clone's fault suite, 2026-12-01:
+    a 3-member ensemble got the same port twice, and ZooKeeper refused the config, "Client and
+    election port must be different")."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
@@ -253,7 +264,8 @@ class ZooKeeperEnsemble(_Started):
 
     def __init__(self, size: int = 3, tick_ms: int = 500, start_timeout: float = 60.0, log_level: str = "WARN"):
         self._root = Path(tempfile.mkdtemp(prefix="zk-ensemble-"))
-        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        flat = free_ports(3 * size)   # client, quorum and election port of each member, all distinct
+        ports = [tuple(flat[3 * i:3 * i + 3]) for i in range(size)]
         servers = [f"server.{i + 1}=127.0.0.1:{p[1]}:{p[2]}" for i, p in enumerate(ports)]
         # log_level INFO keeps what WARN leaves out: sessions established, refused ("has seen zxid"),
         # expired (the fault suite asks for it, to read a wedged ensemble's logs).
