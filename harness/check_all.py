@@ -92,7 +92,7 @@ CHECK_STEPS = [["check-spec", "traces"], [("conformance", "reference-traces"), "
 # or so, goes beside it after the traces instead of alone in the next step. The three share both
 # cores until the small models end, then the large model and the profile have one each.
 # Measured on a fresh clone at c67f9e1 (BENCHMARKS.md "make check"): check-spec 66 min, the profile
-# 100 min, so one core idles for the profile's last 39; spark-check in check-spec's lane would use it.
+# 101 min, so one core idles for the profile's last 39; spark-check in check-spec's lane would use it.
 THOROUGH_STEPS = [["check-spec", ("traces", "conformance")], ["reference-traces", "spark-check"], ["long-tests"],
                   ["faults"], ["guard-clauses"]]
 
