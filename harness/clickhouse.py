@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.cli_args import Parser, int_at_least, text, zk_address
-from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, free_ports,
-                               interrupt_on_ctrl_c_and_kill, serve_until_interrupted)
+from harness.ports import free_ports
+from harness.zookeeper import (ZooKeeperServer, ZooKeeperUnavailable, _Started, interrupt_on_ctrl_c_and_kill,
+                               serve_until_interrupted)
 
 DEBIAN_BINARY = "/usr/sbin/clickhouse-server"
 INSTALL_HINT = ("run `make setup` (installs Debian's clickhouse-server and clickhouse-client), "

@@ -15,12 +15,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from harness.ports import free_port, free_ports
 
 
 def spark_home() -> Path:
@@ -29,12 +30,6 @@ def spark_home() -> Path:
     if spec is None or not spec.origin:
         raise RuntimeError("pyspark is not installed: run `make setup`")
     return Path(spec.origin).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SparkCluster:
@@ -93,7 +88,7 @@ class SparkCluster:
     def __enter__(self) -> "SparkCluster":
         self.folder = Path(tempfile.mkdtemp(prefix="spark-cluster-"))
         try:
-            self.port, self.ui_port = free_port(), free_port()
+            self.port, self.ui_port = free_ports(2)
             self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                    "--port", str(self.port), "--webui-port", str(self.ui_port)])
             self._wait("master", lambda: self._answers())

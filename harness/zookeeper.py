@@ -16,7 +16,6 @@ crashed or interrupted test left running.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+from harness.ports import free_port, free_ports
 
 DEBIAN_JARS = Path("/usr/share/java")
 _LIVE: set["_Member"] = set()
@@ -62,22 +63,6 @@ def server_classpath() -> str:
         "or set ZOOKEEPER_HOME to a ZooKeeper release, or ZK_HOSTS to an external ensemble")
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free 127.0.0.1 ports. Each stays bound until all are picked: picked one at a time,
-    a port just released can come back for the next one (a fresh clone's fault suite, 2026-12-01:
-    a 3-member ensemble got the same port twice, and ZooKeeper refused the config, "Client and
-    election port must be different")."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
 def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
     """Send a four-letter command (``srvr``, ``ruok``...) and return the reply, '' if none."""
     try:
@@ -92,17 +77,6 @@ def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
             return b"".join(chunks).decode(errors="replace")
     except OSError:
         return ""
-
-
-def port_is_free(port: int) -> bool:
-    """True when nothing listens on the port (TIME_WAIT leftovers do not count, as for a JVM)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 _LOG4J = """log4j.rootLogger={level}, FILE

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.spark_cluster import free_port
+from harness.ports import free_port
 from lab.synth import generate
 from pyspark_jobs.spark_check import main
 

@@ -14,13 +14,14 @@ no --input), plus Java that cannot start and an unreachable cluster (exit 3).
 from __future__ import annotations
 
 import json
-import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from cli_runner import ROOT, no_traceback, run_cli, tree_state
+
+from harness.ports import free_port
 
 REF, TLC, MODELS, CONF, ZK = "reference", "harness.tlc", "harness.check_models", "conformance", "harness.zookeeper"
 ASSIGNMENT_WALK = {"module": "Assignment", "cfg": "MCAssignment.cfg", "bugs": []}
@@ -179,12 +180,6 @@ CASES = [
     Case("zookeeper_home_without_jars", ZK, [], 3, ["ZOOKEEPER_HOME", "no zookeeper jar"],
          env={"ZOOKEEPER_HOME": "{home}/a_dir"}, files={"a_dir": None}),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _make(home: Path, files: dict) -> None:

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from harness.clickhouse import ClickHouseCluster, ClickHouseError, ClickHouseUnavailable, config_root
 from harness.zk_txnlog import count_writes, read_txnlog
-from harness.zookeeper import port_is_free
+from harness.ports import port_is_free
 
 pytestmark = pytest.mark.zookeeper
 clickhouse = pytest.mark.clickhouse  # on the tests that start clickhouse-server
