@@ -204,10 +204,11 @@ def stage_assignment_machine(prof: settings, profile: str, out: dict) -> bool:
         ok &= good
         res.update(bugs=sorted(bugs), rule_counts=dict(counts))
         out.setdefault("assignment_machine", []).append(res)
-        print(f"  Assignment machine {sorted(bugs) or '(fixed)'}: {'caught: ' + res['error'] if res['failed'] else 'passed'}"
-              # a failing walk's length; on a pass, every step its walks took (there is no one walk to count)
-              f" ({len(res['steps']) if res['failed'] else sum(counts.values())} steps"
-              f"{'' if res['failed'] else ' in all'}, {res['seconds']} s) -> {'ok' if good else 'FAILED'}")
+        # a failing walk's length; on a pass, every step its walks took (there is no one walk to count)
+        outcome = (f"caught: {res['error']} ({len(res['steps'])} steps" if res["failed"]
+                   else f"passed ({sum(counts.values())} steps in all")
+        print(f"  Assignment machine {sorted(bugs) or '(fixed)'}: {outcome}, {res['seconds']} s)"
+              f" -> {'ok' if good else 'FAILED'}")
         if not bugs:
             _print_counts(counts, Counter(), ["ReplicaChooseOwners", "ReplicaCreateAssignment", "ReplicaAdoptAssignment",
                                        "ReplicaSessionExpire", "ReplicaRestart"])
