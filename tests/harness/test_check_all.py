@@ -150,3 +150,13 @@ def test_a_lane_runs_its_stages_in_turn_beside_the_other_lanes(monkeypatch, tmp_
     rows = {r["stage"]: r for r in __import__("json").loads((tmp_path / "check.json").read_text())}
     assert rows["reference-traces"]["beside"] == ["spark-check"]
     assert rows["spark-check"]["beside"] == ["conformance", "reference-traces"]
+
+
+def test_the_traces_clickhouse_runs_never_run_beside_the_spark_jobs():
+    # beside the Spark job's real-ClickHouse runs a replica of the traces' failed to start once
+    # (check_all.py): the two may share a lane, run in turn, but never stand in two lanes of a step
+    for steps in (check_all.CHECK_STEPS, check_all.THOROUGH_STEPS):
+        for step in steps:
+            traces, spark = ([lane for lane in check_all.lanes(step) if name in lane]
+                             for name in ("traces", "spark-check"))
+            assert not (traces and spark) or traces == spark, step
