@@ -76,7 +76,7 @@ class ClickHouseSide:
 
     def sync(self) -> None:
         for r in sorted(self.up):
-            self.sql(r, f"SYSTEM SYNC REPLICA {self.table}")
+            self.cluster.sync_replica(r, self.table)
         self._wait(lambda: all(self.sql(r, f"SELECT count() FROM system.mutations WHERE table = '{self.table}' "
                                            "AND is_done = 0").strip() == "0"
                                and self.sql(r, f"SELECT count() FROM system.replication_queue "

@@ -152,8 +152,8 @@ class ClickHouseHistory:
 
     # --- reads ------------------------------------------------------------------------------
     def sync(self) -> None:
-        for r in sorted(self.up):
-            self.cluster.query(r, f"SYSTEM SYNC REPLICA {self.w.table}")
+        for r in sorted(self.up):   # a replica stuck on an entry is named with it (ReplicaNotSynced)
+            self.cluster.sync_replica(r, self.w.table)
 
     def read(self, at: str) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from kazoo.client import KazooClient
 
-from harness.clickhouse import ClickHouseCluster, ClickHouseError, ClickHouseUnavailable, config_root
+from harness.clickhouse import ClickHouseCluster, ClickHouseError, ClickHouseUnavailable, ReplicaNotSynced, config_root
 from harness.zk_txnlog import count_writes, read_txnlog
 from harness.ports import port_is_free
 
@@ -103,6 +103,30 @@ def test_stopped_replica_comes_back_with_its_data_and_catches_up(clickhouse_clus
     assert c.query("r2", "SELECT x FROM local") == "7\n"  # a table no replica could refill: kept on disk
     c.query("r2", "SYSTEM SYNC REPLICA t")
     assert c.query("r2", "SELECT count(), sum(u) FROM t") == "2\t3\n"
+
+
+@clickhouse
+def test_a_sync_replica_that_cannot_finish_names_what_the_queue_waits_for(clickhouse_cluster):
+    # r2 comes back to a part only r1, now killed, has: its GET_PART cannot be done, and 18.16's
+    # SYSTEM SYNC REPLICA would wait for it with no end
+    c = _with_table(clickhouse_cluster(2, session_timeout_ms=3000))
+    c.stop("r2")
+    c.query("r1", "INSERT INTO t VALUES ('2024-01-15', 1)")
+    c.stop("r1")
+    c.start("r2")
+    deadline = time.monotonic() + 60
+    while c.query("r2", "SELECT sum(num_tries) FROM system.replication_queue WHERE table = 't'").strip() in ("", "0"):
+        assert time.monotonic() < deadline, "r2 never tried the fetch"
+        time.sleep(0.5)
+    started = time.monotonic()
+    with pytest.raises(ReplicaNotSynced) as e:
+        c.sync_replica("r2", "t", timeout=2)
+    assert time.monotonic() - started < 15   # the bound given (2 s, and 10 s more for an 18.16 that ignores it)
+    assert re.search(r"replica r2: SYSTEM SYNC REPLICA t did not return within 2 s; 1 entries in its queue; "
+                     r"GET_PART 202401_0_0_0, [1-9]\d* tries, last exception: \S", str(e.value)), str(e.value)
+    c.start("r1")   # the part's holder back: the same call now returns
+    c.sync_replica("r2", "t", timeout=60)
+    assert c.query("r2", "SELECT count() FROM t") == "1\n"
 
 
 @clickhouse
