@@ -352,10 +352,10 @@ class ClickHouseCluster(_Started):
 
     def sync_replica(self, name: str, table: str, timeout: float | None = None) -> None:
         """SYSTEM SYNC REPLICA ``table`` on ``name``, for about ``timeout`` seconds at most (default:
-        the cluster's query timeout). Releases since about 2020 wait for the replica's queue to
-        empty up to the ``receive_timeout`` setting and then throw TIMEOUT_EXCEEDED
-        (InterpreterSystemQuery's syncReplica); 18.16 ignores what its wait returns, and with an
-        entry it cannot do (a part no live replica has) it did not answer at all: 12 s with
+        the cluster's query timeout). ClickHouse's InterpreterSystemQuery::syncReplica waits for
+        the replica's queue to empty up to the ``receive_timeout`` setting; later releases then
+        throw TIMEOUT_EXCEEDED, the code of 18.x's time ignores what the wait returned. With an
+        entry it cannot do (a part no live replica has) 18.16 did not answer at all: 12 s with
         receive_timeout 2 in tests/harness/test_clickhouse.py, over 120 s once in make check's
         Spark runs (2026-12-02, after a replica was killed during an INSERT), a bare HTTP time-out
         then. The server is given the bound, the HTTP wait 10 s more, and past either
