@@ -22,7 +22,7 @@ from conformance.machines import profile  # noqa: E402
 from conformance.replay import model_constants  # noqa: E402
 from conformance.stategraph import SPEC  # noqa: E402
 from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES, REPAIR_SWITCHES  # noqa: E402
-from lab.switch_table import SWITCH_WALKS, SWITCH_WALKS_FOR, other_row, protocol_row  # noqa: E402
+from lab.switch_table import SWITCH_WALKS, other_row, protocol_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_BY = {
