@@ -365,7 +365,7 @@ class ClickHouseCluster(_Started):
             self.query(name, f"SYSTEM SYNC REPLICA {table}", settings={"receive_timeout": max(1, int(bound))},
                        timeout=bound + 10)
         except (ConnectionError, ClickHouseError) as e:
-            if isinstance(e, ClickHouseError) and e.code != TIMEOUT_EXCEEDED or not self._replica(name).running():
+            if (isinstance(e, ClickHouseError) and e.code != TIMEOUT_EXCEEDED) or not self._replica(name).running():
                 raise
             try:   # TSV escapes a value's newlines and tabs: one line an entry, four fields
                 queue = self.query(name, "SELECT type, new_part_name, num_tries, last_exception "
@@ -447,7 +447,7 @@ def measure(names: list[str], inserts: int = 200) -> list[str]:
             for i in range(inserts):
                 c.query(names[0], f"INSERT INTO t VALUES ('2024-01-01', {i})")
             for n in names[1:]:
-                c.query(n, "SYSTEM SYNC REPLICA t")
+                c.sync_replica(n, "t")
             figures.append(f"{inserts} one-row INSERTs on {names[0]}, then SYNC REPLICA on the others: "
                            f"{time.monotonic() - began:.2f} s")
             figures.append(f"memory after them: {', '.join(f'{n} {_rss_mb(c.pid(n)):.0f} MB' for n in names)}")

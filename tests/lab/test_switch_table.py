@@ -22,7 +22,7 @@ from conformance.machines import profile  # noqa: E402
 from conformance.replay import model_constants  # noqa: E402
 from conformance.stategraph import SPEC  # noqa: E402
 from conformance.switches import COVERED, OTHER_SWITCHES, PROTOCOL_SWITCHES, REPAIR_SWITCHES  # noqa: E402
-from lab.switch_table import SWITCH_WALKS, other_row, protocol_row  # noqa: E402
+from lab.switch_table import SWITCH_WALKS, SWITCH_WALKS_FOR, other_row, protocol_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_BY = {
@@ -133,35 +133,28 @@ def test_ci_machine_with_repair_steps_holds_and_repairs():
     # of them the literals of the project's modules loaded in the process (providers.py,
     # _get_local_constants), so the walks depend on what was imported before. Alone, in any
     # process and under any PYTHONHASHSEED, it is the figures above.
-    code = ("import json; from hypothesis import settings; from conformance.machines import profile; "
-            "from lab.switch_table import protocol_row; "
-            "print(json.dumps(protocol_row(None, settings(profile(), max_examples=100), repair=True), default=str))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "CONFORMANCE_PROFILE": "ci"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = _rows_in_a_process_of_their_own([(None, 100)], repair=True)[None]
     assert not r["caught"], (r["invariant"], r["walk"])
     windows = r["windows_per_100_walks"]
     assert windows.get("cancel", 0) >= 50 and windows.get("repair", 0) >= 40, windows
     assert windows.get("repair_switch", 0) >= 30 and windows.get("switch", 0) >= 40, windows
 
 
-def _rows_in_a_process_of_their_own(switches: list[str], repair: bool = False) -> dict:
-    """protocol_row for each switch, in one fresh process that imports only the machine, under
-    PYTHONHASHSEED 0. Derandomized walks depend on the process: str hashing orders the sets the
-    rules pick instances from, and Hypothesis draws some integers from the literals of the
-    project's modules loaded (test_ci_machine_with_repair_steps_holds_and_repairs). In a make test
-    worker that had run other files first, F23's switch was missed in 323 walks (a fresh clone,
-    2026-12-02), where a process of its own catches it at walk 36 under any PYTHONHASHSEED; F6 and
-    F7 were missed the same way before. Here each switch is caught, or not, at the same walk in
-    every run."""
+def _rows_in_a_process_of_their_own(hunts: list[tuple[str | None, int]], repair: bool = False) -> dict:
+    """protocol_row for each (switch or None, walks), in one fresh process that imports only the
+    machine, under PYTHONHASHSEED 0; by switch. Derandomized walks depend on the process: str
+    hashing orders the sets the rules pick instances from, and Hypothesis draws some integers from
+    the literals of the project's modules loaded (test_ci_machine_with_repair_steps_holds_and_repairs).
+    In a make test worker that had run other files first, F23's switch was missed in 323 walks (a
+    fresh clone, 2026-12-02), where a process of its own catches it at walk 36 under any
+    PYTHONHASHSEED; F6 and F7 were missed the same way before. Here each switch is caught, or not,
+    at the same walk in every run."""
     code = ("import json, sys; from hypothesis import settings; from conformance.machines import profile; "
-            "from lab.switch_table import SWITCH_WALKS, SWITCH_WALKS_FOR, protocol_row\n"
-            "for s in sys.argv[2:]:\n"
-            "    walks = SWITCH_WALKS if sys.argv[1] == 'repair' else SWITCH_WALKS_FOR.get(s, SWITCH_WALKS)\n"
-            "    r = protocol_row(s, settings(profile(), max_examples=walks), repair=sys.argv[1] == 'repair')\n"
+            "from lab.switch_table import protocol_row\n"
+            "for s, walks in json.loads(sys.argv[1]):\n"
+            "    r = protocol_row(s, settings(profile(), max_examples=walks), repair=sys.argv[2] == 'repair')\n"
             "    print('ROW ' + json.dumps({'switch': s, **r}, default=str), flush=True)")
-    out = subprocess.run([sys.executable, "-c", code, "repair" if repair else "alone", *switches], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(hunts), "repair" if repair else "alone"], cwd=ROOT,
                          capture_output=True, text=True, timeout=1800,
                          env={**os.environ, "CONFORMANCE_PROFILE": "ci", "PYTHONHASHSEED": "0"})
     assert out.returncode == 0, out.stderr[-3000:]
@@ -171,12 +164,12 @@ def _rows_in_a_process_of_their_own(switches: list[str], repair: bool = False) -
 
 @pytest.fixture(scope="module")
 def repair_rows():
-    return _rows_in_a_process_of_their_own(list(REPAIR_SWITCHES), repair=True)
+    return _rows_in_a_process_of_their_own([(s, SWITCH_WALKS) for s in REPAIR_SWITCHES], repair=True)
 
 
 @pytest.fixture(scope="module")
 def invariant_rows():
-    return _rows_in_a_process_of_their_own(list(PROTOCOL_SWITCHES))
+    return _rows_in_a_process_of_their_own([(s, SWITCH_WALKS_FOR.get(s, SWITCH_WALKS)) for s in PROTOCOL_SWITCHES])
 
 
 @pytest.mark.parametrize("switch", REPAIR_SWITCHES)
